@@ -1,0 +1,95 @@
+// Package auth owns client authentication: the relay to a dedicated auth
+// server (backend "mysql", the default) and static users that hold only
+// mysql_native_password hashes (backend "static"). sluice never sees, stores
+// or logs a password; static hashes are compared in constant time.
+//
+// Authenticators are safe for concurrent use by many sessions; each
+// Authenticate call owns the client connection it is given until it returns.
+package auth
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluice-proxy/sluice/protocol"
+)
+
+// ErrAccessDenied reports a login the auth backend refused. The client has
+// already received the ERR packet; the session must close.
+var ErrAccessDenied = errors.New("access denied")
+
+// ErrHandshake reports a client that broke the handshake protocol. The client
+// has received an ERR packet where that was still possible.
+var ErrHandshake = errors.New("bad handshake")
+
+// Server describes the proxy side of the greeting: what sluice tells the
+// client about itself.
+type Server struct {
+	ConnectionID  uint32
+	ServerVersion string
+	// Capabilities are sluice's own capability flags.
+	Capabilities uint32
+	Collation    uint8
+	// ClientHost is the client's address without port, for error messages.
+	ClientHost string
+}
+
+// Login is what a successful authentication established. The client is then
+// waiting for the final OK (or ERR) of the handshake, which the caller sends
+// after checking Database on a backend.
+type Login struct {
+	User string
+	// Database is the schema the client asked for in its handshake, not
+	// yet checked.
+	Database string
+	// Capabilities are the client's flags limited to sluice's.
+	Capabilities uint32
+	Collation    uint8
+	MaxPacket    uint32
+	// Attributes are the client's raw connection attributes.
+	Attributes []byte
+}
+
+// Authenticator runs the login exchange on a freshly accepted client
+// connection. On failure it has already told the client (ERR packet) where
+// the protocol allowed and returns an error wrapping ErrAccessDenied or
+// ErrHandshake, or an I/O error.
+type Authenticator interface {
+	Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error)
+}
+
+// readHandshakeResponse reads and decodes the client's handshake response,
+// answering a malformed one with ERR 1043.
+func readHandshakeResponse(client *protocol.Conn, srv Server) (*protocol.HandshakeResponse, error) {
+	p, err := client.ReadPacket()
+	if err != nil {
+		if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
+			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: %v", err))
+			return nil, errors.Join(ErrHandshake, err)
+		}
+		return nil, err
+	}
+	if protocol.IsSSLRequest(p) {
+		_ = client.WriteErr(protocol.NewError(protocol.ErHandshake,
+			"Bad handshake: client asked for TLS, which this sluice listener does not offer"))
+		return nil, errors.Join(ErrHandshake, errors.New("TLS requested but not configured"))
+	}
+	h, err := protocol.ParseHandshakeResponse(p)
+	if err != nil {
+		_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: %v", err))
+		return nil, errors.Join(ErrHandshake, err)
+	}
+	h.Capabilities &= srv.Capabilities
+	return h, nil
+}
+
+func loginOf(h *protocol.HandshakeResponse) *Login {
+	return &Login{
+		User:         h.User,
+		Database:     h.Database,
+		Capabilities: h.Capabilities,
+		Collation:    h.Collation,
+		MaxPacket:    h.MaxPacketSize,
+		Attributes:   h.Attributes,
+	}
+}

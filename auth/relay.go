@@ -1,0 +1,132 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/sluice-proxy/sluice/protocol"
+)
+
+// Relay authenticates clients against a dedicated auth server (the seed
+// design): the auth server's scramble goes to the client, the client's
+// answers go to the auth server, and its verdict decides. It holds no
+// secrets and is safe for concurrent use.
+type Relay struct {
+	// Address is the auth server's host:port.
+	Address string
+	// DialTimeout bounds connecting to the auth server.
+	DialTimeout time.Duration
+}
+
+// maxAuthRounds bounds the auth-switch / extra-data exchange.
+const maxAuthRounds = 8
+
+// Authenticate implements Authenticator.
+func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error) {
+	d := net.Dialer{Timeout: r.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", r.Address)
+	if err != nil {
+		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+			"sluice: cannot reach the auth server %s: %v", r.Address, err))
+		return nil, fmt.Errorf("dialing auth server %s: %w", r.Address, err)
+	}
+	upstream := protocol.NewConn(nc)
+	upstream.LenientSeq = true
+	defer upstream.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	p, err := upstream.ReadPacket()
+	if err != nil {
+		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+			"sluice: auth server %s sent no greeting: %v", r.Address, err))
+		return nil, fmt.Errorf("reading auth server greeting: %w", err)
+	}
+	ag, err := protocol.ParseGreeting(p)
+	if err != nil {
+		_ = client.WriteErr(protocol.ToSQLError(err))
+		return nil, fmt.Errorf("auth server greeting: %w", err)
+	}
+	version := srv.ServerVersion
+	if version == "" {
+		version = ag.ServerVersion
+	}
+	g := &protocol.Greeting{
+		ServerVersion: version,
+		ConnectionID:  srv.ConnectionID,
+		Scramble:      ag.Scramble,
+		Capabilities:  srv.Capabilities | protocol.ClientPluginAuth | protocol.ClientSecureConnection,
+		Collation:     srv.Collation,
+		Status:        protocol.StatusAutocommit,
+		AuthPlugin:    ag.AuthPlugin,
+	}
+	if err := client.WritePacketFlush(g.Encode()); err != nil {
+		return nil, err
+	}
+	h, err := readHandshakeResponse(client, srv)
+	if err != nil {
+		return nil, err
+	}
+	login := loginOf(h)
+
+	// The auth server holds users, not the application's schemas: the
+	// schema is checked on a backend by the caller.
+	fwd := *h
+	fwd.Capabilities &^= protocol.ClientConnectWithDB | protocol.ClientSSL | protocol.ClientCompress
+	fwd.Capabilities &= ag.Capabilities | protocol.ClientLongPassword
+	fwd.Database = ""
+	if fwd.Capabilities&protocol.ClientPluginAuth == 0 {
+		fwd.AuthPlugin = ""
+	}
+	if err := upstream.WritePacketFlush(fwd.Encode()); err != nil {
+		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+			"sluice: lost the auth server %s: %v", r.Address, err))
+		return nil, err
+	}
+	for range maxAuthRounds {
+		p, err := upstream.ReadPacket()
+		if err != nil {
+			_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+				"sluice: lost the auth server %s during login: %v", r.Address, err))
+			return nil, fmt.Errorf("reading auth server: %w", err)
+		}
+		switch {
+		case protocol.IsOK(p):
+			return login, nil
+		case protocol.IsErr(p):
+			// Relayed unchanged: 1045 with the auth server's own message.
+			if err := client.WritePacketFlush(p); err != nil {
+				return nil, err
+			}
+			e, _ := protocol.ParseErr(p)
+			return nil, fmt.Errorf("%w: %w", ErrAccessDenied, e)
+		case protocol.IsAuthSwitch(p) || protocol.IsAuthMoreData(p):
+			if err := client.WritePacketFlush(p); err != nil {
+				return nil, err
+			}
+			// caching_sha2_password's "fast auth succeeded" expects no
+			// answer; the OK follows.
+			if len(p) == 2 && p[0] == 0x01 && p[1] == 0x03 {
+				continue
+			}
+			ans, err := client.ReadPacket()
+			if err != nil {
+				return nil, errors.Join(ErrHandshake, err)
+			}
+			if err := upstream.WritePacketFlush(ans); err != nil {
+				_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+					"sluice: lost the auth server %s: %v", r.Address, err))
+				return nil, err
+			}
+		default:
+			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake,
+				"Bad handshake: auth server %s sent an unexpected packet", r.Address))
+			return nil, fmt.Errorf("%w: auth server sent 0x%02x", ErrHandshake, p[0])
+		}
+	}
+	_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: authentication did not finish"))
+	return nil, fmt.Errorf("%w: too many auth rounds", ErrHandshake)
+}

@@ -1,0 +1,83 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-proxy/sluice/protocol"
+)
+
+// Static authenticates clients against mysql_native_password hashes held in
+// the configuration (SHA1(SHA1(password)), as PASSWORD() prints it). It is
+// immutable after construction and safe for concurrent use.
+type Static struct {
+	users map[string][]byte
+}
+
+// NewStatic builds a Static from user name → "*HEX" hash.
+func NewStatic(users map[string]string) (*Static, error) {
+	s := &Static{users: make(map[string][]byte, len(users))}
+	for name, hash := range users {
+		h, err := protocol.ParseNativeHash(hash)
+		if err != nil {
+			return nil, fmt.Errorf("user %q: %w", name, err)
+		}
+		s.users[name] = h
+	}
+	return s, nil
+}
+
+// dummyHash keeps the work for an unknown user the same as for a known one.
+var dummyHash = make([]byte, 20)
+
+// Authenticate implements Authenticator.
+func (s *Static) Authenticate(_ context.Context, client *protocol.Conn, srv Server) (*Login, error) {
+	scramble, err := protocol.NewScramble()
+	if err != nil {
+		return nil, err
+	}
+	g := &protocol.Greeting{
+		ServerVersion: srv.ServerVersion,
+		ConnectionID:  srv.ConnectionID,
+		Scramble:      scramble,
+		Capabilities:  srv.Capabilities | protocol.ClientPluginAuth | protocol.ClientSecureConnection,
+		Collation:     srv.Collation,
+		Status:        protocol.StatusAutocommit,
+		AuthPlugin:    protocol.AuthNativePassword,
+	}
+	if err := client.WritePacketFlush(g.Encode()); err != nil {
+		return nil, err
+	}
+	h, err := readHandshakeResponse(client, srv)
+	if err != nil {
+		return nil, err
+	}
+	resp := h.AuthResponse
+	if h.Capabilities&protocol.ClientPluginAuth != 0 && h.AuthPlugin != "" && h.AuthPlugin != protocol.AuthNativePassword {
+		// Ask the client to answer mysql_native_password instead.
+		if err := client.WritePacketFlush(protocol.AuthSwitchRequest(protocol.AuthNativePassword, append(scramble, 0))); err != nil {
+			return nil, err
+		}
+		resp, err = client.ReadPacket()
+		if err != nil {
+			return nil, errors.Join(ErrHandshake, err)
+		}
+	}
+	stored, known := s.users[h.User]
+	if !known {
+		stored = dummyHash
+	}
+	ok := protocol.VerifyNativePassword(scramble, resp, stored) && known
+	if !ok {
+		using := "NO"
+		if len(resp) > 0 {
+			using = "YES"
+		}
+		e := protocol.NewError(protocol.ErAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)",
+			h.User, srv.ClientHost, using)
+		_ = client.WriteErr(e)
+		return nil, fmt.Errorf("%w: %w", ErrAccessDenied, e)
+	}
+	return loginOf(h), nil
+}

@@ -1,0 +1,135 @@
+// Command sluice is the MySQL wire-protocol proxy. It only parses flags,
+// picks the subcommand and wires packages together; the logic lives in
+// proxy, conf, auth, router, health and sandbox.
+//
+//	sluice [run] -config sluice.toml   serve
+//	sluice check-config FILE           validate a configuration and print its topology
+//	sluice sandbox [-replicas N]       start a local MariaDB topology with sluice in front
+//	sluice version                     print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/proxy"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "run":
+		return runProxy(args, stderr)
+	case "check-config":
+		return checkConfig(args, stdout, stderr)
+	case "sandbox":
+		return runSandbox(args, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "sluice", version)
+		return 0
+	case "help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n", cmd)
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  sluice [run] -config sluice.toml   serve MySQL clients
+  sluice check-config FILE           validate a configuration and print its topology
+  sluice sandbox [-replicas N]       local MariaDB master, replicas and auth server with sluice in front
+  sluice version                     print the version
+`)
+}
+
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: sluice check-config FILE")
+		return 2
+	}
+	cfg, err := conf.Load(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprint(stdout, cfg.Describe())
+	return 0
+}
+
+func runProxy(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "sluice.toml", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := conf.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	log, err := newLogger(cfg.Proxy.LogLevel, false)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer log.Sync()
+	srv, err := proxy.New(cfg, log)
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	if err := srv.Start(); err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	log.Info("sluice serving", zap.String("listen", srv.Addr().String()), zap.String("version", version))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	log.Info("shutting down")
+	if err := srv.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		log.Warn("close", zap.Error(err))
+	}
+	return 0
+}
+
+// newLogger builds the process logger: JSON for servers, console text for
+// the interactive sandbox.
+func newLogger(level string, console bool) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("proxy.log_level: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	if console {
+		zc = zap.NewDevelopmentConfig()
+		zc.DisableStacktrace = true
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	return zc.Build()
+}

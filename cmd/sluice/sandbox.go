@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/sandbox"
+)
+
+// runSandbox starts a local MariaDB topology (master, replicas, auth server),
+// sluice in front of it, prints how to connect, and cleans everything up on
+// Ctrl-C.
+func runSandbox(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	replicas := fs.Int("replicas", 2, "number of replicas")
+	listen := fs.String("listen", "127.0.0.1:6033", "sluice client listen address")
+	logLevel := fs.String("log-level", "info", "log level")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintln(stdout, "starting MariaDB master, replicas and auth server...")
+	topo, err := sandbox.Start(ctx, sandbox.Options{Replicas: *replicas})
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice sandbox:", err)
+		return 1
+	}
+	defer topo.Stop()
+	cfg, err := conf.Parse([]byte(topo.SluiceConfig(*listen, fmt.Sprintf("log_level = %q", *logLevel))))
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice sandbox:", err)
+		return 1
+	}
+	log, err := newLogger(cfg.Proxy.LogLevel, true)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice sandbox:", err)
+		return 1
+	}
+	srv, err := proxy.New(cfg, log)
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice sandbox:", err)
+		return 1
+	}
+	defer srv.Close()
+	host, port := splitAddr(srv.Addr().String())
+	fmt.Fprintf(stdout, "\nsluice is serving on %s\n\n", srv.Addr())
+	fmt.Fprintf(stdout, "  mariadb -h%s -P%s -u%s -p%s\n", host, port, topo.Opts.AppUser, topo.Opts.AppPassword)
+	fmt.Fprintf(stdout, "  DSN: %s:%s@tcp(%s)/sluice_test\n\n", topo.Opts.AppUser, topo.Opts.AppPassword, srv.Addr())
+	fmt.Fprintf(stdout, "master   %s (root over socket %s)\n", topo.Master.Addr(), topo.Master.Socket)
+	for _, r := range topo.Replicas {
+		fmt.Fprintf(stdout, "replica  %s\n", r.Addr())
+	}
+	fmt.Fprintf(stdout, "auth     %s (application users live here)\n\n", topo.Auth.Addr())
+	fmt.Fprintln(stdout, "configuration in use:")
+	fmt.Fprint(stdout, cfg.Describe())
+	fmt.Fprintln(stdout, "\nCtrl-C stops sluice and the servers and removes their data.")
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "stopping...")
+	return 0
+}
+
+func splitAddr(a string) (string, string) {
+	for i := len(a) - 1; i >= 0; i-- {
+		if a[i] == ':' {
+			return a[:i], a[i+1:]
+		}
+	}
+	return a, ""
+}

@@ -1,0 +1,293 @@
+// Package conf owns sluice's configuration: the TOML schema a DBA writes, its
+// defaults, loading, validation and a human-readable description of the
+// topology it declares.
+//
+// Loading follows one fixed order: defaults are set, the file is decoded over
+// them, unknown keys are rejected, secrets are resolved from environment
+// variables or files, and the result is validated. Every error names the key
+// it is about, and the line when the TOML library can tell it.
+//
+// The package does no I/O beyond reading the configuration file and the
+// secret files and environment variables it names. A *Config is a plain
+// value: it is not safe for concurrent mutation, but any number of goroutines
+// may read one that nobody modifies.
+package conf
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Duration is a time.Duration written in TOML as a string such as "500ms",
+// "5s" or "10m".
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a duration string in the syntax of time.ParseDuration.
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use a number with a unit: \"500ms\", \"5s\", \"10m\")", text)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText formats the duration the way UnmarshalText reads it.
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(d.String()), nil
+}
+
+// String formats d like time.Duration's String method, without zero
+// trailing units: "10m" rather than "10m0s" and "1h" rather than "1h0m0s".
+func (d Duration) String() string {
+	s := d.Duration.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// Config is a whole sluice configuration file.
+type Config struct {
+	Proxy     Proxy       `toml:"proxy"`
+	Auth      Auth        `toml:"auth"`
+	Admin     Admin       `toml:"admin"`
+	Clusters  []Cluster   `toml:"cluster"`
+	Health    Health      `toml:"health"`
+	Shards    []Shard     `toml:"shard"`
+	Broadcast []Broadcast `toml:"broadcast"`
+
+	// Path is the file the configuration was loaded from; it is empty when
+	// the configuration came from Parse.
+	Path string `toml:"-"`
+}
+
+// Proxy is the [proxy] table: listeners and client-facing limits.
+type Proxy struct {
+	// Listen is the host:port for application traffic.
+	Listen string `toml:"listen"`
+	// AdminListen is the host:port of the admin SQL interface.
+	AdminListen string `toml:"admin_listen"`
+	// MetricsListen is the host:port serving /metrics, /healthz and /readyz.
+	MetricsListen string `toml:"metrics_listen"`
+	// LogLevel is one of debug, info, warn or error.
+	LogLevel string `toml:"log_level"`
+	// MaxClientConnections caps concurrent client connections.
+	MaxClientConnections int `toml:"max_client_connections"`
+	// MaxAllowedPacket is the largest packet, in bytes, accepted from a client.
+	MaxAllowedPacket int64 `toml:"max_allowed_packet"`
+	// HandshakeTimeout bounds a client's handshake and authentication.
+	HandshakeTimeout Duration `toml:"handshake_timeout"`
+	// ConnectTimeout bounds dialing a backend or the auth server.
+	ConnectTimeout Duration `toml:"connect_timeout"`
+	// ServerVersion, when set, replaces the version string advertised to clients.
+	ServerVersion string `toml:"server_version"`
+}
+
+// Auth is the [auth] table: how client credentials are checked.
+type Auth struct {
+	// Backend is "mysql" (relay to a dedicated auth server) or "static".
+	Backend string `toml:"backend"`
+	// Address is the auth server's host:port; required for backend "mysql".
+	Address string `toml:"address"`
+	// Users are the [[auth.user]] entries; used only by backend "static".
+	Users []StaticUser `toml:"user"`
+}
+
+// StaticUser is one [[auth.user]] entry of the static auth backend.
+type StaticUser struct {
+	// Name is the MySQL user name.
+	Name string `toml:"name"`
+	// PasswordHash is the mysql_native_password hash as SELECT PASSWORD('x')
+	// prints it: "*" followed by 40 hex digits. Parse normalises it to upper
+	// case.
+	PasswordHash string `toml:"password_hash"`
+}
+
+// Admin is the [admin] table: the account of the admin SQL interface.
+type Admin struct {
+	// User is the admin user name.
+	User string `toml:"user"`
+	// Password is the resolved admin password; after Parse it holds the value
+	// of whichever of password, password_env or password_file was set.
+	Password string `toml:"password"`
+	// PasswordEnv names an environment variable holding the password.
+	PasswordEnv string `toml:"password_env"`
+	// PasswordFile names a file holding the password.
+	PasswordFile string `toml:"password_file"`
+}
+
+// Cluster is one [[cluster]] entry: a master and its replicas.
+type Cluster struct {
+	// Name identifies the cluster in admin SQL, shard rules and metrics.
+	Name string `toml:"name"`
+	// User is the service account used for data connections to the cluster.
+	User string `toml:"user"`
+	// Password is the resolved service account password (see Admin.Password).
+	Password string `toml:"password"`
+	// PasswordEnv names an environment variable holding the password.
+	PasswordEnv string `toml:"password_env"`
+	// PasswordFile names a file holding the password.
+	PasswordFile string `toml:"password_file"`
+	// Master is the master's host:port.
+	Master string `toml:"master"`
+	// Balance is the replica balancer: round-robin, weighted, least-load or
+	// least-conn.
+	Balance string `toml:"balance"`
+	// MaxReplicationLag is the lag beyond which a replica takes no reads.
+	MaxReplicationLag Duration `toml:"max_replication_lag"`
+	// Replicas are the [[cluster.replica]] entries.
+	Replicas []Replica `toml:"replica"`
+}
+
+// Replica is one [[cluster.replica]] entry.
+type Replica struct {
+	// Address is the replica's host:port.
+	Address string `toml:"address"`
+	// Weight is the replica's share for the weighted balancer; at least 1.
+	Weight int `toml:"weight"`
+	// Agent is the optional http(s) URL of a sluice-agent reporting the
+	// host's load average.
+	Agent string `toml:"agent"`
+}
+
+// Health is the [health] table: probing and automatic failover.
+type Health struct {
+	// Interval is the time between two probes of a backend.
+	Interval Duration `toml:"interval"`
+	// Timeout bounds one probe.
+	Timeout Duration `toml:"timeout"`
+	// FailuresBeforeDown is how many probes in a row must fail before a
+	// backend is marked down.
+	FailuresBeforeDown int `toml:"failures_before_down"`
+	// AutoFailover enables promoting a replica when a master goes down.
+	AutoFailover bool `toml:"auto_failover"`
+	// FailoverBlock is the time after a failover of a cluster during which no
+	// second automatic failover of it happens.
+	FailoverBlock Duration `toml:"failover_block"`
+}
+
+// Shard is one [[shard]] rule. It is parsed and lightly validated; routing
+// does not use it yet.
+type Shard struct {
+	// Schema and Table name the logical, sharded table.
+	Schema string `toml:"schema"`
+	Table  string `toml:"table"`
+	// Key is the shard key column.
+	Key string `toml:"key"`
+	// Algorithm is mod, hash, range or date.
+	Algorithm string `toml:"algorithm"`
+	// Clusters are the names of the clusters holding the shards, in order.
+	Clusters []string `toml:"clusters"`
+	// TablesPerCluster is the number of physical tables in each cluster;
+	// it defaults to 1.
+	TablesPerCluster int `toml:"tables_per_cluster"`
+	// VirtualShards is the number of virtual shards for algorithm hash;
+	// 0 means none.
+	VirtualShards int `toml:"virtual_shards"`
+	// Boundaries are the ascending range starts for algorithm range.
+	Boundaries []int64 `toml:"boundaries"`
+}
+
+// Broadcast is one [[broadcast]] entry: a table copied to every cluster. It
+// is parsed and validated; routing does not use it yet.
+type Broadcast struct {
+	Schema string `toml:"schema"`
+	Table  string `toml:"table"`
+}
+
+// Default values of settings that are not given.
+const (
+	DefaultListen               = "127.0.0.1:6033"
+	DefaultAdminListen          = "127.0.0.1:6032"
+	DefaultMetricsListen        = "127.0.0.1:6070"
+	DefaultLogLevel             = "info"
+	DefaultMaxClientConnections = 10000
+	DefaultMaxAllowedPacket     = 64 << 20
+	DefaultHandshakeTimeout     = 10 * time.Second
+	DefaultConnectTimeout       = 2 * time.Second
+	DefaultAuthBackend          = "mysql"
+	DefaultAdminUser            = "admin"
+	DefaultBalance              = "round-robin"
+	DefaultMaxReplicationLag    = 5 * time.Second
+	DefaultReplicaWeight        = 1
+	DefaultHealthInterval       = 500 * time.Millisecond
+	DefaultHealthTimeout        = time.Second
+	DefaultFailuresBeforeDown   = 3
+	DefaultAutoFailover         = true
+	DefaultFailoverBlock        = 10 * time.Minute
+	DefaultTablesPerCluster     = 1
+)
+
+// Limits of max_allowed_packet, in bytes.
+const (
+	MinMaxAllowedPacket = 1024
+	MaxMaxAllowedPacket = 1 << 30
+)
+
+// defaults returns a Config holding every default that does not live in an
+// array element; those are filled in by applyElementDefaults after decoding.
+func defaults() *Config {
+	return &Config{
+		Proxy: Proxy{
+			Listen:               DefaultListen,
+			AdminListen:          DefaultAdminListen,
+			MetricsListen:        DefaultMetricsListen,
+			LogLevel:             DefaultLogLevel,
+			MaxClientConnections: DefaultMaxClientConnections,
+			MaxAllowedPacket:     DefaultMaxAllowedPacket,
+			HandshakeTimeout:     Duration{DefaultHandshakeTimeout},
+			ConnectTimeout:       Duration{DefaultConnectTimeout},
+		},
+		Auth:  Auth{Backend: DefaultAuthBackend},
+		Admin: Admin{User: DefaultAdminUser},
+		Health: Health{
+			Interval:           Duration{DefaultHealthInterval},
+			Timeout:            Duration{DefaultHealthTimeout},
+			FailuresBeforeDown: DefaultFailuresBeforeDown,
+			AutoFailover:       DefaultAutoFailover,
+			FailoverBlock:      Duration{DefaultFailoverBlock},
+		},
+	}
+}
+
+// Load reads the configuration file at path and parses it like Parse. A
+// relative password_file is taken relative to the directory of path. The
+// returned Config has Path set to path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := parse(data, filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.Path = path
+	return c, nil
+}
+
+// Parse builds a Config from the TOML text in data: it applies defaults,
+// decodes data over them, rejects unknown keys, resolves secrets and
+// validates the result. A relative password_file is taken relative to the
+// working directory.
+func Parse(data []byte) (*Config, error) {
+	return parse(data, "")
+}
+
+// Cluster returns the cluster called name, or nil if there is none. The
+// result points into c.Clusters.
+func (c *Config) Cluster(name string) *Cluster {
+	for i := range c.Clusters {
+		if c.Clusters[i].Name == name {
+			return &c.Clusters[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package conf
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Describe returns the topology and main settings of c as indented lines of
+// text for `sluice check-config`. It never prints a password or a password
+// hash: secrets are described by where they come from. Describe works on any
+// Config, valid or not.
+func (c *Config) Describe() string {
+	var b strings.Builder
+	line := func(format string, args ...any) {
+		fmt.Fprintf(&b, format, args...)
+		b.WriteByte('\n')
+	}
+
+	if c.Path != "" {
+		line("config %s", c.Path)
+	}
+	x := &c.Proxy
+	line("proxy: listen %s, admin_listen %s, metrics_listen %s", x.Listen, x.AdminListen, x.MetricsListen)
+	line("  log_level %s, max_client_connections %d, max_allowed_packet %s",
+		x.LogLevel, x.MaxClientConnections, formatBytes(x.MaxAllowedPacket))
+	timeouts := fmt.Sprintf("  handshake_timeout %s, connect_timeout %s", x.HandshakeTimeout, x.ConnectTimeout)
+	if x.ServerVersion != "" {
+		timeouts += fmt.Sprintf(", server_version %q", x.ServerVersion)
+	}
+	line("%s", timeouts)
+
+	switch a := &c.Auth; a.Backend {
+	case "static":
+		names := make([]string, len(a.Users))
+		for i, u := range a.Users {
+			names[i] = fmt.Sprintf("%q", u.Name)
+		}
+		line("auth: static, %d user(s): %s", len(a.Users), strings.Join(names, ", "))
+	default:
+		line("auth: %s, auth server %s", a.Backend, a.Address)
+	}
+	line("admin: user %q, %s", c.Admin.User, passwordSource(c.Admin.Password, c.Admin.PasswordEnv, c.Admin.PasswordFile))
+
+	h := &c.Health
+	failover := "off"
+	if h.AutoFailover {
+		failover = fmt.Sprintf("on, failover_block %s", h.FailoverBlock)
+	}
+	line("health: interval %s, timeout %s, failures_before_down %d, auto_failover %s",
+		h.Interval, h.Timeout, h.FailuresBeforeDown, failover)
+
+	for _, cl := range c.Clusters {
+		line("cluster %q: balance %s, max_replication_lag %s, %d replica(s)",
+			cl.Name, cl.Balance, cl.MaxReplicationLag, len(cl.Replicas))
+		line("  user %q, %s", cl.User, passwordSource(cl.Password, cl.PasswordEnv, cl.PasswordFile))
+		line("  master   %s", cl.Master)
+		for _, r := range cl.Replicas {
+			s := fmt.Sprintf("  replica  %s  weight %d", r.Address, r.Weight)
+			if r.Agent != "" {
+				s += "  agent " + redactURL(r.Agent)
+			}
+			line("%s", s)
+		}
+	}
+
+	for _, s := range c.Shards {
+		line("shard %s.%s: key %s, algorithm %s, %d cluster(s) x %d table(s)",
+			s.Schema, s.Table, s.Key, s.Algorithm, len(s.Clusters), s.TablesPerCluster)
+		line("  clusters %s", strings.Join(s.Clusters, ", "))
+		if s.VirtualShards > 0 {
+			line("  virtual_shards %d", s.VirtualShards)
+		}
+		if len(s.Boundaries) > 0 {
+			line("  boundaries %v", s.Boundaries)
+		}
+	}
+	if len(c.Broadcast) > 0 {
+		names := make([]string, len(c.Broadcast))
+		for i, t := range c.Broadcast {
+			names[i] = t.Schema + "." + t.Table
+		}
+		line("broadcast: %s", strings.Join(names, ", "))
+	}
+	return b.String()
+}
+
+// passwordSource says where a password comes from without saying what it is.
+func passwordSource(password, env, file string) string {
+	switch {
+	case env != "":
+		return "password from env " + env
+	case file != "":
+		return "password from file " + file
+	case password != "":
+		return "password set in the file"
+	default:
+		return "no password"
+	}
+}
+
+// redactURL hides any password in a URL's user information.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return u.Redacted()
+}
+
+// formatBytes prints n in the largest binary unit that divides it.
+func formatBytes(n int64) string {
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,386 @@
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Allowed values of enumerated settings, in the order error messages list
+// them.
+var (
+	logLevels      = []string{"debug", "info", "warn", "error"}
+	authBackends   = []string{"mysql", "static"}
+	balancers      = []string{"round-robin", "weighted", "least-load", "least-conn"}
+	shardAlgorithm = []string{"mod", "hash", "range", "date"}
+)
+
+// Validate checks a configuration whose defaults are applied and whose
+// secrets are resolved, as Parse leaves it. It returns nil or all problems
+// found joined with errors.Join, one line each, each naming its key.
+// Validate does not modify c.
+func (c *Config) Validate() error {
+	var p problems
+	c.validateProxy(&p)
+	c.validateAuth(&p)
+	if c.Admin.User == "" {
+		p.add("admin.user must not be empty")
+	}
+	c.validateClusters(&p)
+	c.validateHealth(&p)
+	c.validateShards(&p)
+	return errors.Join(p...)
+}
+
+// problems collects validation errors in the order they are found.
+type problems []error
+
+func (p *problems) add(format string, args ...any) {
+	*p = append(*p, fmt.Errorf(format, args...))
+}
+
+func (c *Config) validateProxy(p *problems) {
+	x := &c.Proxy
+	listeners := []struct{ key, addr string }{
+		{"proxy.listen", x.Listen},
+		{"proxy.admin_listen", x.AdminListen},
+		{"proxy.metrics_listen", x.MetricsListen},
+	}
+	for i, l := range listeners {
+		if err := checkAddr(l.addr, true); err != nil {
+			p.add("%s: %v", l.key, err)
+			continue
+		}
+		for _, prev := range listeners[:i] {
+			if l.addr == prev.addr && !strings.HasSuffix(l.addr, ":0") {
+				p.add("%s: %q is already used by %s", l.key, l.addr, prev.key)
+				break
+			}
+		}
+	}
+	if !slices.Contains(logLevels, x.LogLevel) {
+		p.add("proxy.log_level: unknown value %q (want %s)", x.LogLevel, oneOf(logLevels))
+	}
+	if x.MaxClientConnections <= 0 {
+		p.add("proxy.max_client_connections must be > 0 (got %d)", x.MaxClientConnections)
+	}
+	if x.MaxAllowedPacket < MinMaxAllowedPacket || x.MaxAllowedPacket > MaxMaxAllowedPacket {
+		p.add("proxy.max_allowed_packet must be between %d and %d bytes (got %d)",
+			MinMaxAllowedPacket, MaxMaxAllowedPacket, x.MaxAllowedPacket)
+	}
+	if x.HandshakeTimeout.Duration <= 0 {
+		p.add("proxy.handshake_timeout must be > 0 (got %s)", x.HandshakeTimeout)
+	}
+	if x.ConnectTimeout.Duration <= 0 {
+		p.add("proxy.connect_timeout must be > 0 (got %s)", x.ConnectTimeout)
+	}
+	for _, r := range x.ServerVersion {
+		if r < 0x20 || r == 0x7f {
+			// The handshake sends the version NUL-terminated.
+			p.add("proxy.server_version: %q contains a control character", x.ServerVersion)
+			break
+		}
+	}
+}
+
+func (c *Config) validateAuth(p *problems) {
+	a := &c.Auth
+	switch a.Backend {
+	case "mysql":
+		if a.Address == "" {
+			p.add("auth.address is required when auth.backend = %q", a.Backend)
+		} else if err := checkAddr(a.Address, false); err != nil {
+			p.add("auth.address: %v", err)
+		}
+		if len(a.Users) > 0 {
+			p.add("auth.user is only used when auth.backend = \"static\" (auth.backend = %q)", a.Backend)
+		}
+	case "static":
+		if a.Address != "" {
+			p.add("auth.address is only used when auth.backend = \"mysql\" (auth.backend = %q)", a.Backend)
+		}
+		if len(a.Users) == 0 {
+			p.add("auth.backend = \"static\" needs at least one [[auth.user]]")
+		}
+		first := make(map[string]int, len(a.Users))
+		for i, u := range a.Users {
+			label := fmt.Sprintf("auth.user[%d]", i)
+			if u.Name != "" {
+				label += fmt.Sprintf(" (%q)", u.Name)
+			}
+			if u.Name == "" {
+				p.add("%s: name is required", label)
+			} else if j, dup := first[u.Name]; dup {
+				p.add("%s: name %q is already used by auth.user[%d]", label, u.Name, j)
+			} else {
+				first[u.Name] = i
+			}
+			if !isNativeHash(u.PasswordHash) {
+				// The hash itself is not printed: it is as good as a
+				// password for anyone who can read the error.
+				p.add("%s: password_hash must be \"*\" and 40 hex digits, as SELECT PASSWORD('...') prints it", label)
+			}
+		}
+	default:
+		p.add("auth.backend: unknown value %q (want %s)", a.Backend, oneOf(authBackends))
+	}
+}
+
+// isNativeHash reports whether s is a mysql_native_password hash: "*" and 40
+// hex digits of either case.
+func isNativeHash(s string) bool {
+	if len(s) != 41 || s[0] != '*' {
+		return false
+	}
+	for _, r := range s[1:] {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// clusterLabel names a cluster in error messages, by index and, when it has
+// one, by name: cluster[0] ("main").
+func clusterLabel(i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("cluster[%d]", i)
+	}
+	return fmt.Sprintf("cluster[%d] (%q)", i, name)
+}
+
+func (c *Config) validateClusters(p *problems) {
+	if len(c.Clusters) == 0 {
+		p.add("at least one [[cluster]] is required")
+		return
+	}
+	names := make(map[string]int, len(c.Clusters))
+	// Backends are named by address in admin SQL, so an address may appear
+	// only once in the whole topology.
+	addrs := make(map[string]string)
+	useAddr := func(label, key, addr string) {
+		if prev, dup := addrs[addr]; dup {
+			p.add("%s: %s %q is already used by %s", label, key, addr, prev)
+			return
+		}
+		addrs[addr] = label + " " + key
+	}
+	for i := range c.Clusters {
+		cl := &c.Clusters[i]
+		label := clusterLabel(i, cl.Name)
+		switch {
+		case cl.Name == "":
+			p.add("%s: name is required", label)
+		case !isName(cl.Name):
+			p.add("%s: name may hold only letters, digits, '_' and '-'", label)
+		default:
+			if j, dup := names[cl.Name]; dup {
+				p.add("%s: name %q is already used by cluster[%d]", label, cl.Name, j)
+			} else {
+				names[cl.Name] = i
+			}
+		}
+		if cl.User == "" {
+			p.add("%s: user is required", label)
+		}
+		if cl.Master == "" {
+			p.add("%s: master is required", label)
+		} else if err := checkAddr(cl.Master, false); err != nil {
+			p.add("%s: master: %v", label, err)
+		} else {
+			useAddr(label, "master", cl.Master)
+		}
+		if !slices.Contains(balancers, cl.Balance) {
+			p.add("%s: balance: unknown value %q (want %s)", label, cl.Balance, oneOf(balancers))
+		}
+		if cl.MaxReplicationLag.Duration <= 0 {
+			p.add("%s: max_replication_lag must be > 0 (got %s)", label, cl.MaxReplicationLag)
+		}
+		for j, r := range cl.Replicas {
+			key := fmt.Sprintf("replica[%d]", j)
+			if r.Address == "" {
+				p.add("%s: %s.address is required", label, key)
+			} else if err := checkAddr(r.Address, false); err != nil {
+				p.add("%s: %s.address: %v", label, key, err)
+			} else {
+				useAddr(label, key+".address", r.Address)
+			}
+			if r.Weight < 1 {
+				p.add("%s: %s.weight must be >= 1 (got %d)", label, key, r.Weight)
+			}
+			if r.Agent != "" {
+				if err := checkAgentURL(r.Agent); err != nil {
+					p.add("%s: %s.agent: %v", label, key, err)
+				}
+			}
+		}
+	}
+}
+
+// isName reports whether s is usable as a cluster name in admin SQL and
+// metric labels.
+func isName(s string) bool {
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// checkAgentURL checks that s is an absolute http or https URL with a host.
+// Errors do not repeat the URL, which may hold credentials.
+func checkAgentURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme must be http or https (got %q)", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("URL has no host")
+	}
+	return nil
+}
+
+func (c *Config) validateHealth(p *problems) {
+	h := &c.Health
+	if h.Interval.Duration <= 0 {
+		p.add("health.interval must be > 0 (got %s)", h.Interval)
+	}
+	if h.Timeout.Duration <= 0 {
+		p.add("health.timeout must be > 0 (got %s)", h.Timeout)
+	}
+	if h.FailuresBeforeDown < 1 {
+		p.add("health.failures_before_down must be >= 1 (got %d)", h.FailuresBeforeDown)
+	}
+	if h.FailoverBlock.Duration < 0 {
+		p.add("health.failover_block must be >= 0 (got %s)", h.FailoverBlock)
+	}
+}
+
+func (c *Config) validateShards(p *problems) {
+	tables := make(map[string]string) // lower-case schema.table → label
+	for i, s := range c.Shards {
+		label := fmt.Sprintf("shard[%d]", i)
+		if s.Schema != "" && s.Table != "" {
+			label += fmt.Sprintf(" (%s.%s)", s.Schema, s.Table)
+		}
+		if s.Schema == "" {
+			p.add("%s: schema is required", label)
+		}
+		if s.Table == "" {
+			p.add("%s: table is required", label)
+		}
+		if s.Schema != "" && s.Table != "" {
+			t := strings.ToLower(s.Schema + "." + s.Table)
+			if prev, dup := tables[t]; dup {
+				p.add("%s: table is already sharded by %s", label, prev)
+			} else {
+				tables[t] = label
+			}
+		}
+		if s.Key == "" {
+			p.add("%s: key is required", label)
+		}
+		if !slices.Contains(shardAlgorithm, s.Algorithm) {
+			p.add("%s: algorithm: unknown value %q (want %s)", label, s.Algorithm, oneOf(shardAlgorithm))
+		}
+		if len(s.Clusters) == 0 {
+			p.add("%s: clusters must name at least one cluster", label)
+		}
+		listed := make(map[string]bool, len(s.Clusters))
+		for _, name := range s.Clusters {
+			if c.Cluster(name) == nil {
+				p.add("%s: clusters: no [[cluster]] is named %q", label, name)
+			} else if listed[name] {
+				p.add("%s: clusters: %q is listed twice", label, name)
+			}
+			listed[name] = true
+		}
+		if s.TablesPerCluster < 1 {
+			p.add("%s: tables_per_cluster must be >= 1 (got %d)", label, s.TablesPerCluster)
+		}
+		if s.VirtualShards < 0 {
+			p.add("%s: virtual_shards must be >= 0 (got %d)", label, s.VirtualShards)
+		}
+		switch {
+		case s.Algorithm == "range" && len(s.Boundaries) == 0:
+			p.add("%s: boundaries are required when algorithm = \"range\"", label)
+		case s.Algorithm != "range" && len(s.Boundaries) > 0:
+			p.add("%s: boundaries are only used when algorithm = \"range\"", label)
+		}
+		for j := 1; j < len(s.Boundaries); j++ {
+			if s.Boundaries[j] <= s.Boundaries[j-1] {
+				p.add("%s: boundaries must be strictly ascending (%d follows %d)", label, s.Boundaries[j], s.Boundaries[j-1])
+				break
+			}
+		}
+	}
+	broadcast := make(map[string]int)
+	for i, b := range c.Broadcast {
+		label := fmt.Sprintf("broadcast[%d]", i)
+		if b.Schema == "" {
+			p.add("%s: schema is required", label)
+		}
+		if b.Table == "" {
+			p.add("%s: table is required", label)
+		}
+		if b.Schema == "" || b.Table == "" {
+			continue
+		}
+		label += fmt.Sprintf(" (%s.%s)", b.Schema, b.Table)
+		t := strings.ToLower(b.Schema + "." + b.Table)
+		if j, dup := broadcast[t]; dup {
+			p.add("%s: table is already listed by broadcast[%d]", label, j)
+			continue
+		}
+		broadcast[t] = i
+		if prev, sharded := tables[t]; sharded {
+			p.add("%s: table cannot be both broadcast and sharded (by %s)", label, prev)
+		}
+	}
+}
+
+// checkAddr checks that addr is host:port with a numeric port. A listen
+// address may leave the host empty (all interfaces) and use port 0 (any
+// free port); a backend address needs both.
+func checkAddr(addr string, listen bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("%q is not host:port (%s)", addr, ae.Err)
+		}
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if host == "" && !listen {
+		return fmt.Errorf("%q has no host", addr)
+	}
+	n, err := strconv.Atoi(port)
+	lowest := 1
+	if listen {
+		lowest = 0
+	}
+	if err != nil || n < lowest || n > 65535 {
+		return fmt.Errorf("%q has an invalid port (want %d..65535)", addr, lowest)
+	}
+	return nil
+}
+
+// oneOf lists allowed values for an error message: "a", "b" or "c".
+func oneOf(values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = strconv.Quote(v)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}

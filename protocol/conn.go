@@ -1,0 +1,163 @@
+package protocol
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"time"
+)
+
+// Buffer sizes of a Conn. Reads peek whole small packets from the read
+// buffer, so it is big enough for typical rows.
+const (
+	readBufferSize  = 16 << 10
+	writeBufferSize = 16 << 10
+	// retainLimit is the largest read buffer a Conn keeps between packets;
+	// a bigger one (a 20 MB BLOB) is released after use.
+	retainLimit = 1 << 20
+)
+
+// Conn is one end of a MySQL protocol connection with buffered reads and
+// writes and sequence-id bookkeeping. It is owned by one goroutine at a time;
+// Close may be called from another goroutine to abort it.
+type Conn struct {
+	nc  net.Conn
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	seq uint8
+	hdr [4]byte
+	buf []byte
+
+	// MaxPacket bounds the logical payload ReadPacket accepts; 0 means
+	// 1 GiB, the protocol's own limit.
+	MaxPacket int
+	// LenientSeq makes ReadPacket accept any sequence id (used on the
+	// backend leg, where the server is trusted).
+	LenientSeq bool
+}
+
+// NewConn wraps nc.
+func NewConn(nc net.Conn) *Conn {
+	return &Conn{
+		nc: nc,
+		br: bufio.NewReaderSize(nc, readBufferSize),
+		bw: bufio.NewWriterSize(nc, writeBufferSize),
+	}
+}
+
+// NetConn returns the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Close closes the underlying connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Seq returns the sequence id the next packet will carry.
+func (c *Conn) Seq() uint8 { return c.seq }
+
+// SetSeq sets the sequence id of the next packet.
+func (c *Conn) SetSeq(s uint8) { c.seq = s }
+
+// ResetSeq starts a new command: the next packet has sequence id 0.
+func (c *Conn) ResetSeq() { c.seq = 0 }
+
+// SetReadDeadline sets the deadline of the underlying connection's reads.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.nc.SetReadDeadline(t) }
+
+// SetDeadline sets read and write deadlines of the underlying connection.
+func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
+
+// Buffered reports how many bytes are read ahead and not yet consumed.
+func (c *Conn) Buffered() int { return c.br.Buffered() }
+
+func (c *Conn) readHeader() (int, error) {
+	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+		return 0, err
+	}
+	n := int(c.hdr[0]) | int(c.hdr[1])<<8 | int(c.hdr[2])<<16
+	if !c.LenientSeq && c.hdr[3] != c.seq {
+		return 0, fmt.Errorf("%w: got %d, want %d", ErrPacketOutOfOrder, c.hdr[3], c.seq)
+	}
+	c.seq = c.hdr[3] + 1
+	return n, nil
+}
+
+// ReadPacket reads one logical packet, joining payloads split at 16 MiB.
+// The returned slice is owned by the Conn and valid until the next read.
+// Memory grows with the bytes that actually arrive, not with the length a
+// header declares, so a lying header costs nothing.
+func (c *Conn) ReadPacket() ([]byte, error) {
+	if cap(c.buf) > retainLimit {
+		c.buf = nil
+	}
+	buf := c.buf[:0]
+	limit := c.MaxPacket
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	for {
+		n, err := c.readHeader()
+		if err != nil {
+			return nil, err
+		}
+		if len(buf)+n > limit {
+			return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrPacketTooLarge, len(buf)+n, limit)
+		}
+		for rest := n; rest > 0; {
+			chunk := min(rest, 1<<20)
+			buf = slices.Grow(buf, chunk)
+			m, err := io.ReadFull(c.br, buf[len(buf):len(buf)+chunk])
+			buf = buf[:len(buf)+m]
+			if err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return nil, err
+			}
+			rest -= chunk
+		}
+		if n < MaxPayloadLen {
+			break
+		}
+	}
+	c.buf = buf
+	return buf, nil
+}
+
+// WritePacket writes payload as one logical packet (split at 16 MiB) into
+// the write buffer. Nothing reaches the network before Flush unless the
+// buffer fills.
+func (c *Conn) WritePacket(payload []byte) error {
+	for {
+		n := min(len(payload), MaxPayloadLen)
+		c.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), c.seq}
+		c.seq++
+		if _, err := c.bw.Write(c.hdr[:]); err != nil {
+			return err
+		}
+		if _, err := c.bw.Write(payload[:n]); err != nil {
+			return err
+		}
+		payload = payload[n:]
+		if n < MaxPayloadLen {
+			return nil
+		}
+	}
+}
+
+// WritePacketFlush writes payload and flushes.
+func (c *Conn) WritePacketFlush(payload []byte) error {
+	if err := c.WritePacket(payload); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+// Flush sends everything buffered.
+func (c *Conn) Flush() error { return c.bw.Flush() }
+
+// WriteErr writes an ERR packet for e and flushes.
+func (c *Conn) WriteErr(e *SQLError) error {
+	return c.WritePacketFlush(AppendErr(nil, e))
+}

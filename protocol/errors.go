@@ -1,0 +1,103 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MySQL error codes sluice sends itself. Codes relayed from a backend or the
+// auth server pass through unchanged.
+const (
+	ErCouldNotConnect       uint16 = 2003 // CR_CONN_HOST_ERROR: a backend cannot be reached
+	ErServerLost            uint16 = 2013 // CR_SERVER_LOST: a backend went away mid-command
+	ErConCount              uint16 = 1040 // ER_CON_COUNT_ERROR: too many connections
+	ErHandshake             uint16 = 1043 // ER_HANDSHAKE_ERROR: bad handshake
+	ErAccessDenied          uint16 = 1045 // ER_ACCESS_DENIED_ERROR
+	ErUnknownCommand        uint16 = 1047 // ER_UNKNOWN_COM_ERROR
+	ErNoDB                  uint16 = 1046 // ER_NO_DB_ERROR
+	ErBadDB                 uint16 = 1049 // ER_BAD_DB_ERROR
+	ErNetPacketTooLarge     uint16 = 1153 // ER_NET_PACKET_TOO_LARGE
+	ErNetPacketsOutOfOrder  uint16 = 1156 // ER_NET_PACKETS_OUT_OF_ORDER
+	ErNetReadError          uint16 = 1158 // ER_NET_READ_ERROR
+	ErNetReadInterrupted    uint16 = 1159 // ER_NET_READ_INTERRUPTED: read timeout
+	ErNotSupportedAuthMode  uint16 = 1251 // ER_NOT_SUPPORTED_AUTH_MODE
+	ErMalformedPacket       uint16 = 1835 // ER_MALFORMED_PACKET
+	ErOptionPreventsStmt    uint16 = 1290 // ER_OPTION_PREVENTS_STATEMENT
+	ErNotSupportedYet       uint16 = 1235 // ER_NOT_SUPPORTED_YET
+	ErUnknownError          uint16 = 1105 // ER_UNKNOWN_ERROR: only with a message naming what failed
+	ErLockWaitTimeout       uint16 = 1205
+	ErQueryInterrupted      uint16 = 1317
+	ErTooManyUserConnection uint16 = 1203
+)
+
+// sqlStates gives the SQLSTATE of the codes above; anything else is HY000.
+var sqlStates = map[uint16]string{
+	ErConCount:             "08004",
+	ErHandshake:            "08S01",
+	ErAccessDenied:         "28000",
+	ErUnknownCommand:       "08S01",
+	ErNoDB:                 "3D000",
+	ErBadDB:                "42000",
+	ErNetPacketTooLarge:    "08S01",
+	ErNetPacketsOutOfOrder: "08S01",
+	ErNetReadError:         "08S01",
+	ErNetReadInterrupted:   "08S01",
+	ErNotSupportedAuthMode: "08004",
+	ErNotSupportedYet:      "42000",
+	ErQueryInterrupted:     "70100",
+	ErServerLost:           "HY000",
+	ErCouldNotConnect:      "HY000",
+}
+
+// SQLError is a MySQL error as it travels in an ERR packet: code, SQLSTATE
+// and message. Errors from a backend or the auth server are parsed into it and
+// relayed unchanged; sluice's own errors are created with NewError at the
+// point that knows what failed.
+type SQLError struct {
+	Code    uint16
+	State   string
+	Message string
+}
+
+// NewError returns a SQLError with the SQLSTATE that belongs to code.
+func NewError(code uint16, format string, args ...any) *SQLError {
+	st, ok := sqlStates[code]
+	if !ok {
+		st = "HY000"
+	}
+	return &SQLError{Code: code, State: st, Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *SQLError) Error() string {
+	return fmt.Sprintf("ERROR %d (%s): %s", e.Code, e.State, e.Message)
+}
+
+// Sentinel errors of the framing layer; callers test them with errors.Is.
+var (
+	// ErrPacketTooLarge: a logical packet exceeded the connection's limit.
+	ErrPacketTooLarge = errors.New("packet larger than max_allowed_packet")
+	// ErrPacketOutOfOrder: a packet's sequence id was not the expected one.
+	ErrPacketOutOfOrder = errors.New("packet sequence id out of order")
+	// ErrMalformed: a packet's content could not be decoded.
+	ErrMalformed = errors.New("malformed packet")
+)
+
+// ToSQLError maps any error to the ERR packet a client should see. It is the
+// one place where internal errors become MySQL codes; a SQLError anywhere in
+// the chain wins, framing sentinels get their MySQL codes, and anything else
+// keeps its text so the client learns what failed.
+func ToSQLError(err error) *SQLError {
+	var se *SQLError
+	if errors.As(err, &se) {
+		return se
+	}
+	switch {
+	case errors.Is(err, ErrPacketTooLarge):
+		return NewError(ErNetPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes")
+	case errors.Is(err, ErrPacketOutOfOrder):
+		return NewError(ErNetPacketsOutOfOrder, "Got packets out of order")
+	case errors.Is(err, ErrMalformed):
+		return NewError(ErMalformedPacket, "Malformed communication packet: %v", err)
+	}
+	return NewError(ErUnknownError, "sluice: %v", err)
+}

@@ -1,0 +1,265 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ResponseKind says how the response to a command is framed, which is all the
+// relay needs to know to find its end.
+type ResponseKind uint8
+
+const (
+	// ResponseResult is the answer to COM_QUERY: OK, ERR, or one or more
+	// result sets, chained by SERVER_MORE_RESULTS_EXISTS.
+	ResponseResult ResponseKind = iota
+	// ResponseFieldList is the answer to COM_FIELD_LIST: column
+	// definitions ended by EOF, or ERR.
+	ResponseFieldList
+	// ResponseSingle is a one-packet answer: COM_INIT_DB, COM_PING,
+	// COM_SET_OPTION, COM_STATISTICS, COM_RESET_CONNECTION.
+	ResponseSingle
+)
+
+// Sentinels that say which leg failed during a relay.
+var (
+	// ErrBackendIO: reading from the backend failed or it broke protocol;
+	// the backend connection must be discarded.
+	ErrBackendIO = errors.New("backend connection failed")
+	// ErrClientIO: writing to the client failed; the session is over.
+	ErrClientIO = errors.New("client connection failed")
+)
+
+// RelayResult describes the response that was relayed.
+type RelayResult struct {
+	// Status is the server status of the final OK or EOF packet.
+	Status uint16
+	// OK holds the final OK packet, when the response ended with one.
+	OK OK
+	// Err is the ERR packet the response ended with, if any.
+	Err *SQLError
+	// Packets counts the physical packets written to the client.
+	Packets int
+	// Bytes counts the payload bytes written to the client.
+	Bytes int64
+}
+
+// headSize is how much of each packet the relay looks at: enough for OK and
+// EOF packets; ERR packets are read whole when short.
+const headSize = 32
+
+// Relay streams the response to one command from backend to client packet by
+// packet, rewriting only sequence ids, and flushes the client once at the
+// end (the write buffer flushes earlier by itself when a result is large).
+// Rows are never decoded. The error, if any, wraps ErrBackendIO or
+// ErrClientIO; RelayResult.Packets tells whether anything reached the client.
+func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayResult, error) {
+	var res RelayResult
+	var head [headSize]byte
+	const (
+		stFirst = iota
+		stColumns
+		stColumnsEOF
+		stRows
+	)
+	state := stFirst
+	var columns uint64
+	for {
+		n, h, err := relayPacket(client, backend, head[:], &res)
+		if err != nil {
+			return res, err
+		}
+		first := byte(0)
+		if len(h) > 0 {
+			first = h[0]
+		}
+		switch kind {
+		case ResponseSingle:
+			if first == headerOK {
+				res.OK, _ = ParseOK(h)
+				res.Status = res.OK.Status
+			} else if first == headerEOF && n < 9 {
+				res.Status = eofStatus(h)
+			}
+			return res, flushClient(client)
+		case ResponseFieldList:
+			if first == headerEOF && n < 9 {
+				res.Status = eofStatus(h)
+				return res, flushClient(client)
+			}
+			if first == headerErr && state == stFirst {
+				return res, flushClient(client)
+			}
+			state = stColumns
+			continue
+		}
+		switch state {
+		case stFirst:
+			switch first {
+			case headerOK:
+				res.OK, _ = ParseOK(h)
+				res.Status = res.OK.Status
+				if res.Status&StatusMoreResultsExists != 0 {
+					continue
+				}
+				return res, flushClient(client)
+			case headerErr:
+				return res, flushClient(client)
+			case headerLocalInfile:
+				return res, fmt.Errorf("%w: unexpected LOCAL INFILE request", ErrBackendIO)
+			}
+			v, _, _, err := ReadLenEncInt(h)
+			if err != nil || v == 0 {
+				return res, fmt.Errorf("%w: bad column count: %v", ErrBackendIO, err)
+			}
+			columns = v
+			state = stColumns
+		case stColumns:
+			columns--
+			if columns == 0 {
+				if deprecateEOF {
+					state = stRows
+				} else {
+					state = stColumnsEOF
+				}
+			}
+		case stColumnsEOF:
+			if !(first == headerEOF && n < 9) {
+				return res, fmt.Errorf("%w: expected EOF after column definitions", ErrBackendIO)
+			}
+			state = stRows
+		case stRows:
+			switch {
+			case first == headerEOF && !deprecateEOF && n < 9:
+				res.Status = eofStatus(h)
+			case first == headerEOF && deprecateEOF && n < MaxPayloadLen:
+				res.OK, _ = ParseOK(h)
+				res.Status = res.OK.Status
+			case first == headerErr:
+				return res, flushClient(client)
+			default:
+				continue
+			}
+			if res.Status&StatusMoreResultsExists != 0 {
+				state = stFirst
+				continue
+			}
+			return res, flushClient(client)
+		}
+	}
+}
+
+func flushClient(client *Conn) error {
+	if err := client.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", ErrClientIO, err)
+	}
+	return nil
+}
+
+// relayPacket copies one logical packet (and its 16 MiB continuations) from
+// src to dst. It returns the logical length and the packet's first bytes
+// (in head); an ERR packet is decoded into res.Err on the way.
+func relayPacket(dst, src *Conn, head []byte, res *RelayResult) (int, []byte, error) {
+	total := 0
+	var h []byte
+	for physical := 0; ; physical++ {
+		n, err := src.readHeader()
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
+		}
+		total += n
+		if physical == 0 && n > 0 {
+			p, err := src.br.Peek(min(n, len(head), src.br.Size()))
+			if err != nil {
+				return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
+			}
+			h = head[:copy(head, p)]
+			if p[0] == headerErr && n < MaxPayloadLen {
+				if full, err := src.br.Peek(min(n, src.br.Size())); err == nil {
+					res.Err, _ = ParseErr(full)
+				}
+			}
+		}
+		hdr := [4]byte{byte(n), byte(n >> 8), byte(n >> 16), dst.seq}
+		dst.seq++
+		if _, err := dst.bw.Write(hdr[:]); err != nil {
+			return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
+		}
+		for rest := n; rest > 0; {
+			k := min(rest, max(src.br.Buffered(), 1))
+			p, err := src.br.Peek(k)
+			if err != nil {
+				return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
+			}
+			if _, err := dst.bw.Write(p); err != nil {
+				return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
+			}
+			_, _ = src.br.Discard(k)
+			rest -= k
+		}
+		res.Packets++
+		res.Bytes += int64(n)
+		if n < MaxPayloadLen {
+			return total, h, nil
+		}
+	}
+}
+
+// ReadResponse reads and discards one command's complete response on c,
+// for commands sluice issues on its own behalf (replaying session state). It
+// returns the server's ERR as *SQLError.
+func ReadResponse(c *Conn, kind ResponseKind) (uint16, error) {
+	p, err := c.ReadPacket()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
+	}
+	switch {
+	case IsOK(p):
+		ok, err := ParseOK(p)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
+		}
+		if ok.Status&StatusMoreResultsExists != 0 {
+			return ok.Status, fmt.Errorf("%w: unexpected further results", ErrBackendIO)
+		}
+		return ok.Status, nil
+	case IsErr(p):
+		e, err := ParseErr(p)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
+		}
+		return 0, e
+	case IsEOF(p):
+		return eofStatus(p), nil
+	}
+	if kind == ResponseSingle {
+		return 0, nil
+	}
+	// A result set: skip to its end.
+	for {
+		p, err := c.ReadPacket()
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
+		}
+		if IsErr(p) {
+			e, _ := ParseErr(p)
+			return 0, e
+		}
+		if IsEOF(p) {
+			// The first EOF ends the columns; rows follow until the second.
+			for {
+				p, err := c.ReadPacket()
+				if err != nil {
+					return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
+				}
+				if IsErr(p) {
+					e, _ := ParseErr(p)
+					return 0, e
+				}
+				if IsEOF(p) {
+					return eofStatus(p), nil
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package protocol
+
+import (
+	"bytes"
+	"testing"
+)
+
+// backendScript writes the packets of a scripted server response.
+func backendScript(t *testing.T, w *Conn, packets ...[]byte) {
+	t.Helper()
+	w.SetSeq(1)
+	for _, p := range packets {
+		if err := w.WritePacket(p); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Error(err)
+	}
+}
+
+func colDef(name string) []byte {
+	b := AppendLenEncString(nil, []byte("def"))
+	for _, s := range []string{"", "", "", name, name} {
+		b = AppendLenEncString(b, []byte(s))
+	}
+	return append(b, 0x0c, 45, 0, 10, 0, 0, 0, 253, 0, 0, 0, 0, 0)
+}
+
+func row(vals ...string) []byte {
+	var b []byte
+	for _, v := range vals {
+		b = AppendLenEncString(b, []byte(v))
+	}
+	return b
+}
+
+// TestRelayMultiResult relays two result sets and an OK chained by
+// SERVER_MORE_RESULTS_EXISTS, including a row of exactly 16 MiB - 1 bytes
+// that must continue in a second physical packet.
+func TestRelayMultiResult(t *testing.T) {
+	srvSide, relayBackend := pipeConns(t)
+	relayClient, clientSide := pipeConns(t)
+	big := bytes.Repeat([]byte{'z'}, MaxPayloadLen-4)
+	packets := [][]byte{
+		{1}, colDef("a"), AppendEOF(nil, 0, StatusAutocommit),
+		row("1"), row("2"), AppendEOF(nil, 0, StatusAutocommit|StatusMoreResultsExists),
+		{1}, colDef("b"), AppendEOF(nil, 0, StatusAutocommit),
+		row(string(big)), AppendEOF(nil, 0, StatusAutocommit|StatusMoreResultsExists),
+		AppendOK(nil, OK{AffectedRows: 3, Status: StatusAutocommit | StatusInTrans}),
+	}
+	go backendScript(t, srvSide, packets...)
+	relayBackend.LenientSeq = true
+	relayClient.SetSeq(1)
+	type out struct {
+		res RelayResult
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := Relay(relayClient, relayBackend, ResponseResult, false)
+		done <- out{res, err}
+	}()
+	clientSide.SetSeq(1)
+	for i, want := range packets {
+		got, err := clientSide.ReadPacket()
+		if err != nil {
+			t.Fatalf("packet %d: %v", i, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("packet %d differs: got %d bytes, want %d", i, len(got), len(want))
+		}
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.res.Status != StatusAutocommit|StatusInTrans || o.res.OK.AffectedRows != 3 {
+		t.Fatalf("result %+v", o.res)
+	}
+}
+
+func TestRelayErr(t *testing.T) {
+	srvSide, relayBackend := pipeConns(t)
+	relayClient, clientSide := pipeConns(t)
+	e := NewError(1146, "Table 'x.y' doesn't exist")
+	go backendScript(t, srvSide, AppendErr(nil, e))
+	relayBackend.LenientSeq = true
+	relayClient.SetSeq(1)
+	done := make(chan RelayResult, 1)
+	go func() {
+		res, err := Relay(relayClient, relayBackend, ResponseResult, false)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	clientSide.SetSeq(1)
+	if _, err := clientSide.ReadPacket(); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.Err == nil || res.Err.Code != 1146 || res.Err.Message != e.Message {
+		t.Fatalf("Err = %+v", res.Err)
+	}
+}

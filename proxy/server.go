@@ -1,0 +1,272 @@
+// Package proxy owns the data plane: the client listener, one Session per
+// client connection, and the per-backend pools of data connections. It wires
+// auth (login), router (where a statement goes) and health (which backends
+// can serve) around protocol's packet relay, and grows no parsing or protocol
+// code of its own.
+//
+// A Server is safe for concurrent use; each Session is owned by the
+// goroutine that serves its client.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/auth"
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
+)
+
+// sluiceCapabilities are the capability flags sluice offers clients: only
+// what it really supports. No TLS, compression, session tracking or
+// CLIENT_DEPRECATE_EOF yet, so clients and backends agree on result framing.
+const sluiceCapabilities = protocol.ClientLongPassword | protocol.ClientFoundRows | protocol.ClientLongFlag |
+	protocol.ClientConnectWithDB | protocol.ClientProtocol41 | protocol.ClientTransactions |
+	protocol.ClientSecureConnection | protocol.ClientMultiStatements | protocol.ClientMultiResults |
+	protocol.ClientPSMultiResults | protocol.ClientPluginAuth | protocol.ClientConnectAttrs |
+	protocol.ClientPluginAuthLenencClientData
+
+// defaultCollation is advertised in the greeting: utf8mb4_general_ci.
+const defaultCollation = 45
+
+// maxIdlePerKey bounds the idle data connections a pool keeps per key.
+const maxIdlePerKey = 64
+
+// Server accepts client connections and serves them.
+type Server struct {
+	cfg    *conf.Config
+	log    *zap.Logger
+	router *router.Router
+	auth   auth.Authenticator
+	topo   *health.Topology
+	pools  map[string]*Pool // by backend address; fixed for the Server's life
+
+	ln      net.Listener
+	nextID  atomic.Uint32
+	version atomic.Pointer[string]
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[uint32]*Session
+	wg       sync.WaitGroup
+}
+
+// New builds a Server from a validated configuration.
+func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
+	if len(cfg.Clusters) == 0 {
+		return nil, errors.New("proxy: no cluster configured")
+	}
+	var a auth.Authenticator
+	switch cfg.Auth.Backend {
+	case "static":
+		users := make(map[string]string, len(cfg.Auth.Users))
+		for _, u := range cfg.Auth.Users {
+			users[u.Name] = u.PasswordHash
+		}
+		st, err := auth.NewStatic(users)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: auth.user: %w", err)
+		}
+		a = st
+	default:
+		a = &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:      cfg,
+		log:      log,
+		router:   router.New(16384),
+		auth:     a,
+		topo:     health.NewTopology(cfg),
+		pools:    make(map[string]*Pool),
+		ctx:      ctx,
+		cancel:   cancel,
+		sessions: make(map[uint32]*Session),
+	}
+	for _, c := range s.topo.Current().Clusters {
+		cc := cfg.Cluster(c.Name)
+		for _, b := range c.Backends() {
+			p := &Pool{
+				backend:     b,
+				user:        cc.User,
+				password:    cc.Password,
+				dialTimeout: cfg.Proxy.ConnectTimeout.Duration,
+				maxIdle:     maxIdlePerKey,
+			}
+			if b.Role == health.RoleMaster {
+				p.onGreeting = s.learnVersion
+			}
+			s.pools[b.Address] = p
+		}
+	}
+	if cfg.Proxy.ServerVersion != "" {
+		v := cfg.Proxy.ServerVersion
+		s.version.Store(&v)
+	}
+	return s, nil
+}
+
+// learnVersion adopts the master's version string for greetings, so clients
+// that switch features on it see the server they really talk to.
+func (s *Server) learnVersion(g *protocol.Greeting) {
+	if s.cfg.Proxy.ServerVersion != "" {
+		return
+	}
+	v := g.ServerVersion
+	if cur := s.version.Load(); cur == nil || *cur != v {
+		s.version.Store(&v)
+	}
+}
+
+// Topology returns the live topology (for tests and the admin port).
+func (s *Server) Topology() *health.Topology { return s.topo }
+
+// Listen binds the client listener.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Proxy.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy: listen %s: %w", s.cfg.Proxy.Listen, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the bound client address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Start binds the listener and serves in the background, with the health
+// prober.
+func (s *Server) Start() error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	prober := &health.Prober{
+		Topology:           s.topo,
+		Interval:           s.cfg.Health.Interval.Duration,
+		FailuresBeforeDown: s.cfg.Health.FailuresBeforeDown,
+		Check:              s.checkBackend,
+		OnChange: func(b *health.Backend, up bool, reason string) {
+			s.log.Warn("backend state changed", zap.String("cluster", b.Cluster), zap.String("backend", b.Address),
+				zap.String("role", b.Role.String()), zap.Bool("up", up), zap.String("reason", reason))
+		},
+	}
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); prober.Run(s.ctx) }()
+	go func() { defer s.wg.Done(); _ = s.Serve() }()
+	return nil
+}
+
+// checkBackend is the health probe: log in with the service account, ping,
+// quit.
+func (s *Server) checkBackend(ctx context.Context, b *health.Backend) error {
+	p := s.pools[b.Address]
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.Timeout.Duration)
+	defer cancel()
+	bc, err := p.dial(ctx, poolKey{collation: defaultCollation})
+	if err != nil {
+		return err
+	}
+	defer bc.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = bc.SetDeadline(dl)
+	}
+	if err := bc.simpleCommand([]byte{protocol.ComPing}, protocol.ResponseSingle); err != nil {
+		return err
+	}
+	bc.ResetSeq()
+	_ = bc.WritePacketFlush([]byte{protocol.ComQuit})
+	return nil
+}
+
+// Serve accepts clients until Close.
+func (s *Server) Serve() error {
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.log.Error("accept failed", zap.Error(err))
+			select {
+			case <-s.ctx.Done():
+				return nil
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		s.wg.Add(1)
+		go s.serveConn(nc)
+	}
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	id := s.nextID.Add(1)
+	sess := newSession(s, id, nc)
+	defer func() {
+		if r := recover(); r != nil {
+			sess.log.Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+		}
+		sess.close()
+		s.mu.Lock()
+		delete(s.sessions, id)
+		s.mu.Unlock()
+	}()
+	s.mu.Lock()
+	full := len(s.sessions) >= s.cfg.Proxy.MaxClientConnections
+	if !full {
+		s.sessions[id] = sess
+	}
+	s.mu.Unlock()
+	if full {
+		_ = sess.client.WriteErr(protocol.NewError(protocol.ErConCount,
+			"Too many connections: sluice max_client_connections (%d) reached", s.cfg.Proxy.MaxClientConnections))
+		return
+	}
+	sess.run(s.ctx)
+}
+
+// Close stops accepting, closes every client connection and idle pool
+// connection, and waits for the sessions to end.
+func (s *Server) Close() error {
+	s.cancel()
+	var err error
+	if s.ln != nil {
+		err = s.ln.Close()
+	}
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		_ = sess.client.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	for _, p := range s.pools {
+		p.Close()
+	}
+	return err
+}
+
+// serverVersion is the version string for greetings ("" until a master
+// connection taught it; the authenticator then uses its own).
+func (s *Server) serverVersion() string {
+	if v := s.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}

@@ -1,0 +1,456 @@
+package proxy
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/auth"
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
+)
+
+// fallbackVersion is advertised when no master has been reached yet.
+const fallbackVersion = "5.5.5-10.11.0-sluice"
+
+// trackedVar is a session variable assignment with the sequence number at
+// which the session made it.
+type trackedVar struct {
+	router.SessionVar
+	seq uint64
+}
+
+// Session serves one client connection: login, then one command at a time.
+// It holds at most one data connection to the master and one to a replica,
+// opened lazily, and replays the client's session state (schema, SET
+// variables, multi-statement option) onto whichever one serves a statement.
+// A Session is owned by the goroutine running it.
+type Session struct {
+	srv    *Server
+	id     uint32
+	client *protocol.Conn
+	log    *zap.Logger
+
+	user    string
+	key     poolKey
+	cluster *health.Cluster
+
+	master  *BackendConn
+	replica *BackendConn
+
+	schema     string
+	vars       []trackedVar
+	varsSeq    uint64
+	multiStmts bool
+}
+
+func newSession(srv *Server, id uint32, nc net.Conn) *Session {
+	c := protocol.NewConn(nc)
+	c.MaxPacket = int(srv.cfg.Proxy.MaxAllowedPacket)
+	return &Session{
+		srv:    srv,
+		id:     id,
+		client: c,
+		log:    srv.log.With(zap.Uint32("conn_id", id), zap.String("client", nc.RemoteAddr().String())),
+	}
+}
+
+func (s *Session) run(ctx context.Context) {
+	start := time.Now()
+	if err := s.handshake(ctx); err != nil {
+		s.log.Info("login failed", zap.String("user", s.user), zap.Error(err))
+		return
+	}
+	s.log = s.log.With(zap.String("user", s.user))
+	s.log.Info("client connected", zap.String("schema", s.schema))
+	err := s.serve()
+	s.log.Info("client disconnected", zap.Duration("duration", time.Since(start)), zap.NamedError("reason", err))
+}
+
+// handshake authenticates the client within handshake_timeout, checks the
+// schema it asked for on a backend, and sends the final OK.
+func (s *Session) handshake(ctx context.Context) error {
+	deadline := time.Now().Add(s.srv.cfg.Proxy.HandshakeTimeout.Duration)
+	_ = s.client.SetDeadline(deadline)
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
+	version := s.srv.serverVersion()
+	if version == "" && s.srv.cfg.Auth.Backend == "static" {
+		version = fallbackVersion
+	}
+	login, err := s.srv.auth.Authenticate(actx, s.client, auth.Server{
+		ConnectionID:  s.id,
+		ServerVersion: version,
+		Capabilities:  sluiceCapabilities,
+		Collation:     defaultCollation,
+		ClientHost:    host,
+	})
+	if login != nil {
+		s.user = login.User
+	}
+	if err != nil {
+		return err
+	}
+	s.user = login.User
+	s.multiStmts = login.Capabilities&protocol.ClientMultiStatements != 0
+	s.key = poolKey{collation: login.Collation, foundRows: login.Capabilities&protocol.ClientFoundRows != 0}
+	s.cluster = s.srv.topo.Current().Clusters[0]
+	if login.Database != "" {
+		// The auth server does not hold the application's schemas: an
+		// unknown schema fails the login here, as MySQL would, not at the
+		// first query.
+		bc, err := s.backendFor(router.TargetReplica, nil)
+		if err == nil {
+			err = bc.simpleCommand(append([]byte{protocol.ComInitDB}, login.Database...), protocol.ResponseSingle)
+			if err == nil {
+				bc.schema = login.Database
+				s.schema = login.Database
+			} else {
+				s.dropIfBroken(bc)
+			}
+		}
+		if err != nil {
+			_ = s.client.WriteErr(protocol.ToSQLError(err))
+			return err
+		}
+	}
+	if err := s.client.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: protocol.StatusAutocommit})); err != nil {
+		return err
+	}
+	return s.client.SetDeadline(time.Time{})
+}
+
+// serve runs the command loop until the client quits or fails.
+func (s *Session) serve() error {
+	for {
+		s.client.ResetSeq()
+		p, err := s.client.ReadPacket()
+		if err != nil {
+			if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
+				_ = s.client.WriteErr(protocol.ToSQLError(err))
+				return err
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(p) == 0 {
+			if err := s.client.WriteErr(protocol.NewError(protocol.ErMalformedPacket, "Malformed communication packet: empty command")); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.dispatch(p); err != nil {
+			if errors.Is(err, errQuit) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+var errQuit = errors.New("client quit")
+
+// dispatch serves one command. An error ends the session; failures the
+// client should see are written as ERR packets and return nil.
+func (s *Session) dispatch(p []byte) error {
+	switch cmd := p[0]; cmd {
+	case protocol.ComQuit:
+		return errQuit
+	case protocol.ComPing:
+		return s.writeOK()
+	case protocol.ComQuery:
+		return s.comQuery(p)
+	case protocol.ComInitDB:
+		db := string(p[1:])
+		return s.forward(router.TargetMaster, p, protocol.ResponseSingle, func(bc *BackendConn, res protocol.RelayResult) {
+			if res.Err == nil {
+				s.schema, bc.schema = db, db
+			}
+		})
+	case protocol.ComFieldList:
+		return s.forward(router.TargetReplica, p, protocol.ResponseFieldList, nil)
+	case protocol.ComStatistics:
+		return s.forward(router.TargetMaster, p, protocol.ResponseSingle, nil)
+	case protocol.ComSetOption:
+		if len(p) != 3 {
+			return s.client.WriteErr(protocol.NewError(protocol.ErMalformedPacket, "Malformed communication packet: COM_SET_OPTION needs 2 bytes"))
+		}
+		on := binary.LittleEndian.Uint16(p[1:]) == protocol.OptionMultiStatementsOn
+		return s.forward(router.TargetMaster, p, protocol.ResponseSingle, func(bc *BackendConn, res protocol.RelayResult) {
+			if res.Err == nil {
+				s.multiStmts, bc.multiStmts = on, on
+			}
+		})
+	case protocol.ComResetConnection:
+		s.resetState()
+		return s.writeOK()
+	default:
+		return s.client.WriteErr(protocol.NewError(protocol.ErUnknownCommand,
+			"Unknown command: sluice does not support %s (0x%02x)", protocol.CommandName(cmd), cmd))
+	}
+}
+
+// comQuery classifies a statement and forwards it to the master or a
+// replica.
+func (s *Session) comQuery(p []byte) error {
+	plan := s.srv.router.ClassifyBytes(p[1:])
+	target := router.TargetMaster
+	if plan.Target == router.TargetReplica && !s.inTransaction() {
+		target = router.TargetReplica
+	}
+	var after func(*BackendConn, protocol.RelayResult)
+	switch plan.Kind {
+	case router.KindUse:
+		after = func(bc *BackendConn, res protocol.RelayResult) {
+			if res.Err == nil {
+				s.schema, bc.schema = plan.Schema, plan.Schema
+			}
+		}
+	case router.KindSet:
+		after = func(bc *BackendConn, res protocol.RelayResult) {
+			if res.Err == nil {
+				s.recordVars(plan.Vars)
+				bc.varsSeq = s.varsSeq
+			}
+		}
+	}
+	return s.forward(target, p, protocol.ResponseResult, after)
+}
+
+// inTransaction reports whether the session has a transaction open on the
+// master, or autocommit off, as the master's last status flags say.
+func (s *Session) inTransaction() bool {
+	if s.master == nil {
+		return false
+	}
+	st := s.master.status
+	return st&protocol.StatusInTrans != 0 || st&protocol.StatusAutocommit == 0
+}
+
+// recordVars adds SET assignments to the session state. A re-assigned
+// variable moves to the end so replay keeps the client's order.
+func (s *Session) recordVars(vars []router.SessionVar) {
+	for _, v := range vars {
+		for i := range s.vars {
+			if s.vars[i].Name == v.Name {
+				s.vars = append(s.vars[:i], s.vars[i+1:]...)
+				break
+			}
+		}
+		s.varsSeq++
+		s.vars = append(s.vars, trackedVar{SessionVar: v, seq: s.varsSeq})
+	}
+}
+
+// resetState implements COM_RESET_CONNECTION: the data connections go back
+// to their pools (which reset them) and the tracked state is cleared. The
+// schema stays, as on MySQL.
+func (s *Session) resetState() {
+	s.release()
+	s.vars = s.vars[:0]
+	s.varsSeq = 0
+}
+
+// forward sends the client's command to a backend of the target role and
+// relays the answer. A read whose replica fails before any byte reached the
+// client is retried once elsewhere.
+func (s *Session) forward(target router.Target, p []byte, kind protocol.ResponseKind, after func(*BackendConn, protocol.RelayResult)) error {
+	var skip *health.Backend
+	clientSeq := s.client.Seq()
+	for attempt := 0; ; attempt++ {
+		bc, err := s.backendFor(target, skip)
+		if err == nil {
+			err = s.sync(bc)
+			if err != nil {
+				s.dropIfBroken(bc)
+			}
+		}
+		if err != nil {
+			var se *protocol.SQLError
+			if errors.As(err, &se) || attempt > 0 || target == router.TargetMaster || bc == nil {
+				return s.client.WriteErr(protocol.ToSQLError(err))
+			}
+			skip = bc.backend
+			continue
+		}
+		bc.ResetSeq()
+		if err := bc.WritePacketFlush(p); err != nil {
+			bc.broken = true
+		} else {
+			s.client.SetSeq(clientSeq)
+			res, err := protocol.Relay(s.client, bc.Conn, kind, false)
+			if err == nil {
+				if kind != protocol.ResponseFieldList || res.Status != 0 {
+					bc.status = res.Status
+				}
+				if after != nil {
+					after(bc, res)
+				}
+				return nil
+			}
+			if errors.Is(err, protocol.ErrClientIO) {
+				bc.broken = true
+				s.dropIfBroken(bc)
+				return err
+			}
+			bc.broken = true
+			if res.Packets > 0 {
+				s.dropIfBroken(bc)
+				s.log.Warn("backend lost mid-result", zap.String("backend", bc.backend.Address), zap.Error(err))
+				return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
+					"Lost connection to backend %s during query", bc.backend.Address))
+			}
+		}
+		// Nothing reached the client: the connection broke before the
+		// backend answered.
+		s.dropIfBroken(bc)
+		b := bc.backend
+		b.ReportFailure(errors.New("connection lost before answering"))
+		s.log.Warn("backend connection lost", zap.String("backend", b.Address), zap.String("role", b.Role.String()))
+		if b.Role == health.RoleReplica && attempt == 0 {
+			skip = b
+			continue
+		}
+		return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
+			"Lost connection to %s %s during query", b.Role, b.Address))
+	}
+}
+
+// backendFor returns the session's data connection for target, opening it
+// on first use. For a replica it picks one by weighted round robin among the
+// up replicas (never skip), and falls back to the master when none can serve.
+func (s *Session) backendFor(target router.Target, skip *health.Backend) (*BackendConn, error) {
+	if target == router.TargetReplica {
+		if r := s.replica; r != nil {
+			if r.backend != skip && r.backend.Up() {
+				return r, nil
+			}
+			s.putBack(r)
+			s.replica = nil
+		}
+		for range len(s.cluster.Replicas) {
+			b := s.cluster.PickReplica(skip)
+			if b == nil {
+				break
+			}
+			bc, err := s.srv.pools[b.Address].Get(s.srv.ctx, s.key)
+			if err == nil {
+				s.replica = bc
+				return bc, nil
+			}
+			if b.ReportFailure(err) {
+				s.log.Warn("replica unreachable, taken out of rotation", zap.String("backend", b.Address), zap.Error(err))
+			}
+			skip = b
+		}
+		// No replica can serve: reads go to the master.
+	}
+	if s.master != nil {
+		return s.master, nil
+	}
+	m := s.cluster.Master
+	bc, err := s.srv.pools[m.Address].Get(s.srv.ctx, s.key)
+	if err != nil {
+		s.log.Warn("master unreachable", zap.String("backend", m.Address), zap.Error(err))
+		var se *protocol.SQLError
+		if errors.As(err, &se) {
+			return nil, protocol.NewError(protocol.ErCouldNotConnect,
+				"sluice: master %s of cluster %s refused the service account: %s", m.Address, s.cluster.Name, se.Message)
+		}
+		return nil, protocol.NewError(protocol.ErCouldNotConnect,
+			"sluice: cannot connect to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
+	}
+	s.master = bc
+	return bc, nil
+}
+
+// sync replays the session state bc lacks: schema, multi-statement option
+// and SET variables made since bc last caught up.
+func (s *Session) sync(bc *BackendConn) error {
+	if s.schema != "" && bc.schema != s.schema {
+		if err := bc.simpleCommand(append([]byte{protocol.ComInitDB}, s.schema...), protocol.ResponseSingle); err != nil {
+			return err
+		}
+		bc.schema = s.schema
+	}
+	if bc.multiStmts != s.multiStmts {
+		opt := protocol.OptionMultiStatementsOff
+		if s.multiStmts {
+			opt = protocol.OptionMultiStatementsOn
+		}
+		if err := bc.simpleCommand([]byte{protocol.ComSetOption, byte(opt), byte(opt >> 8)}, protocol.ResponseSingle); err != nil {
+			return err
+		}
+		bc.multiStmts = s.multiStmts
+	}
+	if bc.varsSeq < s.varsSeq {
+		for _, v := range s.vars {
+			if v.seq <= bc.varsSeq {
+				continue
+			}
+			if err := bc.simpleCommand(append([]byte{protocol.ComQuery}, v.SQL...), protocol.ResponseResult); err != nil {
+				return err
+			}
+		}
+		bc.varsSeq = s.varsSeq
+	}
+	return nil
+}
+
+// dropIfBroken forgets and closes bc when it is broken.
+func (s *Session) dropIfBroken(bc *BackendConn) {
+	if bc == nil || !bc.broken {
+		return
+	}
+	if s.master == bc {
+		s.master = nil
+	}
+	if s.replica == bc {
+		s.replica = nil
+	}
+	bc.Close()
+}
+
+// putBack returns bc to its pool.
+func (s *Session) putBack(bc *BackendConn) {
+	if p := s.srv.pools[bc.backend.Address]; p != nil {
+		p.Put(bc)
+	} else {
+		bc.Close()
+	}
+}
+
+// release returns both data connections to their pools.
+func (s *Session) release() {
+	if s.master != nil {
+		s.putBack(s.master)
+		s.master = nil
+	}
+	if s.replica != nil {
+		s.putBack(s.replica)
+		s.replica = nil
+	}
+}
+
+func (s *Session) writeOK() error {
+	st := protocol.StatusAutocommit
+	if s.master != nil {
+		st = s.master.status &^ protocol.StatusMoreResultsExists
+	}
+	return s.client.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: st}))
+}
+
+// close ends the session: data connections go back to their pools.
+func (s *Session) close() {
+	s.release()
+	_ = s.client.Close()
+}

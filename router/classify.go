@@ -1,0 +1,366 @@
+package router
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+	"github.com/pingcap/tidb/pkg/parser/mysql"
+	// The parser needs a driver for literal values; without one parser.New panics.
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver"
+)
+
+// parserPool holds TiDB parsers, which are not safe for concurrent use. A pooled parser is
+// always left in defaultSQLMode.
+var parserPool = sync.Pool{New: func() any {
+	p := parser.New()
+	p.SetMariaDB(true)
+	p.SetSQLMode(defaultSQLMode)
+	return p
+}}
+
+var (
+	defaultSQLMode = func() mysql.SQLMode {
+		m, err := mysql.GetSQLMode(mysql.DefaultSQLMode)
+		if err != nil {
+			panic(err)
+		}
+		return m
+	}()
+	noBackslashEscapesSQLMode = defaultSQLMode | mysql.ModeNoBackslashEscapes
+)
+
+// restoreFlags writes strings in single quotes with backslashes escaped (the server's
+// default lexing), keywords upper case, names in backquotes, and no "_utf8mb4" introducer
+// on plain literals.
+const restoreFlags = format.RestoreStringSingleQuotes | format.RestoreStringEscapeBackslash |
+	format.RestoreKeyWordUppercase | format.RestoreNameBackQuotes | format.RestoreStringWithoutDefaultCharset
+
+// analysis is what the parser tells about one SQL text, before hints and caching.
+type analysis struct {
+	kind Kind
+	// readOnly: the statement cannot change data (a query: SELECT, set operation, TABLE,
+	// VALUES, SHOW, DESCRIBE, EXPLAIN, HELP), so a replica hint may send it to a replica
+	// even when kind is KindWrite because it touches session state.
+	readOnly        bool
+	schema          string
+	vars            []SessionVar
+	multi           bool
+	parseErr        error
+	escapeSensitive bool
+	// recognized: the parser rejected the text but the router recognized its leading
+	// keywords (XA, BEGIN WORK, ...).
+	recognized bool
+}
+
+func (a *analysis) sameRouting(b *analysis) bool {
+	if a.kind != b.kind || a.readOnly != b.readOnly || a.multi != b.multi ||
+		(a.parseErr == nil) != (b.parseErr == nil) || a.schema != b.schema || len(a.vars) != len(b.vars) {
+		return false
+	}
+	for i := range a.vars {
+		if a.vars[i] != b.vars[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// analyze parses sql and classifies it.
+func analyze(sql string, flags textFlags) analysis {
+	p := parserPool.Get().(*parser.Parser)
+	a := analyzeWith(p, sql)
+	if flags&flagBackslash != 0 {
+		// The server lexes string literals differently when the session has
+		// NO_BACKSLASH_ESCAPES; see Plan.EscapeSensitive.
+		p.SetSQLMode(noBackslashEscapesSQLMode)
+		b := analyzeWith(p, sql)
+		p.SetSQLMode(defaultSQLMode)
+		a.escapeSensitive = !a.sameRouting(&b)
+	}
+	parserPool.Put(p)
+	if flags&flagConditional != 0 {
+		// The server may execute more or less than the TiDB lexer saw: never send such a
+		// text to a replica on the strength of our reading of it.
+		if a.kind == KindRead {
+			a.kind = KindWrite
+		}
+		a.readOnly = false
+	}
+	return a
+}
+
+func analyzeWith(p *parser.Parser, sql string) analysis {
+	stmts, _, err := p.Parse(sql, "", "")
+	if err != nil {
+		if k, ok := recognizeUnparsed(sql); ok {
+			return analysis{kind: k, recognized: true}
+		}
+		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %w", ErrParse, err)}
+	}
+	switch len(stmts) {
+	case 0:
+		return analysis{kind: KindWrite, parseErr: ErrEmptyStatement}
+	case 1:
+		return classifyStmt(stmts[0], sql)
+	default:
+		return analysis{kind: KindWrite, multi: true}
+	}
+}
+
+// recognizeUnparsed classifies the few statements the TiDB parser rejects but whose kind
+// their first keywords settle.
+func recognizeUnparsed(sql string) (Kind, bool) {
+	if !singleStatementText(sql) {
+		return 0, false
+	}
+	w := leadingWords(sql, 2)
+	switch {
+	case wordsAre(w, "XA"),
+		wordsAre(w, "BEGIN", "WORK"),
+		wordsAre(w, "COMMIT", "WORK"),
+		wordsAre(w, "ROLLBACK", "WORK"),
+		wordsAre(w, "START", "TRANSACTION"):
+		return KindTxn, true
+	}
+	return 0, false
+}
+
+// classifyStmt classifies one parsed statement; sql is its whole text.
+func classifyStmt(stmt ast.StmtNode, sql string) analysis {
+	switch s := stmt.(type) {
+	case *ast.SelectStmt, *ast.SetOprStmt:
+		return classifyQuery(s)
+	case *ast.ShowStmt:
+		a := classifyQuery(s)
+		switch s.Tp {
+		case ast.ShowWarnings, ast.ShowErrors, ast.ShowProfile, ast.ShowProfiles, ast.ShowSessionStates:
+			// About the previous statement or this connection: only the connection
+			// that ran the previous statements can answer.
+			a.kind = KindWrite
+		case ast.ShowMasterStatus, ast.ShowBinlogStatus:
+			// The master's binary log position.
+			a.kind = KindWrite
+		}
+		return a
+	case *ast.ExplainStmt:
+		switch {
+		case s.Stmt == nil:
+			return analysis{kind: KindWrite}
+		case s.Analyze:
+			// EXPLAIN ANALYZE executes the statement.
+			inner := classifyStmt(s.Stmt, "")
+			if inner.kind != KindRead {
+				inner.kind = KindWrite
+			}
+			return analysis{kind: inner.kind, readOnly: inner.readOnly}
+		}
+		// DESCRIBE t, EXPLAIN <statement>: only a plan, nothing runs.
+		return analysis{kind: KindRead, readOnly: true}
+	case *ast.HelpStmt:
+		return analysis{kind: KindRead, readOnly: true}
+	case *ast.UseStmt:
+		return analysis{kind: KindUse, schema: strings.Clone(s.DBName)}
+	case *ast.BeginStmt, *ast.CommitStmt, *ast.RollbackStmt, *ast.SavepointStmt, *ast.ReleaseSavepointStmt:
+		return analysis{kind: KindTxn}
+	case *ast.SetStmt:
+		return classifySet(s, sql)
+	}
+	// DML, DDL, LOCK/UNLOCK TABLES, GRANT, CALL, DO, LOAD DATA, FLUSH, KILL, PREPARE/EXECUTE,
+	// SET PASSWORD/ROLE, EXPLAIN FOR CONNECTION and everything else.
+	return analysis{kind: KindWrite}
+}
+
+// classifyQuery classifies a statement that only reads (SELECT, set operation, SHOW) by
+// what its expressions and clauses touch.
+func classifyQuery(n ast.Node) analysis {
+	var in inspector
+	n.Accept(&in)
+	a := analysis{kind: KindRead, readOnly: !in.mutates}
+	if in.locks || in.session {
+		a.kind = KindWrite
+	}
+	return a
+}
+
+// inspector walks a statement looking for what keeps it off replicas.
+type inspector struct {
+	session bool // reads or writes state that lives only in this connection
+	locks   bool // takes row locks or writes (FOR UPDATE, FOR SHARE, INTO, SQL_CALC_FOUND_ROWS)
+	mutates bool // changes data even inside a SELECT (sequence functions)
+}
+
+// sessionFuncs are built-in functions whose result depends on the connection they run on.
+// CONNECTION_ID() is left out on purpose: any backend's id is as good as another's.
+var sessionFuncs = map[string]bool{
+	"last_insert_id":    true,
+	"row_count":         true,
+	"found_rows":        true,
+	"get_lock":          true,
+	"release_lock":      true,
+	"release_all_locks": true,
+	"is_free_lock":      true,
+	"is_used_lock":      true,
+	"lastval":           true,
+}
+
+// mutatingFuncs change data when called from a SELECT (MariaDB sequences).
+var mutatingFuncs = map[string]bool{
+	"nextval": true,
+	"setval":  true,
+}
+
+// sessionSysVars are system variables whose value is a by-product of earlier statements on
+// the same connection, so that reading them elsewhere gives a wrong answer. Variables a
+// client sets itself (sql_mode, time_zone, ...) are tracked and replayed, so reading them
+// on a replica is fine.
+var sessionSysVars = map[string]bool{
+	"last_insert_id": true,
+	"identity":       true,
+	"warning_count":  true,
+	"error_count":    true,
+	"last_gtid":      true,
+	"in_transaction": true,
+}
+
+func (in *inspector) Enter(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *ast.VariableExpr:
+		if !x.IsSystem {
+			in.session = true // @user_var
+		} else if !x.IsGlobal && sessionSysVars[strings.ToLower(x.Name)] {
+			in.session = true
+		}
+	case *ast.FuncCallExpr:
+		if x.Schema.L == "" {
+			if sessionFuncs[x.FnName.L] {
+				in.session = true
+			}
+			if mutatingFuncs[x.FnName.L] {
+				in.session, in.mutates = true, true
+			}
+		}
+	case *ast.SelectStmt:
+		if x.SelectIntoOpt != nil ||
+			x.LockInfo != nil && x.LockInfo.LockType != ast.SelectLockNone ||
+			x.SelectStmtOpts != nil && x.SelectStmtOpts.CalcFoundRows {
+			in.locks = true
+		}
+	}
+	return n, false
+}
+
+func (*inspector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+func sessionDependent(e ast.ExprNode) bool {
+	var in inspector
+	e.Accept(&in)
+	return in.session
+}
+
+// classifySet classifies SET: session system variables, SET NAMES and SET CHARACTER SET
+// become KindSet with one SessionVar per assignment; anything global, one-shot or touching
+// user variables is a KindWrite the proxy does not track.
+func classifySet(s *ast.SetStmt, sql string) analysis {
+	write := analysis{kind: KindWrite}
+	words := leadingWords(sql, 3)
+	if wordsAre(words, "SET", "TRANSACTION") || len(s.Variables) == 0 {
+		// SET TRANSACTION ...: the next transaction only.
+		return write
+	}
+	sessionTxn := wordsAre(words, "SET", "SESSION", "TRANSACTION")
+	vars := make([]SessionVar, 0, len(s.Variables))
+	for _, va := range s.Variables {
+		var sv SessionVar
+		switch {
+		case va.Name == ast.SetNames || va.Name == ast.SetCharset:
+			val, err := restore(va.Value)
+			if err != nil {
+				return write
+			}
+			if va.Name == ast.SetNames {
+				sv = SessionVar{Name: "names", SQL: "SET NAMES " + val}
+				if va.ExtendValue != nil {
+					coll, err := restore(va.ExtendValue)
+					if err != nil {
+						return write
+					}
+					sv.SQL += " COLLATE " + coll
+				}
+			} else {
+				sv = SessionVar{Name: "character set", SQL: "SET CHARACTER SET " + val}
+			}
+		case !va.IsSystem || va.IsGlobal || va.IsInstance:
+			return write // @user_var, GLOBAL, INSTANCE
+		case sessionTxn:
+			// SET SESSION TRANSACTION ISOLATION LEVEL ... / READ ONLY / READ WRITE: the
+			// parser turns each characteristic into a tx_* assignment; replay it in the
+			// statement form, which every MySQL and MariaDB version accepts.
+			v, ok := va.Value.(ast.ValueExpr)
+			if !ok {
+				return write
+			}
+			switch strings.ToLower(va.Name) {
+			case "tx_isolation":
+				sv = SessionVar{Name: "transaction_isolation",
+					SQL: "SET SESSION TRANSACTION ISOLATION LEVEL " + strings.ReplaceAll(v.GetString(), "-", " ")}
+			case "tx_read_only":
+				mode := "READ WRITE"
+				if v.GetString() == "1" {
+					mode = "READ ONLY"
+				}
+				sv = SessionVar{Name: "transaction_read_only", SQL: "SET SESSION TRANSACTION " + mode}
+			default:
+				return write // TiDB's READ ONLY AS OF ...
+			}
+		default:
+			name := strings.ToLower(va.Name)
+			if name == "tx_isolation_one_shot" || name == "tx_read_ts" || sessionDependent(va.Value) {
+				return write
+			}
+			val, err := restore(va.Value)
+			if err != nil {
+				return write
+			}
+			sv = SessionVar{Name: canonicalVarName(name), SQL: "SET SESSION " + quoteVarName(name) + " = " + val}
+		}
+		vars = append(vars, sv)
+	}
+	return analysis{kind: KindSet, vars: vars}
+}
+
+// canonicalVarName maps old aliases to the variable they set, so that a session tracks
+// one entry per variable.
+func canonicalVarName(name string) string {
+	switch name {
+	case "tx_isolation":
+		return "transaction_isolation"
+	case "tx_read_only":
+		return "transaction_read_only"
+	}
+	return name
+}
+
+// quoteVarName writes a system variable name bare when it is a plain (possibly dotted)
+// identifier, and in backquotes otherwise.
+func quoteVarName(name string) string {
+	plain := name != ""
+	for i := 0; i < len(name) && plain; i++ {
+		plain = isWordByte(name[i]) && name[i] < 0x80 || name[i] == '.'
+	}
+	if plain {
+		return name
+	}
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+func restore(n ast.Node) (string, error) {
+	var sb strings.Builder
+	if err := n.Restore(format.NewRestoreCtx(restoreFlags, &sb)); err != nil {
+		return "", err
+	}
+	return sb.String(), nil
+}

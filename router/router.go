@@ -1,0 +1,277 @@
+package router
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser"
+)
+
+// Kind is what a statement does, as far as routing is concerned.
+type Kind uint8
+
+const (
+	// KindRead may run on a replica: SELECT (without FOR UPDATE, LOCK IN SHARE MODE,
+	// FOR SHARE, INTO or SQL_CALC_FOUND_ROWS), set operations and WITH of such selects,
+	// TABLE, VALUES, SHOW, DESCRIBE, EXPLAIN, HELP, provided it touches no state that lives
+	// only in the client's connection (user variables, LAST_INSERT_ID(), FOUND_ROWS(),
+	// ROW_COUNT(), named locks, sequences, @@warning_count and the like).
+	KindRead Kind = iota
+	// KindWrite must run on the master: DML, DDL, LOCK/UNLOCK, GRANT, CALL, DO, LOAD DATA,
+	// FLUSH, KILL, locking or session-dependent reads, SET GLOBAL, SET of user variables,
+	// SET TRANSACTION, multi-statement text, empty, unknown and unparseable text.
+	KindWrite
+	// KindUse is USE db; Plan.Schema names the database.
+	KindUse
+	// KindSet assigns session state the proxy tracks and replays on other connections;
+	// Plan.Vars lists the assignments.
+	KindSet
+	// KindTxn is BEGIN, START TRANSACTION, COMMIT, ROLLBACK, SAVEPOINT, RELEASE SAVEPOINT
+	// and XA; it runs on the master.
+	KindTxn
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRead:
+		return "read"
+	case KindWrite:
+		return "write"
+	case KindUse:
+		return "use"
+	case KindSet:
+		return "set"
+	case KindTxn:
+		return "txn"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Target is where a statement wants to run, ignoring transactions.
+type Target uint8
+
+const (
+	TargetMaster Target = iota
+	TargetReplica
+)
+
+func (t Target) String() string {
+	switch t {
+	case TargetMaster:
+		return "master"
+	case TargetReplica:
+		return "replica"
+	}
+	return "Target(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Hint is a routing hint given by the client in a comment before the statement:
+// "/* sluice:master */" or "/* sluice:replica */" (also as a "-- " or "#" line comment).
+type Hint uint8
+
+const (
+	HintNone Hint = iota
+	HintMaster
+	HintReplica
+)
+
+func (h Hint) String() string {
+	switch h {
+	case HintNone:
+		return "none"
+	case HintMaster:
+		return "master"
+	case HintReplica:
+		return "replica"
+	}
+	return "Hint(" + strconv.Itoa(int(h)) + ")"
+}
+
+// SessionVar is one session assignment of a SET statement.
+type SessionVar struct {
+	// Name is the normalized key: lower case, without @@, SESSION, LOCAL or session.
+	// prefixes; "names" for SET NAMES, "character set" for SET CHARACTER SET,
+	// "transaction_isolation" and "transaction_read_only" for SET SESSION TRANSACTION and
+	// for their tx_isolation and tx_read_only aliases.
+	Name string
+	// SQL is a complete statement that re-applies exactly this one assignment on another
+	// connection, restored from the parse tree: "SET SESSION sql_mode = 'ANSI'",
+	// "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_bin'", "SET CHARACTER SET 'latin1'",
+	// "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED". String literals are
+	// written with backslashes escaped, as the server reads them by default.
+	SQL string
+}
+
+// Plan is the router's verdict on one SQL text. Plans are shared between all callers that
+// classify the same text and must not be modified.
+type Plan struct {
+	Kind Kind
+	// Target is where the statement wants to go, ignoring transactions: KindRead goes to
+	// a replica, everything else to the master. HintMaster always sends it to the master.
+	// HintReplica sends it to a replica only when the statement cannot change data (a
+	// query kept on the master because it touches session state or takes locks, such as
+	// SELECT @x, SELECT FOUND_ROWS() or SELECT ... FOR UPDATE); a hint never sends DML,
+	// DDL, SET, USE, transaction control, multi-statement or unparseable text to a replica.
+	Target Target
+	Hint   Hint
+	// Schema is the database of KindUse, unquoted.
+	Schema string
+	// Vars are the assignments of KindSet in statement order. Several may share a
+	// Name's effect (SET NAMES and SET CHARACTER SET both set character_set_client), so
+	// a session that keeps the latest assignment per Name should replay in the order the
+	// client issued them.
+	Vars []SessionVar
+	// Digest is the normalized statement text (literals replaced by ?, comments and
+	// optimizer hints dropped), as parser.Normalize with redaction produces it. It holds
+	// no literal values, so it is safe to log.
+	Digest string
+	// Multi reports that the text holds more than one statement (a single trailing ;
+	// does not count); such text is KindWrite.
+	Multi bool
+	// ParseErr is non-nil when the TiDB parser rejected the text (it then wraps ErrParse)
+	// or the text held no statement (ErrEmptyStatement); Kind is then KindWrite and the
+	// server will report the real error. The message may quote part of the statement:
+	// log it only where SQL text may be logged.
+	ParseErr error
+	// EscapeSensitive reports that the text holds a backslash and classifies differently
+	// when string literals are read without backslash escapes. The plan assumes the
+	// server's default reading; a session whose server status flags show
+	// NO_BACKSLASH_ESCAPES must run an EscapeSensitive statement on the master and not
+	// track its Vars or Schema.
+	EscapeSensitive bool
+}
+
+// ErrParse is wrapped by Plan.ParseErr when the parser rejected the text.
+var ErrParse = errors.New("router: statement not understood by the parser")
+
+// ErrEmptyStatement is Plan.ParseErr for text that holds only whitespace, comments or ;.
+var ErrEmptyStatement = errors.New("router: empty statement")
+
+// maxCachedText is the longest text the exact-text level caches. Longer texts (bulk
+// inserts, generated IN lists) rarely repeat verbatim; they still share the digest level.
+const maxCachedText = 16 << 10
+
+// Router classifies SQL text into Plans through a bounded two-level cache.
+//
+// The first level is keyed by the exact text: a statement the application repeats
+// (prepared by the driver, or issued by an ORM) is a single map lookup without allocation.
+// On a miss the router normalizes the text (parser.Normalize) and looks the digest up in
+// the second level, which holds plans of single plain read or write statements; texts
+// that differ only in literal values (client-side interpolated parameters) share it and
+// skip the full parse. Only on a second miss is the text parsed. The digest level is not
+// used for SET, USE and transaction statements (their plans carry values), for parse
+// failures, multi-statement text, or text with backslashes or executable comments.
+//
+// A Router is safe for concurrent use by any number of sessions.
+type Router struct {
+	exact  *cache[*Plan]
+	digest *cache[*digestPlans]
+}
+
+// digestPlans holds the plan of one digest for each hint.
+type digestPlans [3]*Plan
+
+// New returns a Router whose cache holds at most cacheEntries plans: three quarters for
+// exact texts and a quarter (if that is at least one) for digests. With cacheEntries < 1
+// nothing is cached and every call parses.
+func New(cacheEntries int) *Router {
+	if cacheEntries < 1 {
+		return &Router{}
+	}
+	digestEntries := cacheEntries / 4
+	return &Router{
+		exact:  newCache[*Plan](cacheEntries - digestEntries),
+		digest: newCache[*digestPlans](digestEntries),
+	}
+}
+
+// Classify returns the plan for one COM_QUERY text. The returned Plan is shared and
+// immutable. A repeated text costs one map lookup and no allocation. The router keeps its
+// own copy of any text it caches, so sql may alias a buffer the caller reuses.
+func (r *Router) Classify(sql string) *Plan {
+	if r.exact != nil {
+		if p, ok := r.exact.get(sql); ok {
+			return p
+		}
+	}
+	return r.miss(sql, false)
+}
+
+// ClassifyBytes is Classify for a text held in a byte slice, such as a COM_QUERY payload:
+// a cached text costs no allocation and no copy. The router does not keep b.
+func (r *Router) ClassifyBytes(b []byte) *Plan {
+	if r.exact != nil {
+		if p, ok := r.exact.getBytes(b); ok {
+			return p
+		}
+	}
+	return r.miss(string(b), true)
+}
+
+// Len reports how many plans the cache holds, both levels together.
+func (r *Router) Len() int {
+	return r.exact.len() + r.digest.len()
+}
+
+// miss classifies a text that is not in the exact-text cache. owned reports that sql is
+// a private copy the cache may keep.
+func (r *Router) miss(sql string, owned bool) *Plan {
+	hint := leadingHint(sql)
+	flags := scanTextFlags(sql)
+	digest := parser.Normalize(sql, "ON")
+	useDigest := r.digest != nil && flags == 0 && digest != "" && strings.IndexByte(digest, ';') < 0
+
+	var plan *Plan
+	if useDigest {
+		if dp, ok := r.digest.get(digest); ok {
+			plan = dp[hint]
+		}
+	}
+	if plan == nil {
+		a := analyze(sql, flags)
+		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized {
+			var dp digestPlans
+			for h := range dp {
+				dp[h] = a.plan(Hint(h), digest)
+			}
+			r.digest.put(digest, &dp)
+			plan = dp[hint]
+		} else {
+			plan = a.plan(hint, digest)
+		}
+	}
+	if r.exact != nil && len(sql) <= maxCachedText {
+		if !owned {
+			sql = strings.Clone(sql)
+		}
+		r.exact.put(sql, plan)
+	}
+	return plan
+}
+
+// plan builds the Plan of an analysis for one hint.
+func (a *analysis) plan(hint Hint, digest string) *Plan {
+	p := &Plan{
+		Kind:            a.kind,
+		Hint:            hint,
+		Schema:          a.schema,
+		Vars:            a.vars,
+		Digest:          digest,
+		Multi:           a.multi,
+		ParseErr:        a.parseErr,
+		EscapeSensitive: a.escapeSensitive,
+	}
+	if a.kind == KindRead {
+		p.Target = TargetReplica
+	}
+	switch hint {
+	case HintMaster:
+		p.Target = TargetMaster
+	case HintReplica:
+		if a.readOnly {
+			p.Target = TargetReplica
+		}
+	}
+	return p
+}
