@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/client"
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/auth"
@@ -51,8 +52,10 @@ type Server struct {
 	topo   *health.Topology
 	pools  map[string]*Pool // by backend address; fixed for the Server's life
 
-	ln      net.Listener
-	nextID  atomic.Uint32
+	ln          net.Listener
+	metricsAddr net.Addr
+	metrics     *metrics
+	nextID      atomic.Uint32
 	version atomic.Pointer[string]
 
 	ctx    context.Context
@@ -94,6 +97,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		sessions: make(map[uint32]*Session),
+		metrics:  newMetrics(),
 	}
 	for _, c := range s.topo.Current().Clusters {
 		cc := cfg.Cluster(c.Name)
@@ -106,7 +110,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 				maxIdle:     maxIdlePerKey,
 			}
 			if b.Role == health.RoleMaster {
-				p.onGreeting = s.learnVersion
+				p.onGreeting = func(g *protocol.Greeting) { s.learnVersion(g.ServerVersion) }
 			}
 			s.pools[b.Address] = p
 		}
@@ -120,11 +124,10 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 
 // learnVersion adopts the master's version string for greetings, so clients
 // that switch features on it see the server they really talk to.
-func (s *Server) learnVersion(g *protocol.Greeting) {
-	if s.cfg.Proxy.ServerVersion != "" {
+func (s *Server) learnVersion(v string) {
+	if s.cfg.Proxy.ServerVersion != "" || v == "" {
 		return
 	}
-	v := g.ServerVersion
 	if cur := s.version.Load(); cur == nil || *cur != v {
 		s.version.Store(&v)
 	}
@@ -146,11 +149,22 @@ func (s *Server) Listen() error {
 // Addr is the bound client address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Start binds the listener and serves in the background, with the health
+// MetricsAddr is the bound metrics address, nil when metrics are off.
+func (s *Server) MetricsAddr() net.Addr { return s.metricsAddr }
+
+// Start binds the listeners and serves in the background, with the health
 // prober.
 func (s *Server) Start() error {
 	if err := s.Listen(); err != nil {
 		return err
+	}
+	if a := s.cfg.Proxy.MetricsListen; a != "" {
+		addr, err := s.serveMetrics(s.ctx, a)
+		if err != nil {
+			s.ln.Close()
+			return fmt.Errorf("proxy: metrics_listen %s: %w", a, err)
+		}
+		s.metricsAddr = addr
 	}
 	prober := &health.Prober{
 		Topology:           s.topo,
@@ -168,26 +182,28 @@ func (s *Server) Start() error {
 	return nil
 }
 
-// checkBackend is the health probe: log in with the service account, ping,
-// quit.
+// checkBackend is the health probe: a control-plane login with the
+// cluster's service account (go-mysql's client), a ping, a quit. A full
+// login rather than a bare TCP connect keeps the servers from counting
+// half-open handshakes against max_connect_errors.
 func (s *Server) checkBackend(ctx context.Context, b *health.Backend) error {
 	p := s.pools[b.Address]
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Health.Timeout.Duration)
-	defer cancel()
-	bc, err := p.dial(ctx, poolKey{collation: defaultCollation})
+	timeout := s.cfg.Health.Timeout.Duration
+	c, err := client.ConnectWithContext(ctx, b.Address, p.user, p.password, "", timeout, func(c *client.Conn) error {
+		c.ReadTimeout, c.WriteTimeout = timeout, timeout
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	defer bc.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = bc.SetDeadline(dl)
+	defer c.Close()
+	if b.Role == health.RoleMaster {
+		s.learnVersion(c.GetServerVersion())
 	}
-	if err := bc.simpleCommand([]byte{protocol.ComPing}, protocol.ResponseSingle); err != nil {
+	if err := c.Ping(); err != nil {
 		return err
 	}
-	bc.ResetSeq()
-	_ = bc.WritePacketFlush([]byte{protocol.ComQuit})
-	return nil
+	return c.Quit()
 }
 
 // Serve accepts clients until Close.
@@ -239,6 +255,8 @@ func (s *Server) serveConn(nc net.Conn) {
 			"Too many connections: sluice max_client_connections (%d) reached", s.cfg.Proxy.MaxClientConnections))
 		return
 	}
+	s.metrics.clients.Inc()
+	defer s.metrics.clients.Dec()
 	sess.run(s.ctx)
 }
 

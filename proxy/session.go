@@ -64,9 +64,15 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 func (s *Session) run(ctx context.Context) {
 	start := time.Now()
 	if err := s.handshake(ctx); err != nil {
+		result := "error"
+		if errors.Is(err, auth.ErrAccessDenied) {
+			result = "denied"
+		}
+		s.srv.metrics.logins.WithLabelValues(result).Inc()
 		s.log.Info("login failed", zap.String("user", s.user), zap.Error(err))
 		return
 	}
+	s.srv.metrics.logins.WithLabelValues("ok").Inc()
 	s.log = s.log.With(zap.String("user", s.user))
 	s.log.Info("client connected", zap.String("schema", s.schema))
 	err := s.serve()
@@ -282,6 +288,11 @@ func (s *Session) forward(target router.Target, p []byte, kind protocol.Response
 			skip = bc.backend
 			continue
 		}
+		if bc.backend.Role == health.RoleMaster {
+			s.srv.metrics.routeMaster.Inc()
+		} else {
+			s.srv.metrics.routeReplica.Inc()
+		}
 		bc.ResetSeq()
 		if err := bc.WritePacketFlush(p); err != nil {
 			bc.broken = true
@@ -314,6 +325,7 @@ func (s *Session) forward(target router.Target, p []byte, kind protocol.Response
 		// backend answered.
 		s.dropIfBroken(bc)
 		b := bc.backend
+		s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
 		b.ReportFailure(errors.New("connection lost before answering"))
 		s.log.Warn("backend connection lost", zap.String("backend", b.Address), zap.String("role", b.Role.String()))
 		if b.Role == health.RoleReplica && attempt == 0 {
@@ -347,6 +359,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 				s.replica = bc
 				return bc, nil
 			}
+			s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
 			if b.ReportFailure(err) {
 				s.log.Warn("replica unreachable, taken out of rotation", zap.String("backend", b.Address), zap.Error(err))
 			}

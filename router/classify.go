@@ -99,7 +99,8 @@ func analyzeWith(p *parser.Parser, sql string) analysis {
 		if k, ok := recognizeUnparsed(sql); ok {
 			return analysis{kind: k, recognized: true}
 		}
-		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %w", ErrParse, err)}
+		// Keep the message only: the parser's error carries a stack trace.
+		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %s", ErrParse, err)}
 	}
 	switch len(stmts) {
 	case 0:

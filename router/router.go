@@ -217,6 +217,12 @@ func (r *Router) Len() int {
 // miss classifies a text that is not in the exact-text cache. owned reports that sql is
 // a private copy the cache may keep.
 func (r *Router) miss(sql string, owned bool) *Plan {
+	cacheable := r.exact != nil && len(sql) <= maxCachedText
+	if cacheable && !owned {
+		// Work on the copy the cache will keep, so that nothing in the plan can alias
+		// the caller's memory.
+		sql = strings.Clone(sql)
+	}
 	hint := leadingHint(sql)
 	flags := scanTextFlags(sql)
 	digest := parser.Normalize(sql, "ON")
@@ -241,10 +247,7 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 			plan = a.plan(hint, digest)
 		}
 	}
-	if r.exact != nil && len(sql) <= maxCachedText {
-		if !owned {
-			sql = strings.Clone(sql)
-		}
+	if cacheable {
 		r.exact.put(sql, plan)
 	}
 	return plan

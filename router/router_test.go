@@ -186,6 +186,7 @@ func TestSelect(t *testing.T) {
 		{"SELECT * FROM t FOR UPDATE SKIP LOCKED", write()},
 		{"SELECT * FROM t LOCK IN SHARE MODE", write()},
 		{"SELECT * FROM t FOR SHARE", write()},
+		{"SELECT * FROM t FOR UPDATE OF t", write()},
 		{"SELECT * FROM (SELECT * FROM t FOR UPDATE) x", write()},
 		{"(SELECT 1) UNION (SELECT 2 FOR UPDATE)", write()},
 		{"SELECT * FROM t INTO OUTFILE '/tmp/t.txt'", write()},
@@ -199,6 +200,8 @@ func TestSelect(t *testing.T) {
 		{"INSERT INTO t SELECT * FROM u", write()},
 		{"CREATE TABLE t2 AS SELECT * FROM t", write()},
 		{"UPDATE t SET a = (SELECT MAX(a) FROM u)", write()},
+		{"WITH c AS (SELECT 1 AS x) UPDATE t, c SET t.a = c.x", write()},
+		{"WITH c AS (SELECT 1 AS x) DELETE FROM t WHERE a IN (SELECT x FROM c)", write()},
 	})
 }
 
@@ -383,6 +386,9 @@ func TestSet(t *testing.T) {
 		{"SET NAMES utf8mb4, autocommit = 1", set("names", "SET NAMES 'utf8mb4'", "autocommit", "SET SESSION autocommit = 1")},
 		{"/*!40101 SET NAMES utf8 */", set("names", "SET NAMES 'utf8'")},
 		{"/*!40101 SET NAMES utf8mb4 */;", set("names", "SET NAMES 'utf8mb4'")},
+		{"/*!40101 SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED */",
+			set("transaction_isolation", "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")},
+		{"/*!40101 SET TRANSACTION ISOLATION LEVEL READ COMMITTED */", write()},
 		{"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
 			set("transaction_isolation", "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")},
 		{"set session transaction isolation level repeatable read",
@@ -452,6 +458,8 @@ func TestHints(t *testing.T) {
 		{"/* sluice:replica */ SELECT 1; SELECT 2", hr(want{kind: KindWrite, multi: true}, master)},
 		{"/* sluice:replica */ SELEC 1", hr(unparsed(), master)},
 		{"/* sluice:master */ UPDATE t SET a = 1", hm(write())},
+		{"/* sluice:master */ SET TRANSACTION READ ONLY", hm(write())},
+		{"/* sluice:master */ SET SESSION TRANSACTION READ ONLY", hm(set("transaction_read_only", "SET SESSION TRANSACTION READ ONLY"))},
 		{"/* sluice:master */ SELECT 1; SELECT 2", hm(want{kind: KindWrite, multi: true})},
 
 		// Not hints.
@@ -673,6 +681,14 @@ func TestCacheEvictsUnusedFirst(t *testing.T) {
 		if c.len() != 2 {
 			t.Fatalf("len = %d, want 2", c.len())
 		}
+	}
+}
+
+func TestStrings(t *testing.T) {
+	got := fmt.Sprint(KindRead, KindWrite, KindUse, KindSet, KindTxn, Kind(9), TargetMaster, TargetReplica, Target(7),
+		HintNone, HintMaster, HintReplica, Hint(5))
+	if want := "read write use set txn Kind(9) master replica Target(7) none master replica Hint(5)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 

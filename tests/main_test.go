@@ -59,7 +59,8 @@ func runMain(m *testing.M) int {
 // startProxy starts an in-process sluice in front of topo on a free port.
 // proxyKeys are extra lines for its [proxy] table.
 func startProxy(topo *sandbox.Topology, proxyKeys ...string) (*proxy.Server, error) {
-	cfg, err := conf.Parse([]byte(topo.SluiceConfig("127.0.0.1:0", proxyKeys...)))
+	keys := append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, proxyKeys...)
+	cfg, err := conf.Parse([]byte(topo.SluiceConfig("127.0.0.1:0", keys...)))
 	if err != nil {
 		return nil, err
 	}
