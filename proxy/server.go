@@ -56,7 +56,7 @@ type Server struct {
 	metricsAddr net.Addr
 	metrics     *metrics
 	nextID      atomic.Uint32
-	version atomic.Pointer[string]
+	version     atomic.Pointer[string]
 
 	ctx    context.Context
 	cancel context.CancelFunc
