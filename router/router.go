@@ -127,7 +127,8 @@ type Plan struct {
 	// no literal values, so it is safe to log.
 	Digest string
 	// Multi reports that the text holds more than one statement (a single trailing ;
-	// does not count); such text is KindWrite.
+	// does not count); such text is KindWrite. It is known only for text the parser
+	// accepts.
 	Multi bool
 	// ParseErr is non-nil when the TiDB parser rejected the text (it then wraps ErrParse)
 	// or the text held no statement (ErrEmptyStatement); Kind is then KindWrite and the
@@ -161,7 +162,12 @@ const maxCachedText = 16 << 10
 // that differ only in literal values (client-side interpolated parameters) share it and
 // skip the full parse. Only on a second miss is the text parsed. The digest level is not
 // used for SET, USE and transaction statements (their plans carry values), for parse
-// failures, multi-statement text, or text with backslashes or executable comments.
+// failures, multi-statement text, or text with backslashes or executable comments. A
+// text the parser would reject may still share the plan of a valid text with the same
+// digest (SELECT 1 2 and SELECT 'a' 'b' differ only in literals): it then routes like that
+// text, without ParseErr, and the server reports the syntax error.
+//
+// Both levels are bounded sharded maps with second-chance eviction; see cache.
 //
 // A Router is safe for concurrent use by any number of sessions.
 type Router struct {
