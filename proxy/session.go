@@ -45,6 +45,7 @@ type Session struct {
 	replica *BackendConn
 
 	schema     string
+	lastStatus uint16 // status flags of the last final OK/EOF any backend sent
 	vars       []trackedVar
 	varsSeq    uint64
 	multiStmts bool
@@ -209,12 +210,20 @@ func (s *Session) dispatch(p []byte) error {
 // replica.
 func (s *Session) comQuery(p []byte) error {
 	plan := s.srv.router.ClassifyBytes(p[1:])
+	// Under NO_BACKSLASH_ESCAPES a text with backslashes may split into
+	// statements other than the router saw: the master runs it and nothing
+	// is tracked from it.
+	escapes := plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0
 	target := router.TargetMaster
-	if plan.Target == router.TargetReplica && !s.inTransaction() {
+	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes {
 		target = router.TargetReplica
 	}
 	var after func(*BackendConn, protocol.RelayResult)
-	switch plan.Kind {
+	kind := plan.Kind
+	if escapes {
+		kind = router.KindWrite
+	}
+	switch kind {
 	case router.KindUse:
 		after = func(bc *BackendConn, res protocol.RelayResult) {
 			if res.Err == nil {
@@ -302,6 +311,7 @@ func (s *Session) forward(target router.Target, p []byte, kind protocol.Response
 			if err == nil {
 				if kind != protocol.ResponseFieldList || res.Status != 0 {
 					bc.status = res.Status
+					s.lastStatus = res.Status
 				}
 				if after != nil {
 					after(bc, res)

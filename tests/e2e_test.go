@@ -280,3 +280,35 @@ func TestMultiStatementReturnsAllResultSets(t *testing.T) {
 		t.Fatalf("multi-statement ran on %s, want master %d", sets[2][0], env.masterID)
 	}
 }
+
+// TestNoBackslashEscapesSendsAmbiguousTextToMaster: under
+// NO_BACKSLASH_ESCAPES a backslash does not escape, so a text that is one
+// harmless SELECT in the default mode may hide a second statement. Such a
+// text runs on the master, never on a replica.
+func TestNoBackslashEscapesSendsAmbiguousTextToMaster(t *testing.T) {
+	d := appDB(t, "sluice_test", func(c *mysql.Config) { c.MultiStatements = true })
+	mustExec(t, d, "CREATE TABLE nbe_t (sid INT)")
+	t.Cleanup(func() { mustExec(t, d, "DROP TABLE IF EXISTS nbe_t") })
+	c := conn(t, d)
+	ctx := ctxT(t)
+	mustExecC(t, c, "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'")
+	rows, err := c.QueryContext(ctx, `SELECT 'a\'; INSERT INTO nbe_t VALUES (@@server_id); -- '`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+	}
+	for rows.NextResultSet() {
+	}
+	rows.Close()
+	var sid uint32
+	if err := mustRoot(t, env.topo.Master).QueryRowContext(ctx, "SELECT sid FROM sluice_test.nbe_t").Scan(&sid); err != nil {
+		t.Fatalf("the hidden INSERT did not run on the master: %v", err)
+	}
+	if sid != env.masterID {
+		t.Fatalf("hidden INSERT ran on %d", sid)
+	}
+	if id := serverID(t, ctx, c, ""); !env.replicaIDs[id] {
+		t.Fatalf("a plain read went to %d, want a replica", id)
+	}
+}
