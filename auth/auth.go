@@ -53,7 +53,8 @@ type Login struct {
 // Authenticator runs the login exchange on a freshly accepted client
 // connection. On failure it has already told the client (ERR packet) where
 // the protocol allowed and returns an error wrapping ErrAccessDenied or
-// ErrHandshake, or an I/O error.
+// ErrHandshake, or an I/O error; with ErrAccessDenied the Login is returned
+// too, so the refused user name can be logged.
 type Authenticator interface {
 	Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error)
 }

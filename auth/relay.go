@@ -102,7 +102,7 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 				return nil, err
 			}
 			e, _ := protocol.ParseErr(p)
-			return nil, fmt.Errorf("%w: %w", ErrAccessDenied, e)
+			return login, fmt.Errorf("%w: %w", ErrAccessDenied, e)
 		case protocol.IsAuthSwitch(p) || protocol.IsAuthMoreData(p):
 			if err := client.WritePacketFlush(p); err != nil {
 				return nil, err

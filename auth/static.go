@@ -77,7 +77,7 @@ func (s *Static) Authenticate(_ context.Context, client *protocol.Conn, srv Serv
 		e := protocol.NewError(protocol.ErAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)",
 			h.User, srv.ClientHost, using)
 		_ = client.WriteErr(e)
-		return nil, fmt.Errorf("%w: %w", ErrAccessDenied, e)
+		return loginOf(h), fmt.Errorf("%w: %w", ErrAccessDenied, e)
 	}
 	return loginOf(h), nil
 }

@@ -72,9 +72,11 @@ type Config struct {
 type Proxy struct {
 	// Listen is the host:port for application traffic.
 	Listen string `toml:"listen"`
-	// AdminListen is the host:port of the admin SQL interface.
+	// AdminListen is the host:port of the admin SQL interface; "" switches
+	// it off.
 	AdminListen string `toml:"admin_listen"`
-	// MetricsListen is the host:port serving /metrics, /healthz and /readyz.
+	// MetricsListen is the host:port serving /metrics, /healthz and /readyz;
+	// "" switches the listener off.
 	MetricsListen string `toml:"metrics_listen"`
 	// LogLevel is one of debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
@@ -88,6 +90,12 @@ type Proxy struct {
 	ConnectTimeout Duration `toml:"connect_timeout"`
 	// ServerVersion, when set, replaces the version string advertised to clients.
 	ServerVersion string `toml:"server_version"`
+	// MaxPreparedStatements caps the prepared statements one client session
+	// may hold open.
+	MaxPreparedStatements int `toml:"max_prepared_statements"`
+	// LocalInfile lets clients stream files for LOAD DATA LOCAL INFILE
+	// through sluice to the master.
+	LocalInfile bool `toml:"local_infile"`
 }
 
 // Auth is the [auth] table: how client credentials are checked.
@@ -212,6 +220,7 @@ const (
 	DefaultMaxAllowedPacket     = 64 << 20
 	DefaultHandshakeTimeout     = 10 * time.Second
 	DefaultConnectTimeout       = 2 * time.Second
+	DefaultMaxPreparedStmts     = 1024
 	DefaultAuthBackend          = "mysql"
 	DefaultAdminUser            = "admin"
 	DefaultBalance              = "round-robin"
@@ -236,14 +245,15 @@ const (
 func defaults() *Config {
 	return &Config{
 		Proxy: Proxy{
-			Listen:               DefaultListen,
-			AdminListen:          DefaultAdminListen,
-			MetricsListen:        DefaultMetricsListen,
-			LogLevel:             DefaultLogLevel,
-			MaxClientConnections: DefaultMaxClientConnections,
-			MaxAllowedPacket:     DefaultMaxAllowedPacket,
-			HandshakeTimeout:     Duration{DefaultHandshakeTimeout},
-			ConnectTimeout:       Duration{DefaultConnectTimeout},
+			Listen:                DefaultListen,
+			AdminListen:           DefaultAdminListen,
+			MetricsListen:         DefaultMetricsListen,
+			LogLevel:              DefaultLogLevel,
+			MaxClientConnections:  DefaultMaxClientConnections,
+			MaxAllowedPacket:      DefaultMaxAllowedPacket,
+			HandshakeTimeout:      Duration{DefaultHandshakeTimeout},
+			ConnectTimeout:        Duration{DefaultConnectTimeout},
+			MaxPreparedStatements: DefaultMaxPreparedStmts,
 		},
 		Auth:  Auth{Backend: DefaultAuthBackend},
 		Admin: Admin{User: DefaultAdminUser},

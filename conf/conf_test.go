@@ -71,6 +71,8 @@ clusters = ["main"]
 		{"proxy.handshake_timeout", c.Proxy.HandshakeTimeout.Duration, 10 * time.Second},
 		{"proxy.connect_timeout", c.Proxy.ConnectTimeout.Duration, 2 * time.Second},
 		{"proxy.server_version", c.Proxy.ServerVersion, ""},
+		{"proxy.max_prepared_statements", c.Proxy.MaxPreparedStatements, 1024},
+		{"proxy.local_infile", c.Proxy.LocalInfile, false},
 		{"auth.backend", c.Auth.Backend, "mysql"},
 		{"admin.user", c.Admin.User, "admin"},
 		{"admin.password", c.Admin.Password, ""},
@@ -799,4 +801,27 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("empty Describe")
 		}
 	})
+}
+
+func TestListenersCanBeSwitchedOff(t *testing.T) {
+	c, err := Parse([]byte(`
+[proxy]
+admin_listen = ""
+metrics_listen = ""
+[auth]
+address = "127.0.0.1:3310"
+[[cluster]]
+name = "main"
+user = "sluice"
+master = "127.0.0.1:3306"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Proxy.AdminListen != "" || c.Proxy.MetricsListen != "" {
+		t.Fatalf("admin %q metrics %q, want both off", c.Proxy.AdminListen, c.Proxy.MetricsListen)
+	}
+	if _, err := Parse([]byte("[proxy]\nlisten = \"\"\n[auth]\naddress = \"127.0.0.1:1\"\n[[cluster]]\nname = \"m\"\nuser = \"u\"\nmaster = \"127.0.0.1:2\"\n")); err == nil || !strings.Contains(err.Error(), "proxy.listen") {
+		t.Fatalf("empty proxy.listen: err = %v", err)
+	}
 }

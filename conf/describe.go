@@ -22,8 +22,8 @@ func (c *Config) Describe() string {
 	}
 	x := &c.Proxy
 	line("proxy: listen %s, admin_listen %s, metrics_listen %s", x.Listen, x.AdminListen, x.MetricsListen)
-	line("  log_level %s, max_client_connections %d, max_allowed_packet %s",
-		x.LogLevel, x.MaxClientConnections, formatBytes(x.MaxAllowedPacket))
+	line("  log_level %s, max_client_connections %d, max_allowed_packet %s, max_prepared_statements %d, local_infile %v",
+		x.LogLevel, x.MaxClientConnections, formatBytes(x.MaxAllowedPacket), x.MaxPreparedStatements, x.LocalInfile)
 	timeouts := fmt.Sprintf("  handshake_timeout %s, connect_timeout %s", x.HandshakeTimeout, x.ConnectTimeout)
 	if x.ServerVersion != "" {
 		timeouts += fmt.Sprintf(", server_version %q", x.ServerVersion)

@@ -51,6 +51,10 @@ func (c *Config) validateProxy(p *problems) {
 		{"proxy.metrics_listen", x.MetricsListen},
 	}
 	for i, l := range listeners {
+		// The admin and metrics listeners may be switched off with "".
+		if i > 0 && l.addr == "" {
+			continue
+		}
 		if err := checkAddr(l.addr, true); err != nil {
 			p.add("%s: %v", l.key, err)
 			continue
@@ -67,6 +71,9 @@ func (c *Config) validateProxy(p *problems) {
 	}
 	if x.MaxClientConnections <= 0 {
 		p.add("proxy.max_client_connections must be > 0 (got %d)", x.MaxClientConnections)
+	}
+	if x.MaxPreparedStatements <= 0 {
+		p.add("proxy.max_prepared_statements must be > 0 (got %d)", x.MaxPreparedStatements)
 	}
 	if x.MaxAllowedPacket < MinMaxAllowedPacket || x.MaxAllowedPacket > MaxMaxAllowedPacket {
 		p.add("proxy.max_allowed_packet must be between %d and %d bytes (got %d)",

@@ -17,8 +17,8 @@ type ClientConfig struct {
 }
 
 // BackendCapabilities are the capabilities sluice asks of every backend
-// data connection; ClientFoundRows and ClientMultiStatements are added per
-// pool.
+// data connection; ClientFoundRows is added per pool, and the
+// multi-statement option is switched per connection with COM_SET_OPTION.
 const BackendCapabilities = ClientLongPassword | ClientLongFlag | ClientProtocol41 |
 	ClientTransactions | ClientSecureConnection | ClientMultiResults | ClientPSMultiResults |
 	ClientPluginAuth | ClientPluginAuthLenencClientData

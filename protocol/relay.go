@@ -19,6 +19,13 @@ const (
 	// ResponseSingle is a one-packet answer: COM_INIT_DB, COM_PING,
 	// COM_SET_OPTION, COM_STATISTICS, COM_RESET_CONNECTION.
 	ResponseSingle
+	// ResponseExecute is the answer to COM_STMT_EXECUTE: like
+	// ResponseResult with binary rows, except that a result set for which
+	// the server opened a cursor ends after its column definitions.
+	ResponseExecute
+	// ResponseRows is the answer to COM_STMT_FETCH: rows ended by EOF, or
+	// ERR.
+	ResponseRows
 )
 
 // Sentinels that say which leg failed during a relay.
@@ -82,7 +89,7 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 				res.Status = eofStatus(h)
 			}
 			return res, flushClient(client)
-		case ResponseFieldList:
+		case ResponseFieldList, ResponseRows:
 			if first == headerEOF && n < 9 {
 				res.Status = eofStatus(h)
 				return res, flushClient(client)
@@ -126,6 +133,10 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 		case stColumnsEOF:
 			if !(first == headerEOF && n < 9) {
 				return res, fmt.Errorf("%w: expected EOF after column definitions", ErrBackendIO)
+			}
+			if st := eofStatus(h); kind == ResponseExecute && st&StatusCursorExists != 0 {
+				res.Status = st
+				return res, flushClient(client)
 			}
 			state = stRows
 		case stRows:
@@ -262,4 +273,27 @@ func ReadResponse(c *Conn, kind ResponseKind) (uint16, error) {
 			}
 		}
 	}
+}
+
+// RelayPackets streams exactly n packets from backend to client and flushes
+// (the metadata after a COM_STMT_PREPARE answer).
+func RelayPackets(client, backend *Conn, n int) error {
+	var head [headSize]byte
+	var res RelayResult
+	for range n {
+		if _, _, err := relayPacket(client, backend, head[:], &res); err != nil {
+			return err
+		}
+	}
+	return flushClient(client)
+}
+
+// DiscardPackets reads and drops n packets from c.
+func DiscardPackets(c *Conn, n int) error {
+	for range n {
+		if _, err := c.ReadPacket(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBackendIO, err)
+		}
+	}
+	return nil
 }

@@ -184,7 +184,11 @@ func (s *Session) dispatch(p []byte) error {
 			}
 		})
 	case protocol.ComFieldList:
-		return s.forward(router.TargetReplica, p, protocol.ResponseFieldList, nil)
+		target := router.TargetReplica
+		if s.inTransaction() {
+			target = router.TargetMaster
+		}
+		return s.forward(target, p, protocol.ResponseFieldList, nil)
 	case protocol.ComStatistics:
 		return s.forward(router.TargetMaster, p, protocol.ResponseSingle, nil)
 	case protocol.ComSetOption:
