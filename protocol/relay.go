@@ -41,6 +41,9 @@ var (
 type RelayResult struct {
 	// Status is the server status of the final OK or EOF packet.
 	Status uint16
+	// HasStatus reports that the response ended with an OK or EOF packet
+	// (not ERR, and not a bare answer such as COM_STATISTICS's).
+	HasStatus bool
 	// OK holds the final OK packet, when the response ended with one.
 	OK OK
 	// Err is the ERR packet the response ended with, if any.
@@ -84,14 +87,14 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 		case ResponseSingle:
 			if first == headerOK {
 				res.OK, _ = ParseOK(h)
-				res.Status = res.OK.Status
+				res.Status, res.HasStatus = res.OK.Status, true
 			} else if first == headerEOF && n < 9 {
-				res.Status = eofStatus(h)
+				res.Status, res.HasStatus = eofStatus(h), true
 			}
 			return res, flushClient(client)
 		case ResponseFieldList, ResponseRows:
 			if first == headerEOF && n < 9 {
-				res.Status = eofStatus(h)
+				res.Status, res.HasStatus = eofStatus(h), true
 				return res, flushClient(client)
 			}
 			if first == headerErr && state == stFirst {
@@ -105,7 +108,7 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 			switch first {
 			case headerOK:
 				res.OK, _ = ParseOK(h)
-				res.Status = res.OK.Status
+				res.Status, res.HasStatus = res.OK.Status, true
 				if res.Status&StatusMoreResultsExists != 0 {
 					continue
 				}
@@ -135,17 +138,17 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 				return res, fmt.Errorf("%w: expected EOF after column definitions", ErrBackendIO)
 			}
 			if st := eofStatus(h); kind == ResponseExecute && st&StatusCursorExists != 0 {
-				res.Status = st
+				res.Status, res.HasStatus = st, true
 				return res, flushClient(client)
 			}
 			state = stRows
 		case stRows:
 			switch {
 			case first == headerEOF && !deprecateEOF && n < 9:
-				res.Status = eofStatus(h)
+				res.Status, res.HasStatus = eofStatus(h), true
 			case first == headerEOF && deprecateEOF && n < MaxPayloadLen:
 				res.OK, _ = ParseOK(h)
-				res.Status = res.OK.Status
+				res.Status, res.HasStatus = res.OK.Status, true
 			case first == headerErr:
 				return res, flushClient(client)
 			default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -279,12 +280,36 @@ func (s *Session) resetState() {
 	s.varsSeq = 0
 }
 
-// forward sends the client's command to a backend of the target role and
-// relays the answer. A read whose replica fails before any byte reached the
-// client is retried once elsewhere.
+// forward sends the client's command p unchanged to a backend of the
+// target role and relays the answer, framed as kind.
 func (s *Session) forward(target router.Target, p []byte, kind protocol.ResponseKind, after func(*BackendConn, protocol.RelayResult)) error {
-	var skip *health.Backend
 	clientSeq := s.client.Seq()
+	return s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
+		return s.send(bc, p, clientSeq, kind)
+	}, after)
+}
+
+// send writes one command packet to bc and relays the answer to the client,
+// whose next packet carries clientSeq.
+func (s *Session) send(bc *BackendConn, p []byte, clientSeq uint8, kind protocol.ResponseKind) (protocol.RelayResult, error) {
+	bc.ResetSeq()
+	if err := bc.WritePacketFlush(p); err != nil {
+		return protocol.RelayResult{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	s.client.SetSeq(clientSeq)
+	return protocol.Relay(s.client, bc.Conn, kind, false)
+}
+
+// exchange runs one client command against a backend of the target role:
+// it picks and brings up to date the data connection, lets run do the
+// command's I/O (relaying the answer to the client), and deals with a
+// backend that fails. A command whose replica breaks before any byte
+// reached the client is retried once on another backend; otherwise the
+// client gets an ERR and the session goes on. A *protocol.SQLError from run
+// with nothing relayed yet goes to the client as it is. Only a failing
+// client ends the session (the returned error).
+func (s *Session) exchange(target router.Target, run func(*BackendConn) (protocol.RelayResult, error), after func(*BackendConn, protocol.RelayResult)) error {
+	var skip *health.Backend
 	for attempt := 0; ; attempt++ {
 		bc, err := s.backendFor(target, skip)
 		if err == nil {
@@ -306,42 +331,37 @@ func (s *Session) forward(target router.Target, p []byte, kind protocol.Response
 		} else {
 			s.srv.metrics.routeReplica.Inc()
 		}
-		bc.ResetSeq()
-		if err := bc.WritePacketFlush(p); err != nil {
-			bc.broken = true
-		} else {
-			s.client.SetSeq(clientSeq)
-			res, err := protocol.Relay(s.client, bc.Conn, kind, false)
-			if err == nil {
-				if kind != protocol.ResponseFieldList || res.Status != 0 {
-					bc.status = res.Status
-					s.lastStatus = res.Status
-				}
-				if after != nil {
-					after(bc, res)
-				}
-				return nil
+		res, err := run(bc)
+		if err == nil {
+			if res.HasStatus {
+				bc.status = res.Status
+				s.lastStatus = res.Status
 			}
-			if errors.Is(err, protocol.ErrClientIO) {
-				bc.broken = true
-				s.dropIfBroken(bc)
-				return err
+			if after != nil {
+				after(bc, res)
 			}
-			bc.broken = true
-			if res.Packets > 0 {
-				s.dropIfBroken(bc)
-				s.log.Warn("backend lost mid-result", zap.String("backend", bc.backend.Address), zap.Error(err))
-				return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
-					"Lost connection to backend %s during query", bc.backend.Address))
-			}
+			return nil
+		}
+		var se *protocol.SQLError
+		if errors.As(err, &se) && res.Packets == 0 && !errors.Is(err, protocol.ErrBackendIO) {
+			return s.client.WriteErr(se)
+		}
+		bc.broken = true
+		s.dropIfBroken(bc)
+		if errors.Is(err, protocol.ErrClientIO) {
+			return err
+		}
+		b := bc.backend
+		s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
+		if res.Packets > 0 {
+			s.log.Warn("backend lost mid-result", zap.String("backend", b.Address), zap.Error(err))
+			return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
+				"Lost connection to %s %s during query", b.Role, b.Address))
 		}
 		// Nothing reached the client: the connection broke before the
 		// backend answered.
-		s.dropIfBroken(bc)
-		b := bc.backend
-		s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
-		b.ReportFailure(errors.New("connection lost before answering"))
-		s.log.Warn("backend connection lost", zap.String("backend", b.Address), zap.String("role", b.Role.String()))
+		b.ReportFailure(err)
+		s.log.Warn("backend connection lost", zap.String("backend", b.Address), zap.String("role", b.Role.String()), zap.Error(err))
 		if b.Role == health.RoleReplica && attempt == 0 {
 			skip = b
 			continue
