@@ -26,6 +26,9 @@ type BackendConn struct {
 	multiStmts bool
 	status     uint16 // status flags of the last final OK/EOF
 	broken     bool
+	// stmts maps the session's statement ids to the ids this connection
+	// prepared them under; COM_RESET_CONNECTION closes them all.
+	stmts map[uint32]backendStmt
 }
 
 // poolKey holds what must match between a session and a backend connection
@@ -140,6 +143,7 @@ func (bc *BackendConn) reset(timeout time.Duration) bool {
 	}
 	bc.status = st
 	bc.varsSeq = 0
+	clear(bc.stmts)
 	return true
 }
 

@@ -50,6 +50,10 @@ type Session struct {
 	vars       []trackedVar
 	varsSeq    uint64
 	multiStmts bool
+
+	stmts      map[uint32]*preparedStmt
+	nextStmtID uint32
+	scratch    []byte // reused for packets sluice rewrites
 }
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
@@ -59,6 +63,7 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 		srv:    srv,
 		id:     id,
 		client: c,
+		stmts:  make(map[uint32]*preparedStmt),
 		log:    srv.log.With(zap.Uint32("conn_id", id), zap.String("client", nc.RemoteAddr().String())),
 	}
 }
@@ -205,6 +210,18 @@ func (s *Session) dispatch(p []byte) error {
 	case protocol.ComResetConnection:
 		s.resetState()
 		return s.writeOK()
+	case protocol.ComStmtPrepare:
+		return s.comStmtPrepare(p)
+	case protocol.ComStmtExecute:
+		return s.comStmtExecute(p)
+	case protocol.ComStmtSendLongData:
+		return s.comStmtSendLongData(p)
+	case protocol.ComStmtFetch:
+		return s.comStmtFetch(p)
+	case protocol.ComStmtReset:
+		return s.comStmtReset(p)
+	case protocol.ComStmtClose:
+		return s.comStmtClose(p)
 	default:
 		return s.client.WriteErr(protocol.NewError(protocol.ErUnknownCommand,
 			"Unknown command: sluice does not support %s (0x%02x)", protocol.CommandName(cmd), cmd))
@@ -215,17 +232,13 @@ func (s *Session) dispatch(p []byte) error {
 // replica.
 func (s *Session) comQuery(p []byte) error {
 	plan := s.srv.router.ClassifyBytes(p[1:])
-	// Under NO_BACKSLASH_ESCAPES a text with backslashes may split into
-	// statements other than the router saw: the master runs it and nothing
-	// is tracked from it.
-	escapes := plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0
-	target := router.TargetMaster
-	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes {
-		target = router.TargetReplica
-	}
+	target := s.route(plan)
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
-	if escapes {
+	if plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0 {
+		// Under NO_BACKSLASH_ESCAPES a text with backslashes may hold
+		// other statements than the router saw: route() sent it to the
+		// master, and nothing is tracked from it.
 		kind = router.KindWrite
 	}
 	switch kind {
@@ -278,6 +291,7 @@ func (s *Session) resetState() {
 	s.release()
 	s.vars = s.vars[:0]
 	s.varsSeq = 0
+	clear(s.stmts)
 }
 
 // forward sends the client's command p unchanged to a backend of the
@@ -464,11 +478,13 @@ func (s *Session) dropIfBroken(bc *BackendConn) {
 	if s.replica == bc {
 		s.replica = nil
 	}
+	s.forgetConn(bc)
 	bc.Close()
 }
 
 // putBack returns bc to its pool.
 func (s *Session) putBack(bc *BackendConn) {
+	s.forgetConn(bc)
 	if p := s.srv.pools[bc.backend.Address]; p != nil {
 		p.Put(bc)
 	} else {

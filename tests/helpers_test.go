@@ -34,3 +34,5 @@ func mustRoot(t testing.TB, s *sandbox.Server) *sql.DB {
 	}
 	return d
 }
+
+type sandboxServer = sandbox.Server

@@ -1,0 +1,372 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
+)
+
+// MySQL error codes of the prepared-statement commands.
+const (
+	erUnknownStmtHandler  uint16 = 1243 // ER_UNKNOWN_STMT_HANDLER
+	erWrongArguments      uint16 = 1210 // ER_WRONG_ARGUMENTS
+	erMaxPreparedStmts    uint16 = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
+	erStmtHasNoOpenCursor uint16 = 1421 // ER_STMT_HAS_NO_OPEN_CURSOR
+)
+
+// preparedStmt is one statement a client prepared with COM_STMT_PREPARE.
+// The client knows it by sluice's id; each backend connection that runs it
+// prepares it lazily under an id of its own (BackendConn.stmts). A
+// preparedStmt belongs to its Session.
+type preparedStmt struct {
+	id      uint32
+	sql     string
+	plan    *router.Plan
+	params  int
+	columns int
+	// types are the parameter types of the last execute that bound them;
+	// typesVersion counts those executes, so a backend connection that has
+	// not seen the current types gets them re-sent.
+	types        []byte
+	typesVersion uint64
+	// longData holds COM_STMT_SEND_LONG_DATA chunks per parameter until the
+	// next execute, which sends them to whichever backend runs it.
+	longData     map[int][]byte
+	longDataSize int64
+	longDataErr  *protocol.SQLError
+	// cursor is the backend connection holding this statement's open
+	// cursor, which COM_STMT_FETCH must reach.
+	cursor *BackendConn
+}
+
+// backendStmt is a statement as prepared on one backend connection.
+type backendStmt struct {
+	id           uint32
+	typesVersion uint64
+}
+
+// route decides master or replica for a statement of plan, given the
+// session's transaction state.
+func (s *Session) route(plan *router.Plan) router.Target {
+	escapes := plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0
+	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes {
+		return router.TargetReplica
+	}
+	return router.TargetMaster
+}
+
+// comStmtPrepare prepares the statement on the backend it routes to, so the
+// client gets the server's own metadata, and hands the client sluice's id.
+func (s *Session) comStmtPrepare(p []byte) error {
+	if len(s.stmts) >= s.srv.cfg.Proxy.MaxPreparedStatements {
+		return s.client.WriteErr(protocol.NewError(erMaxPreparedStmts,
+			"Can't create more than max_prepared_statements statements in one sluice session (current value: %d)",
+			s.srv.cfg.Proxy.MaxPreparedStatements))
+	}
+	sql := string(p[1:])
+	plan := s.srv.router.Classify(sql)
+	clientSeq := s.client.Seq()
+	return s.exchange(s.route(plan), func(bc *BackendConn) (protocol.RelayResult, error) {
+		bc.ResetSeq()
+		if err := bc.WritePacketFlush(p); err != nil {
+			return protocol.RelayResult{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		first, err := bc.ReadPacket()
+		if err != nil {
+			return protocol.RelayResult{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		s.client.SetSeq(clientSeq)
+		if protocol.IsErr(first) {
+			e, _ := protocol.ParseErr(first)
+			if err := s.client.WritePacketFlush(first); err != nil {
+				return protocol.RelayResult{Packets: 1}, fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
+			}
+			return protocol.RelayResult{Packets: 1, Err: e}, nil
+		}
+		ok, err := protocol.ParsePrepareOK(first)
+		if err != nil {
+			return protocol.RelayResult{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		s.nextStmtID++
+		st := &preparedStmt{id: s.nextStmtID, sql: sql, plan: plan, params: int(ok.Params), columns: int(ok.Columns)}
+		bc.setStmt(st.id, backendStmt{id: ok.StatementID})
+		s.stmts[st.id] = st
+		protocol.SetStmtID(first, st.id)
+		if err := s.client.WritePacket(first); err != nil {
+			return protocol.RelayResult{Packets: 1}, fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
+		}
+		if err := protocol.RelayPackets(s.client, bc.Conn, ok.PrepareMetadataPackets(false)); err != nil {
+			return protocol.RelayResult{Packets: 1}, err
+		}
+		return protocol.RelayResult{Packets: 1}, nil
+	}, nil)
+}
+
+// prepareOn prepares st on bc when bc does not have it yet; the server's
+// metadata is read and dropped (the client has it already).
+func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt) (backendStmt, error) {
+	if bs, ok := bc.stmts[st.id]; ok {
+		return bs, nil
+	}
+	bc.ResetSeq()
+	if err := bc.WritePacketFlush(append([]byte{protocol.ComStmtPrepare}, st.sql...)); err != nil {
+		return backendStmt{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	first, err := bc.ReadPacket()
+	if err != nil {
+		return backendStmt{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	if protocol.IsErr(first) {
+		e, _ := protocol.ParseErr(first)
+		return backendStmt{}, e
+	}
+	ok, err := protocol.ParsePrepareOK(first)
+	if err != nil {
+		return backendStmt{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	if int(ok.Params) != st.params {
+		// The statement means something else here (a table changed):
+		// executing it with the client's parameters would be wrong.
+		s.closeOn(bc, ok.StatementID)
+		return backendStmt{}, protocol.NewError(1615, // ER_NEED_REPREPARE
+			"Prepared statement needs to be re-prepared: %s %s has %d parameters for it, the client prepared %d",
+			bc.backend.Role, bc.backend.Address, ok.Params, st.params)
+	}
+	if err := protocol.DiscardPackets(bc.Conn, ok.PrepareMetadataPackets(false)); err != nil {
+		return backendStmt{}, err
+	}
+	bs := backendStmt{id: ok.StatementID}
+	bc.setStmt(st.id, bs)
+	return bs, nil
+}
+
+// closeOn sends COM_STMT_CLOSE for a backend statement id (no answer comes).
+func (s *Session) closeOn(bc *BackendConn, backendID uint32) {
+	var b [5]byte
+	b[0] = protocol.ComStmtClose
+	binary.LittleEndian.PutUint32(b[1:], backendID)
+	bc.ResetSeq()
+	if err := bc.WritePacketFlush(b[:]); err != nil {
+		bc.broken = true
+	}
+}
+
+// lookupStmt finds the client's statement of a command packet, answering
+// ERR 1243 for an unknown id (or a truncated packet) when answer is set.
+func (s *Session) lookupStmt(p []byte, answer bool) (*preparedStmt, error) {
+	id, err := protocol.StmtID(p)
+	if err == nil {
+		if st := s.stmts[id]; st != nil {
+			return st, nil
+		}
+	}
+	if answer {
+		return nil, s.client.WriteErr(protocol.NewError(erUnknownStmtHandler,
+			"Unknown prepared statement handler (%d) given to %s", id, protocol.CommandName(p[0])))
+	}
+	return nil, nil
+}
+
+// comStmtExecute runs a prepared statement on the backend its plan routes
+// to, preparing it there first if needed, sending buffered long data, and
+// re-sending parameter types a backend has not seen.
+func (s *Session) comStmtExecute(p []byte) error {
+	st, err := s.lookupStmt(p, true)
+	if st == nil {
+		return err
+	}
+	if e := st.longDataErr; e != nil {
+		st.clearLongData()
+		return s.client.WriteErr(e)
+	}
+	ex, err := protocol.ParseExecute(p, st.params, st.types, st.hasLongData)
+	if err != nil {
+		st.clearLongData()
+		return s.client.WriteErr(protocol.NewError(erWrongArguments,
+			"Incorrect arguments to mysqld_stmt_execute: %v", err))
+	}
+	if ex.NewParamsBound {
+		st.types = append(st.types[:0], ex.Types...)
+		st.typesVersion++
+	}
+	if st.cursor != nil {
+		// A new execute closes the statement's open cursor.
+		st.cursor = nil
+	}
+	clientSeq := s.client.Seq()
+	defer st.clearLongData()
+	return s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
+		bs, err := s.prepareOn(bc, st)
+		if err != nil {
+			return protocol.RelayResult{}, err
+		}
+		if err := s.sendLongData(bc, st, bs.id); err != nil {
+			return protocol.RelayResult{}, err
+		}
+		pkt := p
+		if st.params > 0 && !ex.NewParamsBound && bs.typesVersion != st.typesVersion {
+			s.scratch = protocol.AppendExecuteWithTypes(s.scratch, p, ex, st.params, st.types)
+			pkt = s.scratch
+		}
+		protocol.SetStmtID(pkt, bs.id)
+		res, err := s.send(bc, pkt, clientSeq, protocol.ResponseExecute)
+		if err == nil {
+			bs.typesVersion = st.typesVersion
+			bc.setStmt(st.id, bs)
+			if res.Status&protocol.StatusCursorExists != 0 {
+				st.cursor = bc
+			}
+		}
+		return res, err
+	}, nil)
+}
+
+// sendLongData replays the buffered COM_STMT_SEND_LONG_DATA chunks to bc.
+func (s *Session) sendLongData(bc *BackendConn, st *preparedStmt, backendID uint32) error {
+	for param, data := range st.longData {
+		s.scratch = append(s.scratch[:0], protocol.ComStmtSendLongData, 0, 0, 0, 0, byte(param), byte(param>>8))
+		binary.LittleEndian.PutUint32(s.scratch[1:], backendID)
+		s.scratch = append(s.scratch, data...)
+		bc.ResetSeq()
+		if err := bc.WritePacket(s.scratch); err != nil {
+			return fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+	}
+	return nil
+}
+
+func (st *preparedStmt) hasLongData(i int) bool {
+	_, ok := st.longData[i]
+	return ok
+}
+
+func (st *preparedStmt) clearLongData() {
+	st.longData, st.longDataSize, st.longDataErr = nil, 0, nil
+}
+
+// comStmtSendLongData buffers a parameter chunk; the protocol has no answer,
+// so problems are reported by the next execute, as the server does.
+func (s *Session) comStmtSendLongData(p []byte) error {
+	st, _ := s.lookupStmt(p, false)
+	if st == nil || st.longDataErr != nil {
+		return nil
+	}
+	if len(p) < 7 {
+		st.longDataErr = protocol.NewError(erWrongArguments, "Incorrect arguments to mysqld_stmt_send_long_data: packet of %d bytes", len(p))
+		return nil
+	}
+	param := int(binary.LittleEndian.Uint16(p[5:]))
+	if param >= st.params {
+		st.longDataErr = protocol.NewError(erWrongArguments,
+			"Incorrect arguments to mysqld_stmt_send_long_data: parameter %d of a statement with %d", param, st.params)
+		return nil
+	}
+	st.longDataSize += int64(len(p) - 7)
+	if st.longDataSize > s.srv.cfg.Proxy.MaxAllowedPacket {
+		st.longDataErr = protocol.NewError(protocol.ErNetPacketTooLarge,
+			"Parameter data sent with COM_STMT_SEND_LONG_DATA exceeds max_allowed_packet (%d bytes)", s.srv.cfg.Proxy.MaxAllowedPacket)
+		st.longData = nil
+		return nil
+	}
+	if st.longData == nil {
+		st.longData = make(map[int][]byte)
+	}
+	st.longData[param] = append(st.longData[param], p[7:]...)
+	return nil
+}
+
+// comStmtFetch reads rows from the statement's open cursor, on the backend
+// connection that holds it.
+func (s *Session) comStmtFetch(p []byte) error {
+	st, err := s.lookupStmt(p, true)
+	if st == nil {
+		return err
+	}
+	bc := st.cursor
+	if bc == nil || len(p) != 9 {
+		return s.client.WriteErr(protocol.NewError(erStmtHasNoOpenCursor, "The statement (%d) has no open cursor.", st.id))
+	}
+	bs := bc.stmts[st.id]
+	protocol.SetStmtID(p, bs.id)
+	res, err := s.send(bc, p, s.client.Seq(), protocol.ResponseRows)
+	if err != nil {
+		st.cursor = nil
+		bc.broken = true
+		s.dropIfBroken(bc)
+		if errors.Is(err, protocol.ErrClientIO) {
+			return err
+		}
+		return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
+			"Lost connection to %s %s during COM_STMT_FETCH", bc.backend.Role, bc.backend.Address))
+	}
+	if res.Status&protocol.StatusLastRowSent != 0 || res.Err != nil {
+		st.cursor = nil
+	}
+	return nil
+}
+
+// comStmtReset clears long data and closes an open cursor.
+func (s *Session) comStmtReset(p []byte) error {
+	st, err := s.lookupStmt(p, true)
+	if st == nil {
+		return err
+	}
+	st.clearLongData()
+	if bc := st.cursor; bc != nil {
+		st.cursor = nil
+		bs := bc.stmts[st.id]
+		protocol.SetStmtID(p, bs.id)
+		if _, err := s.send(bc, p, s.client.Seq(), protocol.ResponseSingle); err != nil {
+			bc.broken = true
+			s.dropIfBroken(bc)
+			if errors.Is(err, protocol.ErrClientIO) {
+				return err
+			}
+		} else {
+			return nil
+		}
+	}
+	return s.writeOK()
+}
+
+// comStmtClose forgets a statement and closes it on every backend connection
+// that prepared it. The protocol has no answer.
+func (s *Session) comStmtClose(p []byte) error {
+	st, _ := s.lookupStmt(p, false)
+	if st == nil {
+		return nil
+	}
+	delete(s.stmts, st.id)
+	for _, bc := range []*BackendConn{s.master, s.replica} {
+		if bc == nil {
+			continue
+		}
+		if bs, ok := bc.stmts[st.id]; ok {
+			delete(bc.stmts, st.id)
+			s.closeOn(bc, bs.id)
+			s.dropIfBroken(bc)
+		}
+	}
+	return nil
+}
+
+// forgetConn drops what the session's statements know about bc, which is
+// leaving the session (its statements die with its reset).
+func (s *Session) forgetConn(bc *BackendConn) {
+	for _, st := range s.stmts {
+		if st.cursor == bc {
+			st.cursor = nil
+		}
+	}
+}
+
+// setStmt records a statement prepared on bc.
+func (bc *BackendConn) setStmt(clientID uint32, bs backendStmt) {
+	if bc.stmts == nil {
+		bc.stmts = make(map[uint32]backendStmt)
+	}
+	bc.stmts[clientID] = bs
+}

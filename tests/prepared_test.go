@@ -1,0 +1,267 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// globalStatus reads one global status counter of a backend.
+func globalStatus(t *testing.T, db *sql.DB, name string) int64 {
+	t.Helper()
+	var n string
+	var v int64
+	if err := db.QueryRowContext(ctxT(t), "SHOW GLOBAL STATUS LIKE '"+name+"'").Scan(&n, &v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return v
+}
+
+// preparedCounts returns Prepared_stmt_count of every backend.
+func preparedCounts(t *testing.T) []int64 {
+	var out []int64
+	for _, s := range append([]*sandboxServer{env.topo.Master}, env.topo.Replicas...) {
+		out = append(out, globalStatus(t, mustRoot(t, s), "Prepared_stmt_count"))
+	}
+	return out
+}
+
+func TestPreparedStatementsRouteAndBindTypes(t *testing.T) {
+	// No interpolateParams: the binary protocol.
+	d := appDB(t, "sluice_test", func(c *mysql.Config) { c.ParseTime = true })
+	ctx := ctxT(t)
+	mustExec(t, d, "CREATE TABLE ps_t (id INT PRIMARY KEY, sid INT, s VARCHAR(32), f DOUBLE, ts DATETIME(6), b BLOB, n INT)")
+	t.Cleanup(func() { mustExec(t, d, "DROP TABLE IF EXISTS ps_t") })
+	c := conn(t, d)
+	ins, err := c.PrepareContext(ctx, "INSERT INTO ps_t VALUES (?, @@server_id, ?, ?, ?, ?, ?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ins.Close()
+	when := time.Date(2026, 11, 29, 10, 11, 12, 123456000, time.UTC)
+	for i := range 3 {
+		if _, err := ins.ExecContext(ctx, i, "row "+strconv.Itoa(i), 1.5*float64(i), when, []byte{0, 1, byte(i)}, nil); err != nil {
+			t.Fatalf("execute %d: %v", i, err)
+		}
+	}
+	var sid uint32
+	var s string
+	var f float64
+	var ts time.Time
+	var b []byte
+	var n sql.NullInt64
+	q := "/* sluice:master */ SELECT sid, s, f, ts, b, n FROM ps_t WHERE id = ?"
+	if err := c.QueryRowContext(ctx, q, 2).Scan(&sid, &s, &f, &ts, &b, &n); err != nil {
+		t.Fatal(err)
+	}
+	if sid != env.masterID || s != "row 2" || f != 3 || !ts.Equal(when) || !bytes.Equal(b, []byte{0, 1, 2}) || n.Valid {
+		t.Fatalf("row 2 = %d %q %v %v % x %v", sid, s, f, ts, b, n)
+	}
+	// A prepared read runs on a replica.
+	sel, err := c.PrepareContext(ctx, "SELECT @@server_id, ? + 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sel.Close()
+	var id uint32
+	var plus int
+	for i := range 3 {
+		if err := sel.QueryRowContext(ctx, i).Scan(&id, &plus); err != nil {
+			t.Fatal(err)
+		}
+		if !env.replicaIDs[id] || plus != i+1 {
+			t.Fatalf("prepared read: server %d, %d", id, plus)
+		}
+	}
+	// Inside a transaction the same statement is prepared on the master.
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.StmtContext(ctx, sel).QueryRowContext(ctx, 41).Scan(&id, &plus); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback()
+	if id != env.masterID || plus != 42 {
+		t.Fatalf("prepared read in a transaction: server %d, %d", id, plus)
+	}
+}
+
+// TestPreparedStatementCyclesLeaveNoBackendStatements: 10,000 prepare /
+// execute / close cycles leave every backend's Prepared_stmt_count where it
+// started, and so does a session that leaves with statements still open.
+func TestPreparedStatementCyclesLeaveNoBackendStatements(t *testing.T) {
+	before := preparedCounts(t)
+	d := appDB(t, "", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := conn(t, d)
+	for i := range 10000 {
+		q := "SELECT ? + 0"
+		if i%2 == 1 {
+			q = "/* sluice:master */ SELECT ? + 0"
+		}
+		st, err := c.PrepareContext(ctx, q)
+		if err != nil {
+			t.Fatalf("cycle %d prepare: %v", i, err)
+		}
+		var v int
+		if err := st.QueryRowContext(ctx, i).Scan(&v); err != nil || v != i {
+			t.Fatalf("cycle %d execute: %d, %v", i, v, err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatalf("cycle %d close: %v", i, err)
+		}
+	}
+	if got := preparedCounts(t); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("Prepared_stmt_count after 10,000 cycles = %v, before %v", got, before)
+	}
+	// Statements left open when the client goes away are closed too.
+	c2, err := d.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		st, err := c2.PrepareContext(ctx, "SELECT ?")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = st // left open on purpose
+	}
+	c2.Raw(func(any) error { return driverBadConn })
+	c2.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for fmt.Sprint(preparedCounts(t)) != fmt.Sprint(before) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Prepared_stmt_count after the client left = %v, before %v", preparedCounts(t), before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPreparedStatementMaxPerSession(t *testing.T) {
+	srv, err := startProxy(env.topo, `max_prepared_statements = 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	d, _ := sql.Open("mysql", dsn(srv.Addr().String(), env.topo.Opts.AppUser, env.topo.Opts.AppPassword, "", nil))
+	defer d.Close()
+	c := conn(t, d)
+	ctx := ctxT(t)
+	var open []*sql.Stmt
+	for i := range 3 {
+		st, err := c.PrepareContext(ctx, "SELECT "+strconv.Itoa(i)+" + ?")
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, st)
+	}
+	_, err = c.PrepareContext(ctx, "SELECT 9 + ?")
+	if mysqlErrNumber(err) != 1461 {
+		t.Fatalf("4th statement: %v, want 1461", err)
+	}
+	open[0].Close()
+	st, err := c.PrepareContext(ctx, "SELECT 9 + ?")
+	if err != nil {
+		t.Fatalf("after closing one: %v", err)
+	}
+	st.Close()
+}
+
+// TestPreparedStatementSurvivesReplicaLoss: a statement prepared on a
+// replica still executes after that replica dies (re-prepared elsewhere).
+func TestPreparedStatementSurvivesReplicaLoss(t *testing.T) {
+	d := appDB(t, "", nil)
+	ctx := ctxT(t)
+	c := conn(t, d)
+	st, err := c.PrepareContext(ctx, "SELECT @@server_id, ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var id uint32
+	var v string
+	if err := st.QueryRowContext(ctx, "a").Scan(&id, &v); err != nil || !env.replicaIDs[id] {
+		t.Fatalf("first execute on %d: %v", id, err)
+	}
+	var victim *sandboxServer
+	for _, r := range env.topo.Replicas {
+		if r.ServerID == id {
+			victim = r
+		}
+	}
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := victim.Start(ctx); err != nil {
+			t.Errorf("restart: %v", err)
+		}
+		waitBackendUp(t, env.srv, victim.Addr())
+	})
+	for i := range 3 {
+		if err := st.QueryRowContext(ctx, "b").Scan(&id, &v); err != nil {
+			t.Fatalf("execute %d after the replica died: %v", i, err)
+		}
+		if id == victim.ServerID || v != "b" {
+			t.Fatalf("execute %d after the replica died: server %d, %q", i, id, v)
+		}
+	}
+}
+
+// TestPreparedStatementLongData5MB: a 5 MB parameter sent with
+// COM_STMT_SEND_LONG_DATA round-trips.
+func TestPreparedStatementLongData5MB(t *testing.T) {
+	// A small max_allowed_packet makes the driver send the value in
+	// COM_STMT_SEND_LONG_DATA chunks.
+	d := appDB(t, "sluice_test", func(c *mysql.Config) { c.MaxAllowedPacket = 4 << 20 })
+	ctx := ctxT(t)
+	mustExec(t, d, "CREATE TABLE ld_t (id INT PRIMARY KEY, b LONGBLOB)")
+	t.Cleanup(func() { mustExec(t, d, "DROP TABLE IF EXISTS ld_t") })
+	blob := make([]byte, 5<<20)
+	rand.Read(blob)
+	master := mustRoot(t, env.topo.Master)
+	before := globalStatus(t, master, "Com_stmt_send_long_data")
+	if _, err := d.ExecContext(ctx, "INSERT INTO ld_t VALUES (?, ?)", 1, blob); err != nil {
+		t.Fatal(err)
+	}
+	if globalStatus(t, master, "Com_stmt_send_long_data") == before {
+		t.Fatal("the driver did not use COM_STMT_SEND_LONG_DATA; the test proves nothing")
+	}
+	var got []byte
+	if err := d.QueryRowContext(ctx, "/* sluice:master */ SELECT b FROM ld_t WHERE id = ?", 1).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, blob) {
+		t.Fatalf("5 MB parameter came back as %d different bytes", len(got))
+	}
+}
+
+func TestSQLLevelPrepareExecute(t *testing.T) {
+	c := conn(t, appDB(t, "", nil))
+	ctx := ctxT(t)
+	mustExecC(t, c, "PREPARE s1 FROM 'SELECT @@server_id, ? * 2'")
+	mustExecC(t, c, "SET @a = 21")
+	var id uint32
+	var v int
+	if err := c.QueryRowContext(ctx, "EXECUTE s1 USING @a").Scan(&id, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v != 42 || id != env.masterID {
+		t.Fatalf("EXECUTE s1 = %d on %d, want 42 on the master that holds s1", v, id)
+	}
+	mustExecC(t, c, "DEALLOCATE PREPARE s1")
+	if _, err := c.ExecContext(ctx, "EXECUTE s1 USING @a"); mysqlErrNumber(err) != 1243 {
+		t.Fatalf("EXECUTE after DEALLOCATE: %v, want 1243", err)
+	}
+}
