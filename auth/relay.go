@@ -47,7 +47,8 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 	}
 	ag, err := protocol.ParseGreeting(p)
 	if err != nil {
-		_ = client.WriteErr(protocol.ToSQLError(err))
+		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+			"sluice: auth server %s sent a bad greeting: %v", r.Address, err))
 		return nil, fmt.Errorf("auth server greeting: %w", err)
 	}
 	version := srv.ServerVersion
@@ -101,8 +102,10 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 			if err := client.WritePacketFlush(p); err != nil {
 				return nil, err
 			}
-			e, _ := protocol.ParseErr(p)
-			return login, fmt.Errorf("%w: %w", ErrAccessDenied, e)
+			if e, perr := protocol.ParseErr(p); perr == nil {
+				return login, fmt.Errorf("%w: %w", ErrAccessDenied, e)
+			}
+			return login, ErrAccessDenied
 		case protocol.IsAuthSwitch(p) || protocol.IsAuthMoreData(p):
 			if err := client.WritePacketFlush(p); err != nil {
 				return nil, err
@@ -124,7 +127,7 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 		default:
 			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake,
 				"Bad handshake: auth server %s sent an unexpected packet", r.Address))
-			return nil, fmt.Errorf("%w: auth server sent 0x%02x", ErrHandshake, p[0])
+			return nil, fmt.Errorf("%w: auth server sent an unexpected packet of %d bytes", ErrHandshake, len(p))
 		}
 	}
 	_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: authentication did not finish"))

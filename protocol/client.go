@@ -105,6 +105,8 @@ func ClientHandshake(c *Conn, cfg ClientConfig) (*Greeting, error) {
 			}
 			return nil, NewError(ErNotSupportedAuthMode,
 				"backend asks for %s full authentication, which needs TLS towards the backend", plugin)
+		case len(p) == 0:
+			return nil, fmt.Errorf("%w: empty packet during authentication", ErrMalformed)
 		default:
 			return nil, fmt.Errorf("%w: unexpected packet 0x%02x during authentication", ErrMalformed, p[0])
 		}

@@ -2,10 +2,12 @@ package protocol
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"slices"
+	"syscall"
 	"time"
 )
 
@@ -160,4 +162,26 @@ func (c *Conn) Flush() error { return c.bw.Flush() }
 // WriteErr writes an ERR packet for e and flushes.
 func (c *Conn) WriteErr(e *SQLError) error {
 	return c.WritePacketFlush(AppendErr(nil, e))
+}
+
+// ErrIdleData reports bytes a peer sent on a connection that should have
+// been quiet (a server's goodbye ERR before it closes, for instance).
+var ErrIdleData = errors.New("unexpected data on an idle connection")
+
+// CheckIdle tells whether an idle connection is still usable before it is
+// reused: nil if the peer is silent, an error if it closed the connection or
+// sent something. It costs one non-blocking peek at the socket.
+func (c *Conn) CheckIdle() error {
+	if c.br.Buffered() > 0 {
+		return ErrIdleData
+	}
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return peekIdle(rc)
 }

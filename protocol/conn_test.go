@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 // pipeConns returns two Conns joined by an in-memory full-duplex pipe.
@@ -179,5 +180,51 @@ func TestErrPacket(t *testing.T) {
 	ok, err := ParseOK(AppendOK(nil, OK{AffectedRows: 300, LastInsertID: 1 << 20, Status: StatusInTrans, Warnings: 2}))
 	if err != nil || ok.AffectedRows != 300 || ok.LastInsertID != 1<<20 || ok.Status != StatusInTrans || ok.Warnings != 2 {
 		t.Fatalf("ok %+v %v", ok, err)
+	}
+}
+
+func TestCheckIdle(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() { c, _ := ln.Accept(); accepted <- c }()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewConn(nc)
+	peer := <-accepted
+	if err := c.CheckIdle(); err != nil {
+		t.Fatalf("quiet peer: %v", err)
+	}
+	// Still usable after the check.
+	go func() { NewConn(peer).WritePacketFlush([]byte("hi")) }()
+	if p, err := c.ReadPacket(); err != nil || string(p) != "hi" {
+		t.Fatalf("read after CheckIdle: %q %v", p, err)
+	}
+	peer.Write([]byte{1, 0, 0, 1, 'x'})
+	deadline := time.Now().Add(5 * time.Second)
+	for c.CheckIdle() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.CheckIdle(); !errors.Is(err, ErrIdleData) {
+		t.Fatalf("peer sent data: %v", err)
+	}
+	// A peer that closed is detected.
+	go func() { c, _ := ln.Accept(); accepted <- c }()
+	nc2, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := NewConn(nc2)
+	(<-accepted).Close()
+	for c2.CheckIdle() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c2.CheckIdle(); err == nil || errors.Is(err, ErrIdleData) {
+		t.Fatalf("closed peer: %v", err)
 	}
 }

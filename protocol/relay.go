@@ -48,8 +48,14 @@ type RelayResult struct {
 	OK OK
 	// Err is the ERR packet the response ended with, if any.
 	Err *SQLError
-	// Packets counts the physical packets written to the client.
+	// Packets counts the physical packets written (or begun) to the
+	// client: when it is 0 nothing reached the client and the command may
+	// be retried elsewhere.
 	Packets int
+	// Torn reports that the backend failed in the middle of a packet whose
+	// header was already written: the client's stream cannot be repaired
+	// with an ERR and the client connection must be closed.
+	Torn bool
 	// Bytes counts the payload bytes written to the client.
 	Bytes int64
 }
@@ -97,7 +103,9 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 				res.Status, res.HasStatus = eofStatus(h), true
 				return res, flushClient(client)
 			}
-			if first == headerErr && state == stFirst {
+			if first == headerErr {
+				// Column definitions start with 0x03 and binary rows
+				// with 0x00: an ERR is never one of them.
 				return res, flushClient(client)
 			}
 			state = stColumns
@@ -194,15 +202,19 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult) (int, []byte, er
 				}
 			}
 		}
-		hdr := [4]byte{byte(n), byte(n >> 8), byte(n >> 16), dst.seq}
+		dst.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), dst.seq}
 		dst.seq++
-		if _, err := dst.bw.Write(hdr[:]); err != nil {
+		if _, err := dst.bw.Write(dst.hdr[:]); err != nil {
 			return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
 		}
+		// From here on the client has (part of) a packet: a failure
+		// leaves its stream cut mid-packet.
+		res.Packets++
 		for rest := n; rest > 0; {
-			k := min(rest, max(src.br.Buffered(), 1))
+			k := min(rest, src.br.Size())
 			p, err := src.br.Peek(k)
 			if err != nil {
+				res.Torn = true
 				return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
 			}
 			if _, err := dst.bw.Write(p); err != nil {
@@ -211,7 +223,6 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult) (int, []byte, er
 			_, _ = src.br.Discard(k)
 			rest -= k
 		}
-		res.Packets++
 		res.Bytes += int64(n)
 		if n < MaxPayloadLen {
 			return total, h, nil
@@ -238,11 +249,7 @@ func ReadResponse(c *Conn, kind ResponseKind) (uint16, error) {
 		}
 		return ok.Status, nil
 	case IsErr(p):
-		e, err := ParseErr(p)
-		if err != nil {
-			return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
-		}
-		return 0, e
+		return 0, backendErr(p)
 	case IsEOF(p):
 		return eofStatus(p), nil
 	}
@@ -256,8 +263,7 @@ func ReadResponse(c *Conn, kind ResponseKind) (uint16, error) {
 			return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
 		}
 		if IsErr(p) {
-			e, _ := ParseErr(p)
-			return 0, e
+			return 0, backendErr(p)
 		}
 		if IsEOF(p) {
 			// The first EOF ends the columns; rows follow until the second.
@@ -267,8 +273,7 @@ func ReadResponse(c *Conn, kind ResponseKind) (uint16, error) {
 					return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
 				}
 				if IsErr(p) {
-					e, _ := ParseErr(p)
-					return 0, e
+					return 0, backendErr(p)
 				}
 				if IsEOF(p) {
 					return eofStatus(p), nil
@@ -299,4 +304,14 @@ func DiscardPackets(c *Conn, n int) error {
 		}
 	}
 	return nil
+}
+
+// backendErr decodes a backend's ERR packet; one too short to decode is a
+// protocol failure of the backend, never a nil *SQLError.
+func backendErr(p []byte) error {
+	e, err := ParseErr(p)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBackendIO, err)
+	}
+	return e
 }

@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"bytes"
+	"errors"
+	"net"
 	"testing"
 )
 
@@ -103,5 +105,71 @@ func TestRelayErr(t *testing.T) {
 	res := <-done
 	if res.Err == nil || res.Err.Code != 1146 || res.Err.Message != e.Message {
 		t.Fatalf("Err = %+v", res.Err)
+	}
+}
+
+// TestRelayTornPacket: a backend that dies inside a packet leaves the client
+// with half of it; the relay must say so (Torn) so the session closes the
+// client instead of writing an ERR into the middle of a packet.
+func TestRelayTornPacket(t *testing.T) {
+	a, b := net.Pipe()
+	relayBackend := NewConn(b)
+	relayBackend.LenientSeq = true
+	relayClient, clientSide := pipeConns(t)
+	go func() {
+		a.Write([]byte{100, 0, 0, 1})
+		a.Write(make([]byte, 40))
+		a.Close()
+	}()
+	go func() { // drain what the client gets
+		buf := make([]byte, 1024)
+		for {
+			if _, err := clientSide.NetConn().Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	res, err := Relay(relayClient, relayBackend, ResponseResult, false)
+	if !errors.Is(err, ErrBackendIO) || !res.Torn || res.Packets != 1 {
+		t.Fatalf("res %+v err %v, want a torn packet", res, err)
+	}
+}
+
+// TestRelayErrAfterRows: COM_STMT_FETCH (and COM_FIELD_LIST) answers that
+// end in an ERR after some rows end the relay there.
+func TestRelayErrAfterRows(t *testing.T) {
+	srvSide, relayBackend := pipeConns(t)
+	relayClient, clientSide := pipeConns(t)
+	packets := [][]byte{{0, 0, 1}, {0, 0, 2}, AppendErr(nil, NewError(1317, "Query execution was interrupted"))}
+	go backendScript(t, srvSide, packets...)
+	relayBackend.LenientSeq = true
+	relayClient.SetSeq(1)
+	done := make(chan RelayResult, 1)
+	go func() {
+		res, err := Relay(relayClient, relayBackend, ResponseRows, false)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	clientSide.SetSeq(1)
+	for range packets {
+		if _, err := clientSide.ReadPacket(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := <-done; res.Err == nil || res.Err.Code != 1317 {
+		t.Fatalf("Err = %+v", res.Err)
+	}
+}
+
+func TestReadResponseShortErrIsBackendFailure(t *testing.T) {
+	srvSide, c := pipeConns(t)
+	go backendScript(t, srvSide, []byte{1}, []byte{0xff, 1})
+	c.LenientSeq = true
+	_, err := ReadResponse(c, ResponseResult)
+	var se *SQLError
+	if errors.As(err, &se) || !errors.Is(err, ErrBackendIO) {
+		t.Fatalf("err = %#v, want ErrBackendIO and no SQLError", err)
 	}
 }

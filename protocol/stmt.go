@@ -89,7 +89,7 @@ func (ok PrepareOK) PrepareMetadataPackets(deprecateEOF bool) int {
 // _RESET or _SEND_LONG_DATA packet.
 func StmtID(p []byte) (uint32, error) {
 	if len(p) < 5 {
-		return 0, fmt.Errorf("%w: %s without a statement id", ErrMalformed, CommandName(p[0]))
+		return 0, fmt.Errorf("%w: command of %d bytes without a statement id", ErrMalformed, len(p))
 	}
 	return binary.LittleEndian.Uint32(p[1:]), nil
 }

@@ -55,15 +55,23 @@ type Pool struct {
 
 // Get returns an idle connection with key, or dials a new one.
 func (p *Pool) Get(ctx context.Context, key poolKey) (*BackendConn, error) {
-	p.mu.Lock()
-	if l := p.idle[key]; len(l) > 0 {
+	for {
+		p.mu.Lock()
+		l := p.idle[key]
+		if len(l) == 0 {
+			p.mu.Unlock()
+			return p.dial(ctx, key)
+		}
 		bc := l[len(l)-1]
 		p.idle[key] = l[:len(l)-1]
 		p.mu.Unlock()
-		return bc, nil
+		// A connection the server closed while it idled (wait_timeout,
+		// KILL, a restart) is dropped here, not handed to a client.
+		if err := bc.CheckIdle(); err == nil {
+			return bc, nil
+		}
+		bc.Close()
 	}
-	p.mu.Unlock()
-	return p.dial(ctx, key)
 }
 
 func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {

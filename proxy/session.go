@@ -262,11 +262,7 @@ func (s *Session) comQuery(p []byte) error {
 // inTransaction reports whether the session has a transaction open on the
 // master, or autocommit off, as the master's last status flags say.
 func (s *Session) inTransaction() bool {
-	if s.master == nil {
-		return false
-	}
-	st := s.master.status
-	return st&protocol.StatusInTrans != 0 || st&protocol.StatusAutocommit == 0
+	return s.master != nil && s.master.inTransaction()
 }
 
 // recordVars adds SET assignments to the session state. A re-assigned
@@ -281,6 +277,16 @@ func (s *Session) recordVars(vars []router.SessionVar) {
 		}
 		s.varsSeq++
 		s.vars = append(s.vars, trackedVar{SessionVar: v, seq: s.varsSeq})
+	}
+}
+
+// dropVar forgets a tracked session variable.
+func (s *Session) dropVar(name string) {
+	for i := range s.vars {
+		if s.vars[i].Name == name {
+			s.vars = append(s.vars[:i], s.vars[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -334,8 +340,17 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		}
 		if err != nil {
 			var se *protocol.SQLError
-			if errors.As(err, &se) || attempt > 0 || target == router.TargetMaster || bc == nil {
-				return s.client.WriteErr(protocol.ToSQLError(err))
+			if errors.As(err, &se) {
+				return s.client.WriteErr(se)
+			}
+			// bc broke while sluice replayed session state on it.
+			if inTx := s.master == nil && bc != nil && bc.backend.Role == health.RoleMaster && bc.inTransaction(); inTx {
+				_ = s.client.WriteErr(lostInTransaction(bc))
+				return fmt.Errorf("master lost inside a transaction: %w", err)
+			}
+			if attempt > 0 || target == router.TargetMaster || bc == nil {
+				return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
+					"Lost connection to %s while replaying session state: %v", describe(bc), err))
 			}
 			skip = bc.backend
 			continue
@@ -367,14 +382,26 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		}
 		b := bc.backend
 		s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
+		if res.Torn {
+			// The client holds half a packet: no ERR can follow it.
+			s.log.Warn("backend lost mid-packet, closing the client", zap.String("backend", b.Address), zap.Error(err))
+			return fmt.Errorf("backend %s lost mid-packet: %w", b.Address, err)
+		}
+		if b.Role == health.RoleMaster && bc.inTransaction() {
+			// The transaction is gone with the connection. Going on would
+			// run the rest of it in autocommit mode: end the session, as
+			// a server that lost the connection would.
+			_ = s.client.WriteErr(lostInTransaction(bc))
+			return fmt.Errorf("master %s lost inside a transaction: %w", b.Address, err)
+		}
 		if res.Packets > 0 {
 			s.log.Warn("backend lost mid-result", zap.String("backend", b.Address), zap.Error(err))
 			return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
 				"Lost connection to %s %s during query", b.Role, b.Address))
 		}
 		// Nothing reached the client: the connection broke before the
-		// backend answered.
-		b.ReportFailure(err)
+		// backend answered. The prober, not one broken connection, decides
+		// whether the backend is down.
 		s.log.Warn("backend connection lost", zap.String("backend", b.Address), zap.String("role", b.Role.String()), zap.Error(err))
 		if b.Role == health.RoleReplica && attempt == 0 {
 			skip = b
@@ -459,7 +486,18 @@ func (s *Session) sync(bc *BackendConn) error {
 				continue
 			}
 			if err := bc.simpleCommand(append([]byte{protocol.ComQuery}, v.SQL...), protocol.ResponseResult); err != nil {
-				return err
+				var se *protocol.SQLError
+				if !errors.As(err, &se) {
+					return err
+				}
+				// The master took it, this server does not: stop
+				// replaying it, so the session does not fail forever,
+				// and say which server refused what.
+				s.dropVar(v.Name)
+				s.log.Warn("session variable not replayable", zap.String("variable", v.Name),
+					zap.String("backend", bc.backend.Address), zap.Uint16("code", se.Code))
+				return protocol.NewError(se.Code, "sluice could not apply the session's %s on %s: %s",
+					v.Name, describe(bc), se.Message)
 			}
 		}
 		bc.varsSeq = s.varsSeq
@@ -516,4 +554,26 @@ func (s *Session) writeOK() error {
 func (s *Session) close() {
 	s.release()
 	_ = s.client.Close()
+}
+
+// inTransaction reports whether bc's last status flags show an open
+// transaction or autocommit off.
+func (bc *BackendConn) inTransaction() bool {
+	return bc.status&protocol.StatusInTrans != 0 || bc.status&protocol.StatusAutocommit == 0
+}
+
+// lostInTransaction is the ERR for a master connection that broke while the
+// client had a transaction open on it.
+func lostInTransaction(bc *BackendConn) *protocol.SQLError {
+	return protocol.NewError(protocol.ErServerLost,
+		"Lost connection to master %s inside a transaction; the transaction was rolled back and this connection is closed",
+		bc.backend.Address)
+}
+
+// describe names a backend connection's role and address for messages.
+func describe(bc *BackendConn) string {
+	if bc == nil {
+		return "backend"
+	}
+	return bc.backend.Role.String() + " " + bc.backend.Address
 }

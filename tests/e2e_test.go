@@ -312,3 +312,36 @@ func TestNoBackslashEscapesSendsAmbiguousTextToMaster(t *testing.T) {
 		t.Fatalf("a plain read went to %d, want a replica", id)
 	}
 }
+
+// TestMasterLostInsideTransactionClosesSession: when the master connection
+// of an open transaction dies, the client gets 2013 and its connection is
+// closed; nothing after it can run in autocommit mode and commit half a
+// transaction.
+func TestMasterLostInsideTransactionClosesSession(t *testing.T) {
+	d := appDB(t, "sluice_test", nil)
+	mustExec(t, d, "CREATE TABLE lost_tx (id INT PRIMARY KEY)")
+	t.Cleanup(func() { mustExec(t, d, "DROP TABLE IF EXISTS lost_tx") })
+	c := conn(t, d)
+	ctx := ctxT(t)
+	mustExecC(t, c, "BEGIN")
+	mustExecC(t, c, "INSERT INTO lost_tx VALUES (1)")
+	var backendID int64
+	if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&backendID); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.topo.Master.Exec(ctx, fmt.Sprintf("KILL %d", backendID)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.ExecContext(ctx, "INSERT INTO lost_tx VALUES (2)")
+	if mysqlErrNumber(err) != 2013 {
+		t.Fatalf("statement after the master connection died: %v, want 2013", err)
+	}
+	// The session is gone: the driver sees a dead connection.
+	if _, err := c.ExecContext(ctx, "INSERT INTO lost_tx VALUES (3)"); err == nil {
+		t.Fatal("the session accepted a statement after losing its transaction")
+	}
+	var n int
+	if err := mustRoot(t, env.topo.Master).QueryRowContext(ctx, "SELECT COUNT(*) FROM sluice_test.lost_tx").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows committed: %d, %v; want none", n, err)
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package protocol
+
+import "syscall"
+
+// peekIdle cannot look at the socket without blocking here; the connection
+// is assumed usable and a dead one fails on first use.
+func peekIdle(syscall.RawConn) error { return nil }
