@@ -57,6 +57,10 @@ type Login struct {
 // too, so the refused user name can be logged.
 type Authenticator interface {
 	Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error)
+	// ChangeUser re-authenticates a logged-in client that sent
+	// COM_CHANGE_USER (cu), whose session capabilities are caps. Errors
+	// are as for Authenticate; the caller closes the session on any.
+	ChangeUser(ctx context.Context, client *protocol.Conn, srv Server, caps uint32, cu *protocol.ChangeUser) (*Login, error)
 }
 
 // readHandshakeResponse reads and decodes the client's handshake response,

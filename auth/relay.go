@@ -24,33 +24,45 @@ type Relay struct {
 // maxAuthRounds bounds the auth-switch / extra-data exchange.
 const maxAuthRounds = 8
 
-// Authenticate implements Authenticator.
-func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error) {
+// connect opens a connection to the auth server and reads its greeting.
+// Failures are reported to the client as 2003 naming the auth server.
+func (r *Relay) connect(ctx context.Context, client *protocol.Conn) (*protocol.Conn, *protocol.Greeting, error) {
 	d := net.Dialer{Timeout: r.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", r.Address)
 	if err != nil {
 		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
 			"sluice: cannot reach the auth server %s: %v", r.Address, err))
-		return nil, fmt.Errorf("dialing auth server %s: %w", r.Address, err)
+		return nil, nil, fmt.Errorf("dialing auth server %s: %w", r.Address, err)
 	}
 	upstream := protocol.NewConn(nc)
 	upstream.LenientSeq = true
-	defer upstream.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
 	p, err := upstream.ReadPacket()
 	if err != nil {
+		upstream.Close()
 		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
 			"sluice: auth server %s sent no greeting: %v", r.Address, err))
-		return nil, fmt.Errorf("reading auth server greeting: %w", err)
+		return nil, nil, fmt.Errorf("reading auth server greeting: %w", err)
 	}
 	ag, err := protocol.ParseGreeting(p)
 	if err != nil {
+		upstream.Close()
 		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
 			"sluice: auth server %s sent a bad greeting: %v", r.Address, err))
-		return nil, fmt.Errorf("auth server greeting: %w", err)
+		return nil, nil, fmt.Errorf("auth server greeting: %w", err)
 	}
+	return upstream, ag, nil
+}
+
+// Authenticate implements Authenticator.
+func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error) {
+	upstream, ag, err := r.connect(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	defer upstream.Close()
 	version := srv.ServerVersion
 	if version == "" {
 		version = ag.ServerVersion
@@ -76,13 +88,66 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 	// The auth server holds users, not the application's schemas: the
 	// schema is checked on a backend by the caller.
 	fwd := *h
-	fwd.Capabilities &^= protocol.ClientConnectWithDB | protocol.ClientSSL | protocol.ClientCompress
-	fwd.Capabilities &= ag.Capabilities | protocol.ClientLongPassword
+	fwd.Capabilities = forwardCapabilities(h.Capabilities, ag)
 	fwd.Database = ""
 	if fwd.Capabilities&protocol.ClientPluginAuth == 0 {
 		fwd.AuthPlugin = ""
 	}
-	if err := upstream.WritePacketFlush(fwd.Encode()); err != nil {
+	return r.exchange(client, upstream, fwd.Encode(), login)
+}
+
+// ChangeUser implements Authenticator. The client computed its answer from
+// the login's scramble, which a new auth-server connection does not know:
+// the client is asked, with an auth switch carrying the new connection's
+// scramble, to answer again, and that answer is relayed as at login.
+func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Server, caps uint32, cu *protocol.ChangeUser) (*Login, error) {
+	if caps&protocol.ClientPluginAuth == 0 {
+		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
+			"sluice: COM_CHANGE_USER needs a client that supports authentication plugins"))
+		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
+	}
+	upstream, ag, err := r.connect(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	defer upstream.Close()
+	if err := client.WritePacketFlush(protocol.AuthSwitchRequest(ag.AuthPlugin, append(append([]byte(nil), ag.Scramble...), 0))); err != nil {
+		return nil, err
+	}
+	answer, err := client.ReadPacket()
+	if err != nil {
+		return nil, errors.Join(ErrHandshake, err)
+	}
+	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes}
+	fwd := &protocol.HandshakeResponse{
+		Capabilities:  forwardCapabilities(caps, ag),
+		MaxPacketSize: 1 << 24,
+		Collation:     cu.Collation,
+		User:          cu.User,
+		AuthResponse:  answer,
+		AuthPlugin:    ag.AuthPlugin,
+		Attributes:    cu.Attributes,
+	}
+	if fwd.Collation == 0 {
+		fwd.Collation = srv.Collation
+	}
+	return r.exchange(client, upstream, fwd.Encode(), login)
+}
+
+// forwardCapabilities are the client's capabilities as sent to the auth
+// server: no schema (checked on a backend), no TLS or compression on that
+// leg, nothing the auth server did not offer.
+func forwardCapabilities(client uint32, ag *protocol.Greeting) uint32 {
+	c := client &^ (protocol.ClientConnectWithDB | protocol.ClientSSL | protocol.ClientCompress)
+	return c & (ag.Capabilities | protocol.ClientLongPassword)
+}
+
+// exchange sends the handshake response to the auth server and relays the
+// auth-switch / extra-data exchange both ways until the auth server says OK
+// (login returned) or ERR (relayed unchanged to the client: 1045 with the
+// auth server's own message).
+func (r *Relay) exchange(client, upstream *protocol.Conn, response []byte, login *Login) (*Login, error) {
+	if err := upstream.WritePacketFlush(response); err != nil {
 		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
 			"sluice: lost the auth server %s: %v", r.Address, err))
 		return nil, err
@@ -98,7 +163,6 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 		case protocol.IsOK(p):
 			return login, nil
 		case protocol.IsErr(p):
-			// Relayed unchanged: 1045 with the auth server's own message.
 			if err := client.WritePacketFlush(p); err != nil {
 				return nil, err
 			}

@@ -56,15 +56,50 @@ func (s *Static) Authenticate(_ context.Context, client *protocol.Conn, srv Serv
 	resp := h.AuthResponse
 	if h.Capabilities&protocol.ClientPluginAuth != 0 && h.AuthPlugin != "" && h.AuthPlugin != protocol.AuthNativePassword {
 		// Ask the client to answer mysql_native_password instead.
-		if err := client.WritePacketFlush(protocol.AuthSwitchRequest(protocol.AuthNativePassword, append(scramble, 0))); err != nil {
+		if resp, err = switchToNative(client, scramble); err != nil {
 			return nil, err
 		}
-		resp, err = client.ReadPacket()
-		if err != nil {
-			return nil, errors.Join(ErrHandshake, err)
-		}
 	}
-	stored, known := s.users[h.User]
+	return s.verify(client, srv, scramble, resp, loginOf(h))
+}
+
+// ChangeUser implements Authenticator: the client answers an auth switch
+// carrying a fresh scramble.
+func (s *Static) ChangeUser(_ context.Context, client *protocol.Conn, srv Server, caps uint32, cu *protocol.ChangeUser) (*Login, error) {
+	if caps&protocol.ClientPluginAuth == 0 {
+		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
+			"sluice: COM_CHANGE_USER needs a client that supports authentication plugins"))
+		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
+	}
+	scramble, err := protocol.NewScramble()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := switchToNative(client, scramble)
+	if err != nil {
+		return nil, err
+	}
+	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes}
+	return s.verify(client, srv, scramble, resp, login)
+}
+
+// switchToNative asks the client for a mysql_native_password answer over
+// scramble and returns it.
+func switchToNative(client *protocol.Conn, scramble []byte) ([]byte, error) {
+	if err := client.WritePacketFlush(protocol.AuthSwitchRequest(protocol.AuthNativePassword, append(append([]byte(nil), scramble...), 0))); err != nil {
+		return nil, err
+	}
+	resp, err := client.ReadPacket()
+	if err != nil {
+		return nil, errors.Join(ErrHandshake, err)
+	}
+	return append([]byte(nil), resp...), nil
+}
+
+// verify checks resp for login.User in constant time and answers ERR 1045
+// on failure.
+func (s *Static) verify(client *protocol.Conn, srv Server, scramble, resp []byte, login *Login) (*Login, error) {
+	stored, known := s.users[login.User]
 	if !known {
 		stored = dummyHash
 	}
@@ -75,9 +110,9 @@ func (s *Static) Authenticate(_ context.Context, client *protocol.Conn, srv Serv
 			using = "YES"
 		}
 		e := protocol.NewError(protocol.ErAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)",
-			h.User, srv.ClientHost, using)
+			login.User, srv.ClientHost, using)
 		_ = client.WriteErr(e)
-		return loginOf(h), fmt.Errorf("%w: %w", ErrAccessDenied, e)
+		return login, fmt.Errorf("%w: %w", ErrAccessDenied, e)
 	}
-	return loginOf(h), nil
+	return login, nil
 }

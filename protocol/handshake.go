@@ -292,3 +292,95 @@ func IsAuthSwitch(p []byte) bool { return len(p) > 0 && p[0] == headerEOF }
 // IsAuthMoreData reports whether p, read during authentication, is an
 // extra-data packet (0x01 ...).
 func IsAuthMoreData(p []byte) bool { return len(p) > 0 && p[0] == headerAuthMore }
+
+// ChangeUser is a decoded COM_CHANGE_USER packet.
+type ChangeUser struct {
+	User         string
+	AuthResponse []byte
+	Database     string
+	// Collation is 0 when the client sent none.
+	Collation  uint8
+	AuthPlugin string
+	Attributes []byte
+}
+
+// ParseChangeUser decodes a COM_CHANGE_USER packet sent by a client with
+// the capabilities caps. Errors wrap ErrMalformed.
+func ParseChangeUser(p []byte, caps uint32) (*ChangeUser, error) {
+	if len(p) < 2 || p[0] != ComChangeUser {
+		return nil, fmt.Errorf("%w: COM_CHANGE_USER of %d bytes", ErrMalformed, len(p))
+	}
+	cu := &ChangeUser{}
+	p = p[1:]
+	user, n, err := readNulString(p)
+	if err != nil {
+		return nil, fmt.Errorf("user name: %w", err)
+	}
+	cu.User = string(user)
+	p = p[n:]
+	if caps&ClientSecureConnection != 0 {
+		if len(p) < 1 || len(p) < 1+int(p[0]) {
+			return nil, fmt.Errorf("%w: auth response truncated", ErrMalformed)
+		}
+		cu.AuthResponse = append([]byte(nil), p[1:1+int(p[0])]...)
+		p = p[1+int(p[0]):]
+	} else {
+		a, n, err := readNulString(p)
+		if err != nil {
+			return nil, fmt.Errorf("auth response: %w", err)
+		}
+		cu.AuthResponse = append([]byte(nil), a...)
+		p = p[n:]
+	}
+	db, n, err := readNulString(p)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	cu.Database = string(db)
+	p = p[n:]
+	if len(p) >= 2 {
+		cu.Collation = p[0]
+		p = p[2:]
+	}
+	if caps&ClientPluginAuth != 0 && len(p) > 0 {
+		name, n, err := readNulString(p)
+		if err != nil {
+			name, n = p, len(p)
+		}
+		cu.AuthPlugin = string(name)
+		p = p[n:]
+	}
+	if caps&ClientConnectAttrs != 0 && len(p) > 0 {
+		a, _, err := ReadLenEncString(p)
+		if err != nil {
+			return nil, fmt.Errorf("connection attributes: %w", err)
+		}
+		cu.Attributes = append([]byte(nil), a...)
+	}
+	return cu, nil
+}
+
+// Encode returns the COM_CHANGE_USER payload for a client with caps.
+func (cu *ChangeUser) Encode(caps uint32) []byte {
+	b := []byte{ComChangeUser}
+	b = append(b, cu.User...)
+	b = append(b, 0)
+	if caps&ClientSecureConnection != 0 {
+		b = append(b, byte(len(cu.AuthResponse)))
+		b = append(b, cu.AuthResponse...)
+	} else {
+		b = append(b, cu.AuthResponse...)
+		b = append(b, 0)
+	}
+	b = append(b, cu.Database...)
+	b = append(b, 0)
+	b = append(b, cu.Collation, 0)
+	if caps&ClientPluginAuth != 0 {
+		b = append(b, cu.AuthPlugin...)
+		b = append(b, 0)
+	}
+	if caps&ClientConnectAttrs != 0 {
+		b = AppendLenEncString(b, cu.Attributes)
+	}
+	return b
+}

@@ -37,8 +37,11 @@ type Session struct {
 	id     uint32
 	client *protocol.Conn
 	log    *zap.Logger
+	// baseLog has the connection's fields; log adds the user.
+	baseLog *zap.Logger
 
 	user    string
+	caps    uint32 // the client's capabilities, limited to sluice's
 	key     poolKey
 	cluster *health.Cluster
 
@@ -59,13 +62,15 @@ type Session struct {
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	c := protocol.NewConn(nc)
 	c.MaxPacket = int(srv.cfg.Proxy.MaxAllowedPacket)
-	return &Session{
+	s := &Session{
 		srv:    srv,
 		id:     id,
 		client: c,
 		stmts:  make(map[uint32]*preparedStmt),
-		log:    srv.log.With(zap.Uint32("conn_id", id), zap.String("client", nc.RemoteAddr().String())),
 	}
+	s.baseLog = srv.log.With(zap.Uint32("conn_id", id), zap.String("client", nc.RemoteAddr().String()))
+	s.log = s.baseLog
+	return s
 }
 
 func (s *Session) run(ctx context.Context) {
@@ -80,7 +85,7 @@ func (s *Session) run(ctx context.Context) {
 		return
 	}
 	s.srv.metrics.logins.WithLabelValues("ok").Inc()
-	s.log = s.log.With(zap.String("user", s.user))
+	s.log = s.baseLog.With(zap.String("user", s.user))
 	s.log.Info("client connected", zap.String("schema", s.schema))
 	err := s.serve()
 	s.log.Info("client disconnected", zap.Duration("duration", time.Since(start)), zap.NamedError("reason", err))
@@ -115,29 +120,78 @@ func (s *Session) handshake(ctx context.Context) error {
 	s.multiStmts = login.Capabilities&protocol.ClientMultiStatements != 0
 	s.key = poolKey{collation: login.Collation, foundRows: login.Capabilities&protocol.ClientFoundRows != 0}
 	s.cluster = s.srv.topo.Current().Clusters[0]
-	if login.Database != "" {
-		// The auth server does not hold the application's schemas: an
-		// unknown schema fails the login here, as MySQL would, not at the
-		// first query.
-		bc, err := s.backendFor(router.TargetReplica, nil)
-		if err == nil {
-			err = bc.simpleCommand(append([]byte{protocol.ComInitDB}, login.Database...), protocol.ResponseSingle)
-			if err == nil {
-				bc.schema = login.Database
-				s.schema = login.Database
-			} else {
-				s.dropIfBroken(bc)
-			}
-		}
-		if err != nil {
-			_ = s.client.WriteErr(protocol.ToSQLError(err))
-			return err
-		}
+	s.caps = login.Capabilities
+	if err := s.checkSchema(login.Database); err != nil {
+		_ = s.client.WriteErr(err)
+		return err
 	}
 	if err := s.client.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: protocol.StatusAutocommit})); err != nil {
 		return err
 	}
 	return s.client.SetDeadline(time.Time{})
+}
+
+// checkSchema makes db the session's schema after checking it exists on a
+// backend. The auth server does not hold the application's schemas: an
+// unknown one fails the login here, as MySQL would, not at the first query.
+func (s *Session) checkSchema(db string) *protocol.SQLError {
+	if db == "" {
+		return nil
+	}
+	bc, err := s.backendFor(router.TargetReplica, nil)
+	if err == nil {
+		err = bc.simpleCommand(append([]byte{protocol.ComInitDB}, db...), protocol.ResponseSingle)
+		if err == nil {
+			bc.schema = db
+			s.schema = db
+			return nil
+		}
+		s.dropIfBroken(bc)
+		var se *protocol.SQLError
+		if !errors.As(err, &se) {
+			return protocol.NewError(protocol.ErServerLost, "Lost connection to %s while selecting schema %q: %v", describe(bc), db, err)
+		}
+	}
+	return protocol.ToSQLError(err)
+}
+
+// comChangeUser re-authenticates the client through the auth backend and
+// starts a fresh session state, as COM_CHANGE_USER does on a server. A
+// failed change closes the connection, as MySQL does.
+func (s *Session) comChangeUser(p []byte) error {
+	cu, err := protocol.ParseChangeUser(p, s.caps)
+	if err != nil {
+		_ = s.client.WriteErr(protocol.NewError(protocol.ErMalformedPacket, "Malformed communication packet: COM_CHANGE_USER: %v", err))
+		return err
+	}
+	s.resetState()
+	s.schema = ""
+	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.Proxy.HandshakeTimeout.Duration)
+	defer cancel()
+	_ = s.client.SetDeadline(time.Now().Add(s.srv.cfg.Proxy.HandshakeTimeout.Duration))
+	defer s.client.SetDeadline(time.Time{})
+	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
+	login, err := s.srv.auth.ChangeUser(ctx, s.client, auth.Server{
+		ConnectionID: s.id,
+		Capabilities: sluiceCapabilities,
+		Collation:    s.key.collation,
+		ClientHost:   host,
+	}, s.caps, cu)
+	if err != nil {
+		s.log.Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
+		return err
+	}
+	s.log.Info("user changed", zap.String("new_user", login.User))
+	s.user = login.User
+	s.log = s.baseLog.With(zap.String("user", s.user))
+	if login.Collation != 0 {
+		s.key.collation = login.Collation
+	}
+	if e := s.checkSchema(login.Database); e != nil {
+		_ = s.client.WriteErr(e)
+		return e
+	}
+	return s.writeOK()
 }
 
 // serve runs the command loop until the client quits or fails.
@@ -210,6 +264,8 @@ func (s *Session) dispatch(p []byte) error {
 	case protocol.ComResetConnection:
 		s.resetState()
 		return s.writeOK()
+	case protocol.ComChangeUser:
+		return s.comChangeUser(p)
 	case protocol.ComStmtPrepare:
 		return s.comStmtPrepare(p)
 	case protocol.ComStmtExecute:
