@@ -9,6 +9,7 @@ package auth
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 
 	"github.com/sluice-proxy/sluice/protocol"
@@ -32,6 +33,19 @@ type Server struct {
 	Collation    uint8
 	// ClientHost is the client's address without port, for error messages.
 	ClientHost string
+	// TLS, when set, lets clients switch to TLS (CLIENT_SSL is offered);
+	// RequireTLS refuses clients that do not.
+	TLS        *tls.Config
+	RequireTLS bool
+}
+
+// greetingCapabilities are the capabilities sluice's greeting offers.
+func (srv Server) greetingCapabilities() uint32 {
+	c := srv.Capabilities | protocol.ClientPluginAuth | protocol.ClientSecureConnection
+	if srv.TLS != nil {
+		c |= protocol.ClientSSL
+	}
+	return c
 }
 
 // Login is what a successful authentication established. The client is then
@@ -75,16 +89,31 @@ func readHandshakeResponse(client *protocol.Conn, srv Server) (*protocol.Handsha
 		return nil, err
 	}
 	if protocol.IsSSLRequest(p) {
-		_ = client.WriteErr(protocol.NewError(protocol.ErHandshake,
-			"Bad handshake: client asked for TLS, which this sluice listener does not offer"))
-		return nil, errors.Join(ErrHandshake, errors.New("TLS requested but not configured"))
+		if srv.TLS == nil {
+			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake,
+				"Bad handshake: client asked for TLS, which this sluice listener does not offer"))
+			return nil, errors.Join(ErrHandshake, errors.New("TLS requested but not configured"))
+		}
+		if err := client.UpgradeServerTLS(srv.TLS); err != nil {
+			return nil, errors.Join(ErrHandshake, err)
+		}
+		if p, err = client.ReadPacket(); err != nil {
+			return nil, errors.Join(ErrHandshake, err)
+		}
+	} else if srv.RequireTLS {
+		_ = client.WriteErr(protocol.NewError(protocol.ErSecureTransport,
+			"Connections using insecure transport are prohibited: sluice requires TLS (proxy.require_tls = true)"))
+		return nil, errors.Join(ErrHandshake, errors.New("client without TLS refused (require_tls)"))
 	}
 	h, err := protocol.ParseHandshakeResponse(p)
 	if err != nil {
 		_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: %v", err))
 		return nil, errors.Join(ErrHandshake, err)
 	}
-	h.Capabilities &= srv.Capabilities
+	h.Capabilities &= srv.greetingCapabilities()
+	if !client.IsTLS() {
+		h.Capabilities &^= protocol.ClientSSL
+	}
 	return h, nil
 }
 

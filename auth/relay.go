@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,12 @@ type Relay struct {
 	Address string
 	// DialTimeout bounds connecting to the auth server.
 	DialTimeout time.Duration
+	// TLS, when set, encrypts the auth-server leg if the server offers TLS;
+	// TLSRequired makes a server without TLS a login failure. The leg is
+	// secured on its own, whatever the client's leg uses: a client on TLS
+	// may send a clear-text password, which must not cross a plain link.
+	TLS         *tls.Config
+	TLSRequired bool
 }
 
 // maxAuthRounds bounds the auth-switch / extra-data exchange.
@@ -71,7 +78,7 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 		ServerVersion: version,
 		ConnectionID:  srv.ConnectionID,
 		Scramble:      ag.Scramble,
-		Capabilities:  srv.Capabilities | protocol.ClientPluginAuth | protocol.ClientSecureConnection,
+		Capabilities:  srv.greetingCapabilities(),
 		Collation:     srv.Collation,
 		Status:        protocol.StatusAutocommit,
 		AuthPlugin:    ag.AuthPlugin,
@@ -93,7 +100,7 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 	if fwd.Capabilities&protocol.ClientPluginAuth == 0 {
 		fwd.AuthPlugin = ""
 	}
-	return r.exchange(client, upstream, fwd.Encode(), login)
+	return r.exchange(client, upstream, ag, &fwd, login)
 }
 
 // ChangeUser implements Authenticator. The client computed its answer from
@@ -131,7 +138,33 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 	if fwd.Collation == 0 {
 		fwd.Collation = srv.Collation
 	}
-	return r.exchange(client, upstream, fwd.Encode(), login)
+	return r.exchange(client, upstream, ag, fwd, login)
+}
+
+// secure switches the auth-server leg to TLS as configured, before the
+// handshake response crosses it.
+func (r *Relay) secure(client, upstream *protocol.Conn, ag *protocol.Greeting, fwd *protocol.HandshakeResponse) error {
+	if r.TLS == nil {
+		return nil
+	}
+	if ag.Capabilities&protocol.ClientSSL == 0 {
+		if !r.TLSRequired {
+			return nil
+		}
+		_ = client.WriteErr(protocol.NewError(protocol.ErSSLConnection,
+			"sluice: the auth server %s does not offer TLS (auth.tls = \"required\")", r.Address))
+		return fmt.Errorf("auth server %s without TLS", r.Address)
+	}
+	fwd.Capabilities |= protocol.ClientSSL
+	if err := upstream.WritePacketFlush(protocol.SSLRequest(fwd.Capabilities, fwd.MaxPacketSize, fwd.Collation)); err != nil {
+		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect, "sluice: lost the auth server %s: %v", r.Address, err))
+		return err
+	}
+	if err := upstream.UpgradeClientTLS(r.TLS); err != nil {
+		_ = client.WriteErr(protocol.NewError(protocol.ErSSLConnection, "sluice: TLS towards the auth server %s failed: %v", r.Address, err))
+		return err
+	}
+	return nil
 }
 
 // forwardCapabilities are the client's capabilities as sent to the auth
@@ -146,8 +179,11 @@ func forwardCapabilities(client uint32, ag *protocol.Greeting) uint32 {
 // auth-switch / extra-data exchange both ways until the auth server says OK
 // (login returned) or ERR (relayed unchanged to the client: 1045 with the
 // auth server's own message).
-func (r *Relay) exchange(client, upstream *protocol.Conn, response []byte, login *Login) (*Login, error) {
-	if err := upstream.WritePacketFlush(response); err != nil {
+func (r *Relay) exchange(client, upstream *protocol.Conn, ag *protocol.Greeting, fwd *protocol.HandshakeResponse, login *Login) (*Login, error) {
+	if err := r.secure(client, upstream, ag, fwd); err != nil {
+		return nil, err
+	}
+	if err := upstream.WritePacketFlush(fwd.Encode()); err != nil {
 		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
 			"sluice: lost the auth server %s: %v", r.Address, err))
 		return nil, err

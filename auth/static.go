@@ -41,7 +41,7 @@ func (s *Static) Authenticate(_ context.Context, client *protocol.Conn, srv Serv
 		ServerVersion: srv.ServerVersion,
 		ConnectionID:  srv.ConnectionID,
 		Scramble:      scramble,
-		Capabilities:  srv.Capabilities | protocol.ClientPluginAuth | protocol.ClientSecureConnection,
+		Capabilities:  srv.greetingCapabilities(),
 		Collation:     srv.Collation,
 		Status:        protocol.StatusAutocommit,
 		AuthPlugin:    protocol.AuthNativePassword,

@@ -96,6 +96,13 @@ type Proxy struct {
 	// LocalInfile lets clients stream files for LOAD DATA LOCAL INFILE
 	// through sluice to the master.
 	LocalInfile bool `toml:"local_infile"`
+	// TLSCert and TLSKey are PEM files of sluice's certificate and key
+	// towards clients; with both set, clients may (or, with RequireTLS,
+	// must) switch to TLS.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// RequireTLS refuses clients that do not switch to TLS.
+	RequireTLS bool `toml:"require_tls"`
 }
 
 // Auth is the [auth] table: how client credentials are checked.
@@ -104,6 +111,12 @@ type Auth struct {
 	Backend string `toml:"backend"`
 	// Address is the auth server's host:port; required for backend "mysql".
 	Address string `toml:"address"`
+	// TLS is the auth-server leg's TLS mode: "off", "preferred" (TLS when
+	// the server offers it) or "required".
+	TLS string `toml:"tls"`
+	// TLSCA is a PEM file of CAs that verify the auth server's certificate;
+	// without it the link is encrypted but the server is not verified.
+	TLSCA string `toml:"tls_ca"`
 	// Users are the [[auth.user]] entries; used only by backend "static".
 	Users []StaticUser `toml:"user"`
 }
@@ -150,6 +163,10 @@ type Cluster struct {
 	Balance string `toml:"balance"`
 	// MaxReplicationLag is the lag beyond which a replica takes no reads.
 	MaxReplicationLag Duration `toml:"max_replication_lag"`
+	// TLS is the data connections' TLS mode ("off", "preferred" or
+	// "required"), TLSCA the PEM file of CAs that verify the backends.
+	TLS   string `toml:"tls"`
+	TLSCA string `toml:"tls_ca"`
 	// Replicas are the [[cluster.replica]] entries.
 	Replicas []Replica `toml:"replica"`
 }
@@ -221,6 +238,7 @@ const (
 	DefaultHandshakeTimeout     = 10 * time.Second
 	DefaultConnectTimeout       = 2 * time.Second
 	DefaultMaxPreparedStmts     = 1024
+	DefaultTLSMode              = "off"
 	DefaultAuthBackend          = "mysql"
 	DefaultAdminUser            = "admin"
 	DefaultBalance              = "round-robin"
@@ -255,7 +273,7 @@ func defaults() *Config {
 			ConnectTimeout:        Duration{DefaultConnectTimeout},
 			MaxPreparedStatements: DefaultMaxPreparedStmts,
 		},
-		Auth:  Auth{Backend: DefaultAuthBackend},
+		Auth:  Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode},
 		Admin: Admin{User: DefaultAdminUser},
 		Health: Health{
 			Interval:           Duration{DefaultHealthInterval},

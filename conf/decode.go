@@ -377,6 +377,9 @@ func applyElementDefaults(c *Config, raw map[string]any) {
 		if cl.Balance == "" {
 			cl.Balance = DefaultBalance
 		}
+		if cl.TLS == "" {
+			cl.TLS = DefaultTLSMode
+		}
 		if _, ok := rawCluster["max_replication_lag"]; !ok {
 			cl.MaxReplicationLag = Duration{DefaultMaxReplicationLag}
 		}

@@ -72,6 +72,12 @@ func (c *Config) validateProxy(p *problems) {
 	if x.MaxClientConnections <= 0 {
 		p.add("proxy.max_client_connections must be > 0 (got %d)", x.MaxClientConnections)
 	}
+	if (x.TLSCert == "") != (x.TLSKey == "") {
+		p.add("proxy.tls_cert and proxy.tls_key must be set together")
+	}
+	if x.RequireTLS && x.TLSCert == "" {
+		p.add("proxy.require_tls needs proxy.tls_cert and proxy.tls_key")
+	}
 	if x.MaxPreparedStatements <= 0 {
 		p.add("proxy.max_prepared_statements must be > 0 (got %d)", x.MaxPreparedStatements)
 	}
@@ -94,8 +100,15 @@ func (c *Config) validateProxy(p *problems) {
 	}
 }
 
+// tlsModes are the values of auth.tls and cluster.tls ("" in a Config built
+// in code means "off").
+var tlsModes = []string{"off", "preferred", "required"}
+
 func (c *Config) validateAuth(p *problems) {
 	a := &c.Auth
+	if a.TLS != "" && !slices.Contains(tlsModes, a.TLS) {
+		p.add("auth.tls: unknown value %q (want %s)", a.TLS, oneOf(tlsModes))
+	}
 	switch a.Backend {
 	case "mysql":
 		if a.Address == "" {
@@ -179,6 +192,9 @@ func (c *Config) validateClusters(p *problems) {
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		label := clusterLabel(i, cl.Name)
+		if cl.TLS != "" && !slices.Contains(tlsModes, cl.TLS) {
+			p.add("%s: tls: unknown value %q (want %s)", label, cl.TLS, oneOf(tlsModes))
+		}
 		switch {
 		case cl.Name == "":
 			p.add("%s: name is required", label)

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"crypto/tls"
 	"fmt"
 )
 
@@ -14,6 +15,10 @@ type ClientConfig struct {
 	// Capabilities are intersected with the server's.
 	Capabilities uint32
 	MaxPacket    uint32
+	// TLS, when set, switches the connection to TLS if the server offers
+	// it; TLSRequired makes a server without TLS an error.
+	TLS         *tls.Config
+	TLSRequired bool
 }
 
 // BackendCapabilities are the capabilities sluice asks of every backend
@@ -51,6 +56,17 @@ func ClientHandshake(c *Conn, cfg ClientConfig) (*Greeting, error) {
 	maxPacket := cfg.MaxPacket
 	if maxPacket == 0 {
 		maxPacket = 1 << 30
+	}
+	if cfg.TLS != nil && g.Capabilities&ClientSSL != 0 {
+		caps |= ClientSSL
+		if err := c.WritePacketFlush(SSLRequest(caps, maxPacket, coll)); err != nil {
+			return nil, err
+		}
+		if err := c.UpgradeClientTLS(cfg.TLS); err != nil {
+			return nil, err
+		}
+	} else if cfg.TLSRequired {
+		return nil, NewError(ErSSLConnection, "server does not offer TLS, which is required")
 	}
 	plugin := g.AuthPlugin
 	resp, err := authResponse(plugin, g.Scramble, cfg.Password)

@@ -175,7 +175,11 @@ func (c *Conn) CheckIdle() error {
 	if c.br.Buffered() > 0 {
 		return ErrIdleData
 	}
-	sc, ok := c.nc.(syscall.Conn)
+	var raw any = c.nc
+	if tc, ok := raw.(interface{ NetConn() net.Conn }); ok {
+		raw = tc.NetConn()
+	}
+	sc, ok := raw.(syscall.Conn)
 	if !ok {
 		return nil
 	}

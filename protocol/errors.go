@@ -28,6 +28,8 @@ const (
 	ErLockWaitTimeout       uint16 = 1205
 	ErQueryInterrupted      uint16 = 1317
 	ErTooManyUserConnection uint16 = 1203
+	ErSSLConnection         uint16 = 2026 // CR_SSL_CONNECTION_ERROR
+	ErSecureTransport       uint16 = 3159 // ER_SECURE_TRANSPORT_REQUIRED
 )
 
 // sqlStates gives the SQLSTATE of the codes above; anything else is HY000.
@@ -46,6 +48,7 @@ var sqlStates = map[uint16]string{
 	ErNotSupportedYet:      "42000",
 	ErQueryInterrupted:     "70100",
 	ErServerLost:           "HY000",
+	ErSecureTransport:      "08004",
 	ErCouldNotConnect:      "HY000",
 }
 

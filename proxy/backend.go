@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -46,6 +47,8 @@ type Pool struct {
 	password    string
 	dialTimeout time.Duration
 	maxIdle     int
+	tls         *tls.Config
+	tlsRequired bool
 	onGreeting  func(*protocol.Greeting)
 
 	mu     sync.Mutex
@@ -92,6 +95,8 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		Password:     p.password,
 		Collation:    key.collation,
 		Capabilities: caps,
+		TLS:          p.tls,
+		TLSRequired:  p.tlsRequired,
 	})
 	if err != nil {
 		nc.Close()

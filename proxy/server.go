@@ -10,6 +10,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -52,6 +53,7 @@ type Server struct {
 	topo   *health.Topology
 	pools  map[string]*Pool // by backend address; fixed for the Server's life
 
+	tls         *tls.Config // towards clients; nil when off
 	ln          net.Listener
 	metricsAddr net.Addr
 	metrics     *metrics
@@ -84,7 +86,15 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		}
 		a = st
 	default:
-		a = &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration}
+		t, required, err := clientTLS("auth", cfg.Auth.TLS, cfg.Auth.TLSCA, cfg.Auth.Address)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		a = &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required}
+	}
+	stls, err := serverTLS(cfg.Proxy.TLSCert, cfg.Proxy.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
@@ -98,16 +108,23 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		cancel:   cancel,
 		sessions: make(map[uint32]*Session),
 		metrics:  newMetrics(),
+		tls:      stls,
 	}
 	for _, c := range s.topo.Current().Clusters {
 		cc := cfg.Cluster(c.Name)
 		for _, b := range c.Backends() {
+			t, required, err := clientTLS("cluster "+cc.Name, cc.TLS, cc.TLSCA, b.Address)
+			if err != nil {
+				return nil, fmt.Errorf("proxy: %w", err)
+			}
 			p := &Pool{
 				backend:     b,
 				user:        cc.User,
 				password:    cc.Password,
 				dialTimeout: cfg.Proxy.ConnectTimeout.Duration,
 				maxIdle:     maxIdlePerKey,
+				tls:         t,
+				tlsRequired: required,
 			}
 			if b.Role == health.RoleMaster {
 				p.onGreeting = func(g *protocol.Greeting) { s.learnVersion(g.ServerVersion) }

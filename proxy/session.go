@@ -109,6 +109,8 @@ func (s *Session) handshake(ctx context.Context) error {
 		Capabilities:  sluiceCapabilities,
 		Collation:     defaultCollation,
 		ClientHost:    host,
+		TLS:           s.srv.tls,
+		RequireTLS:    s.srv.cfg.Proxy.RequireTLS,
 	})
 	if login != nil {
 		s.user = login.User
