@@ -4,13 +4,14 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 )
 
 // UpgradeServerTLS switches an accepted connection to TLS as the server,
 // after the client's SSLRequest. The sequence ids carry on.
 func (c *Conn) UpgradeServerTLS(cfg *tls.Config) error {
-	tc := tls.Server(c.nc, cfg)
+	tc := tls.Server(c.readAhead(), cfg)
 	if err := tc.Handshake(); err != nil {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
@@ -21,7 +22,7 @@ func (c *Conn) UpgradeServerTLS(cfg *tls.Config) error {
 // UpgradeClientTLS switches a connection to a server to TLS as the client,
 // after sluice sent an SSLRequest.
 func (c *Conn) UpgradeClientTLS(cfg *tls.Config) error {
-	tc := tls.Client(c.nc, cfg)
+	tc := tls.Client(c.readAhead(), cfg)
 	if err := tc.Handshake(); err != nil {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
@@ -33,6 +34,33 @@ func (c *Conn) UpgradeClientTLS(cfg *tls.Config) error {
 func (c *Conn) IsTLS() bool {
 	_, ok := c.nc.(*tls.Conn)
 	return ok
+}
+
+// readAhead returns the connection for a TLS layer to run on: bytes the
+// read buffer already holds (a client's ClientHello that arrived with its
+// SSLRequest) are read first.
+func (c *Conn) readAhead() net.Conn {
+	if c.br.Buffered() == 0 {
+		return c.nc
+	}
+	pending := make([]byte, c.br.Buffered())
+	_, _ = io.ReadFull(c.br, pending)
+	return &prefixConn{Conn: c.nc, prefix: pending}
+}
+
+// prefixConn is a net.Conn whose first reads return prefix.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
 }
 
 func (c *Conn) setNetConn(nc net.Conn) {

@@ -212,8 +212,30 @@ func (r *Router) ClassifyBytes(b []byte) *Plan {
 			return p
 		}
 	}
+	if len(b) > maxParsedText {
+		return hugePlan(string(b[:hintWindow]))
+	}
 	return r.miss(string(b), true)
 }
+
+// maxParsedText is the longest text the router parses. Longer ones are bulk
+// loads or statements carrying big values (a 20 MB BLOB inlined by a driver):
+// parsing them costs more than it can tell, so they go to the master, the
+// safe side, unclassified.
+const maxParsedText = 1 << 20
+
+// hintWindow is how much of a huge text is searched for a leading hint.
+const hintWindow = 4096
+
+// hugePlans are the plans of texts over maxParsedText, one per hint. A
+// replica hint cannot move an unclassified text off the master.
+var hugePlans = [...]*Plan{
+	HintNone:    {Kind: KindWrite, Target: TargetMaster, Hint: HintNone},
+	HintMaster:  {Kind: KindWrite, Target: TargetMaster, Hint: HintMaster},
+	HintReplica: {Kind: KindWrite, Target: TargetMaster, Hint: HintReplica},
+}
+
+func hugePlan(prefix string) *Plan { return hugePlans[leadingHint(prefix)] }
 
 // Len reports how many plans the cache holds, both levels together.
 func (r *Router) Len() int {
@@ -223,6 +245,9 @@ func (r *Router) Len() int {
 // miss classifies a text that is not in the exact-text cache. owned reports that sql is
 // a private copy the cache may keep.
 func (r *Router) miss(sql string, owned bool) *Plan {
+	if len(sql) > maxParsedText {
+		return hugePlan(sql[:hintWindow])
+	}
 	cacheable := r.exact != nil && len(sql) <= maxCachedText
 	if cacheable && !owned {
 		// Work on the copy the cache will keep, so that nothing in the plan can alias

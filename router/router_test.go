@@ -783,3 +783,24 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+func TestHugeTextGoesToMasterUnparsed(t *testing.T) {
+	r := New(100)
+	huge := "SELECT '" + strings.Repeat("x", maxParsedText) + "'"
+	for _, c := range []struct {
+		text string
+		hint Hint
+	}{{huge, HintNone}, {"/* sluice:replica */ " + huge, HintReplica}, {"/* sluice:master */ " + huge, HintMaster}} {
+		for _, p := range []*Plan{r.Classify(c.text), r.ClassifyBytes([]byte(c.text))} {
+			if p.Kind != KindWrite || p.Target != TargetMaster || p.Hint != c.hint {
+				t.Fatalf("huge text: %+v", p)
+			}
+		}
+	}
+	if r.Len() != 0 {
+		t.Fatalf("huge texts were cached: %d plans", r.Len())
+	}
+	if n := testing.AllocsPerRun(5, func() { r.ClassifyBytes([]byte(huge)) }); n > 2 {
+		t.Fatalf("classifying a huge text allocates %v times", n)
+	}
+}

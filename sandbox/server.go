@@ -43,6 +43,7 @@ type Server struct {
 	dir      string // instance directory holding the data dir, pid file and error log
 	pidFile  string
 	readOnly bool
+	tls      TLSFiles
 	bin      *serverBinary
 	logf     func(string, ...any)
 
@@ -227,6 +228,9 @@ func (s *Server) args() []string {
 	}
 	if s.readOnly {
 		a = append(a, "--read-only=1")
+	}
+	if s.tls.Cert != "" {
+		a = append(a, "--ssl-ca="+s.tls.CA, "--ssl-cert="+s.tls.Cert, "--ssl-key="+s.tls.Key)
 	}
 	return a
 }

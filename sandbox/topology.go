@@ -86,6 +86,9 @@ type Topology struct {
 	Replicas []*Server
 	Auth     *Server
 	Opts     Options
+	// TLS are the CA and the server certificate every instance serves TLS
+	// with (MariaDB's ssl-ca, ssl-cert, ssl-key).
+	TLS TLSFiles
 
 	bin        *serverBinary
 	createdDir bool   // BaseDir was created by Start and is removed by Stop
@@ -148,8 +151,13 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 		}
 		socketDir, t.socketDir = d, d
 	}
+	if t.TLS, err = writeTLSFiles(t.Opts.BaseDir); err != nil {
+		return nil, err
+	}
 	mk := func(name string, id uint32, readOnly bool) *Server {
-		return newServer(bin, filepath.Join(t.Opts.BaseDir, name), socketDir, name, id, readOnly, logf)
+		s := newServer(bin, filepath.Join(t.Opts.BaseDir, name), socketDir, name, id, readOnly, logf)
+		s.tls = t.TLS
+		return s
 	}
 	t.Master = mk("master", 1, false)
 	for i := 1; i <= opts.Replicas; i++ {

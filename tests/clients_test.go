@@ -21,11 +21,23 @@ func mariadbCLI(t *testing.T, password string, args ...string) (string, string, 
 	if err != nil {
 		t.Fatalf("the mariadb client is required (make deps): %v", err)
 	}
+	_ = bin
 	host, port, _ := net.SplitHostPort(env.addr)
+	base := []string{"--no-defaults", "-h" + host, "-P" + port, "-u" + env.topo.Opts.AppUser, "-p" + password, "-N", "-B"}
+	return runCLI(t, append(base, args...)...)
+}
+
+// runCLI runs the mariadb client with args and returns stdout, stderr and
+// its exit error.
+func runCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	bin, err := exec.LookPath("mariadb")
+	if err != nil {
+		t.Fatalf("the mariadb client is required (make deps): %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	base := []string{"--no-defaults", "-h" + host, "-P" + port, "-u" + env.topo.Opts.AppUser, "-p" + password, "-N", "-B"}
-	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err = cmd.Run()

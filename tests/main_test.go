@@ -59,8 +59,15 @@ func runMain(m *testing.M) int {
 // startProxy starts an in-process sluice in front of topo on a free port.
 // proxyKeys are extra lines for its [proxy] table.
 func startProxy(topo *sandbox.Topology, proxyKeys ...string) (*proxy.Server, error) {
-	keys := append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, proxyKeys...)
-	cfg, err := conf.Parse([]byte(topo.SluiceConfig("127.0.0.1:0", keys...)))
+	return startProxyWith(topo, sandbox.SluiceOptions{ProxyKeys: proxyKeys})
+}
+
+// startProxyWith starts an in-process sluice on free ports with o's extra
+// configuration lines.
+func startProxyWith(topo *sandbox.Topology, o sandbox.SluiceOptions) (*proxy.Server, error) {
+	o.Listen = "127.0.0.1:0"
+	o.ProxyKeys = append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, o.ProxyKeys...)
+	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(o)))
 	if err != nil {
 		return nil, err
 	}
