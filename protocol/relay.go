@@ -26,6 +26,11 @@ const (
 	// ResponseRows is the answer to COM_STMT_FETCH: rows ended by EOF, or
 	// ERR.
 	ResponseRows
+	// ResponseResultLocalInfile is ResponseResult for a client allowed to
+	// answer LOAD DATA LOCAL INFILE: when the server asks for the file, the
+	// client's packets are streamed to the server up to the empty packet
+	// that ends the file, and the server's verdict is relayed back.
+	ResponseResultLocalInfile
 )
 
 // Sentinels that say which leg failed during a relay.
@@ -124,7 +129,17 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 			case headerErr:
 				return res, flushClient(client)
 			case headerLocalInfile:
-				return res, fmt.Errorf("%w: unexpected LOCAL INFILE request", ErrBackendIO)
+				if kind != ResponseResultLocalInfile {
+					// The request already went to the client, which
+					// cannot be told it was never meant for it.
+					res.Torn = true
+					return res, fmt.Errorf("%w: unexpected LOCAL INFILE request", ErrBackendIO)
+				}
+				if err := relayLocalInfile(client, backend); err != nil {
+					res.Torn = true
+					return res, err
+				}
+				continue
 			}
 			v, _, _, err := ReadLenEncInt(h)
 			if err != nil || v == 0 {
@@ -314,4 +329,34 @@ func backendErr(p []byte) error {
 		return fmt.Errorf("%w: %w", ErrBackendIO, err)
 	}
 	return e
+}
+
+// relayLocalInfile streams the file a client sends for LOAD DATA LOCAL
+// INFILE to the backend, packet by packet, up to and including the empty
+// packet that ends it. sluice never opens a file itself.
+func relayLocalInfile(client, backend *Conn) error {
+	if err := flushClient(client); err != nil {
+		return err
+	}
+	var head [headSize]byte
+	var res RelayResult
+	for {
+		n, _, err := relayPacket(backend, client, head[:], &res)
+		if err != nil {
+			// relayPacket names the legs from the backend's side; here
+			// they are swapped.
+			switch {
+			case errors.Is(err, ErrBackendIO):
+				return fmt.Errorf("%w: reading the LOCAL INFILE data: %w", ErrClientIO, err)
+			default:
+				return fmt.Errorf("%w: sending the LOCAL INFILE data: %w", ErrBackendIO, err)
+			}
+		}
+		if n == 0 {
+			if err := backend.Flush(); err != nil {
+				return fmt.Errorf("%w: %w", ErrBackendIO, err)
+			}
+			return nil
+		}
+	}
 }

@@ -37,6 +37,9 @@ type BackendConn struct {
 type poolKey struct {
 	collation uint8
 	foundRows bool
+	// localFiles: the client may answer LOAD DATA LOCAL INFILE, so the
+	// backend may ask for files on this connection.
+	localFiles bool
 }
 
 // Pool keeps idle data connections to one backend, per poolKey. It is safe
@@ -89,6 +92,9 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	caps := protocol.BackendCapabilities
 	if key.foundRows {
 		caps |= protocol.ClientFoundRows
+	}
+	if key.localFiles {
+		caps |= protocol.ClientLocalFiles
 	}
 	g, err := protocol.ClientHandshake(c, protocol.ClientConfig{
 		User:         p.user,

@@ -54,6 +54,7 @@ type Server struct {
 	pools  map[string]*Pool // by backend address; fixed for the Server's life
 
 	tls         *tls.Config // towards clients; nil when off
+	clientCaps  uint32      // capabilities offered to clients
 	ln          net.Listener
 	metricsAddr net.Addr
 	metrics     *metrics
@@ -109,6 +110,10 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		sessions: make(map[uint32]*Session),
 		metrics:  newMetrics(),
 		tls:      stls,
+	}
+	s.clientCaps = sluiceCapabilities
+	if cfg.Proxy.LocalInfile {
+		s.clientCaps |= protocol.ClientLocalFiles
 	}
 	for _, c := range s.topo.Current().Clusters {
 		cc := cfg.Cluster(c.Name)

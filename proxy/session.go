@@ -106,7 +106,7 @@ func (s *Session) handshake(ctx context.Context) error {
 	login, err := s.srv.auth.Authenticate(actx, s.client, auth.Server{
 		ConnectionID:  s.id,
 		ServerVersion: version,
-		Capabilities:  sluiceCapabilities,
+		Capabilities:  s.srv.clientCaps,
 		Collation:     defaultCollation,
 		ClientHost:    host,
 		TLS:           s.srv.tls,
@@ -120,7 +120,11 @@ func (s *Session) handshake(ctx context.Context) error {
 	}
 	s.user = login.User
 	s.multiStmts = login.Capabilities&protocol.ClientMultiStatements != 0
-	s.key = poolKey{collation: login.Collation, foundRows: login.Capabilities&protocol.ClientFoundRows != 0}
+	s.key = poolKey{
+		collation:  login.Collation,
+		foundRows:  login.Capabilities&protocol.ClientFoundRows != 0,
+		localFiles: login.Capabilities&protocol.ClientLocalFiles != 0,
+	}
 	s.cluster = s.srv.topo.Current().Clusters[0]
 	s.caps = login.Capabilities
 	if err := s.checkSchema(login.Database); err != nil {
@@ -175,7 +179,7 @@ func (s *Session) comChangeUser(p []byte) error {
 	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
 	login, err := s.srv.auth.ChangeUser(ctx, s.client, auth.Server{
 		ConnectionID: s.id,
-		Capabilities: sluiceCapabilities,
+		Capabilities: s.srv.clientCaps,
 		Collation:    s.key.collation,
 		ClientHost:   host,
 	}, s.caps, cu)
@@ -290,6 +294,14 @@ func (s *Session) dispatch(p []byte) error {
 // replica.
 func (s *Session) comQuery(p []byte) error {
 	plan := s.srv.router.ClassifyBytes(p[1:])
+	if plan.LoadDataLocal && !s.key.localFiles {
+		if !s.srv.cfg.Proxy.LocalInfile {
+			return s.client.WriteErr(protocol.NewError(erLocalInfileDisabled,
+				"sluice: LOAD DATA LOCAL INFILE is disabled ([proxy] local_infile = false)"))
+		}
+		return s.client.WriteErr(protocol.NewError(erLocalInfileDisabled,
+			"sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
+	}
 	target := s.route(plan)
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
@@ -314,8 +326,16 @@ func (s *Session) comQuery(p []byte) error {
 			}
 		}
 	}
-	return s.forward(target, p, protocol.ResponseResult, after)
+	resp := protocol.ResponseResult
+	if s.key.localFiles {
+		resp = protocol.ResponseResultLocalInfile
+	}
+	return s.forward(target, p, resp, after)
 }
+
+// erLocalInfileDisabled is ER_LOAD_INFILE_CAPABILITY_DISABLED's older
+// sibling that every client knows: "The used command is not allowed".
+const erLocalInfileDisabled uint16 = 1148
 
 // inTransaction reports whether the session has a transaction open on the
 // master, or autocommit off, as the master's last status flags say.

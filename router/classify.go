@@ -51,6 +51,9 @@ type analysis struct {
 	multi           bool
 	parseErr        error
 	escapeSensitive bool
+	// localInfile: LOAD DATA LOCAL INFILE, which makes the server ask the
+	// client for a file.
+	localInfile bool
 	// recognized: the parser rejected the text but the router recognized its leading
 	// keywords (XA, BEGIN WORK, ...).
 	recognized bool
@@ -106,7 +109,11 @@ func analyzeWith(p *parser.Parser, sql string) analysis {
 	case 0:
 		return analysis{kind: KindWrite, parseErr: ErrEmptyStatement}
 	case 1:
-		return classifyStmt(stmts[0], sql)
+		a := classifyStmt(stmts[0], sql)
+		if ld, ok := stmts[0].(*ast.LoadDataStmt); ok && ld.FileLocRef == ast.FileLocClient {
+			a.localInfile = true
+		}
+		return a
 	default:
 		return analysis{kind: KindWrite, multi: true}
 	}

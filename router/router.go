@@ -141,6 +141,9 @@ type Plan struct {
 	// NO_BACKSLASH_ESCAPES must run an EscapeSensitive statement on the master and not
 	// track its Vars or Schema.
 	EscapeSensitive bool
+	// LoadDataLocal marks LOAD DATA LOCAL INFILE: the server will ask the
+	// client to send a file through the proxy.
+	LoadDataLocal bool
 }
 
 // ErrParse is wrapped by Plan.ParseErr when the parser rejected the text.
@@ -295,6 +298,7 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		Multi:           a.multi,
 		ParseErr:        a.parseErr,
 		EscapeSensitive: a.escapeSensitive,
+		LoadDataLocal:   a.localInfile,
 	}
 	if a.kind == KindRead {
 		p.Target = TargetReplica

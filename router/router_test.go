@@ -804,3 +804,19 @@ func TestHugeTextGoesToMasterUnparsed(t *testing.T) {
 		t.Fatalf("classifying a huge text allocates %v times", n)
 	}
 }
+
+func TestLoadDataLocalFlag(t *testing.T) {
+	r := New(100)
+	for sql, want := range map[string]bool{
+		"LOAD DATA LOCAL INFILE '/tmp/x.csv' INTO TABLE t":                    true,
+		"load data low_priority local infile 'x' replace into table t (a, b)": true,
+		"LOAD DATA INFILE '/var/lib/mysql-files/x.csv' INTO TABLE t":          false,
+		"INSERT INTO t VALUES (1)":                                            false,
+		"SELECT 'LOAD DATA LOCAL INFILE'":                                     false,
+	} {
+		p := r.Classify(sql)
+		if p.LoadDataLocal != want || (want && (p.Kind != KindWrite || p.Target != TargetMaster)) {
+			t.Errorf("%s: LoadDataLocal=%v kind=%v target=%v", sql, p.LoadDataLocal, p.Kind, p.Target)
+		}
+	}
+}
