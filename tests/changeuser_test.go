@@ -101,3 +101,51 @@ func TestChangeUserUnknownSchema(t *testing.T) {
 	}
 	requireClosed(t, c)
 }
+
+// TestMySQL8ClientPluginsSwitchToNative: a client that starts with
+// caching_sha2_password or sha256_password (MySQL 8 client libraries do)
+// is switched by the MariaDB auth server to mysql_native_password, through
+// sluice's relay, and logs in.
+func TestMySQL8ClientPluginsSwitchToNative(t *testing.T) {
+	for _, plugin := range []string{protocol.AuthCachingSHA2, protocol.AuthSHA256} {
+		t.Run(plugin, func(t *testing.T) {
+			c := rawDial(t, env.addr)
+			p, err := c.ReadPacket()
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := protocol.ParseGreeting(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := protocol.CachingSHA2Response(g.Scramble, env.topo.Opts.AppPassword)
+			if plugin == protocol.AuthSHA256 {
+				first = []byte{1} // "send me your public key"
+			}
+			hr := &protocol.HandshakeResponse{
+				Capabilities: protocol.BackendCapabilities, MaxPacketSize: 1 << 24, Collation: 45,
+				User: env.topo.Opts.AppUser, AuthResponse: first, AuthPlugin: plugin,
+			}
+			if err := c.WritePacketFlush(hr.Encode()); err != nil {
+				t.Fatal(err)
+			}
+			p, err = c.ReadPacket()
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, scramble, err := protocol.ParseAuthSwitch(p)
+			if err != nil || name != protocol.AuthNativePassword {
+				t.Fatalf("want an auth switch to mysql_native_password, got % x", p[:min(len(p), 24)])
+			}
+			if err := c.WritePacketFlush(protocol.NativePasswordResponse(scramble, env.topo.Opts.AppPassword)); err != nil {
+				t.Fatal(err)
+			}
+			if p, err = c.ReadPacket(); err != nil || !protocol.IsOK(p) {
+				t.Fatalf("after the switch: % x %v", p, err)
+			}
+			if got := rawValue(t, c, "SELECT 1"); got != "1" {
+				t.Fatalf("SELECT 1 = %q", got)
+			}
+		})
+	}
+}

@@ -217,3 +217,43 @@ func TestComResetConnectionClearsSessionState(t *testing.T) {
 		t.Fatalf("@u after reset = %q, want NULL", got)
 	}
 }
+
+// TestCapabilityNegotiation: sluice offers neither CLIENT_DEPRECATE_EOF nor
+// compression, so a client asking for them gets the classic EOF framing
+// from every backend (negotiated identically on both legs) and plain
+// packets; the mariadb CLI with --compress works uncompressed.
+func TestCapabilityNegotiation(t *testing.T) {
+	c := rawDial(t, env.addr)
+	p, err := c.ReadPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := protocol.ParseGreeting(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Capabilities&(protocol.ClientDeprecateEOF|protocol.ClientCompress|protocol.ClientSSL) != 0 {
+		t.Fatalf("greeting offers %#x", g.Capabilities)
+	}
+	if g.ConnectionID == 0 || g.AuthPlugin != protocol.AuthNativePassword || len(g.Scramble) != 20 {
+		t.Fatalf("greeting %+v", g)
+	}
+	c2 := rawDial(t, env.addr)
+	_, err = protocol.ClientHandshake(c2, protocol.ClientConfig{
+		User: env.topo.Opts.AppUser, Password: env.topo.Opts.AppPassword,
+		Capabilities: protocol.BackendCapabilities | protocol.ClientDeprecateEOF | protocol.ClientCompress,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SELECT 1", "/* sluice:master */ SELECT 2"} {
+		// rawQuery understands only the classic framing.
+		if got := rawValue(t, c2, q); got != q[len(q)-1:] {
+			t.Fatalf("%s = %q", q, got)
+		}
+	}
+	out, errOut, err := mariadbCLI(t, env.topo.Opts.AppPassword, "--compress", "-e", "SELECT 40 + 2")
+	if err != nil || out != "42" {
+		t.Fatalf("mariadb --compress: %q %v %s", out, err, errOut)
+	}
+}
