@@ -239,3 +239,43 @@ func TestBadInputStmtFetchWithoutCursor(t *testing.T) {
 		t.Fatalf("session after bad fetches: %q", got)
 	}
 }
+
+// TestBadInputLenEncPrefixWhereStringIsDue: 0xFB–0xFF where a
+// length-encoded string is due, in the handshake response (auth data) and
+// in a COM_STMT_EXECUTE string parameter: an ERR, never a panic, and the
+// proxy serves on.
+func TestBadInputLenEncPrefixWhereStringIsDue(t *testing.T) {
+	for _, prefix := range []byte{0xfb, 0xfc, 0xfd, 0xfe, 0xff} {
+		c := rawDial(t, env.addr)
+		if _, err := c.ReadPacket(); err != nil {
+			t.Fatal(err)
+		}
+		caps := protocol.BackendCapabilities
+		p := binary.LittleEndian.AppendUint32(nil, caps)
+		p = binary.LittleEndian.AppendUint32(p, 1<<24)
+		p = append(p, 45)
+		p = append(p, make([]byte, 23)...)
+		p = append(p, "app\x00"...)
+		p = append(p, prefix, 0xff, 0xff) // auth data "length", then too little
+		if err := c.WritePacketFlush(p); err != nil {
+			t.Fatal(err)
+		}
+		readErr(t, c, protocol.ErHandshake)
+		requireClosed(t, c)
+	}
+	c := rawLogin(t, env.addr)
+	ok := rawPrepare(t, c, "SELECT CONCAT(?, 'x')")
+	for _, prefix := range []byte{0xfb, 0xfc, 0xfd, 0xfe, 0xff} {
+		p := []byte{protocol.ComStmtExecute, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, protocol.TypeVarString, 0, prefix, 0xff}
+		binary.LittleEndian.PutUint32(p[1:], ok.StatementID)
+		c.ResetSeq()
+		if err := c.WritePacketFlush(p); err != nil {
+			t.Fatal(err)
+		}
+		readErr(t, c, 1210)
+	}
+	if got := rawValue(t, c, "SELECT 5"); got != "5" {
+		t.Fatalf("session after bad parameters: %q", got)
+	}
+	requireServes(t, env.addr)
+}
