@@ -75,7 +75,7 @@ type Proxy struct {
 	// AdminListen is the host:port of the admin SQL interface; "" switches
 	// it off.
 	AdminListen string `toml:"admin_listen"`
-	// MetricsListen is the host:port serving /metrics, /healthz and /readyz;
+	// MetricsListen is the host:port serving /metrics and /healthz;
 	// "" switches the listener off.
 	MetricsListen string `toml:"metrics_listen"`
 	// LogLevel is one of debug, info, warn or error.

@@ -21,7 +21,7 @@ func (c *Config) Describe() string {
 		line("config %s", c.Path)
 	}
 	x := &c.Proxy
-	line("proxy: listen %s, admin_listen %s, metrics_listen %s", x.Listen, x.AdminListen, x.MetricsListen)
+	line("proxy: listen %s, admin_listen %s, metrics_listen %s", x.Listen, offIfEmpty(x.AdminListen), offIfEmpty(x.MetricsListen))
 	line("  log_level %s, max_client_connections %d, max_allowed_packet %s, max_prepared_statements %d, local_infile %v",
 		x.LogLevel, x.MaxClientConnections, formatBytes(x.MaxAllowedPacket), x.MaxPreparedStatements, x.LocalInfile)
 	timeouts := fmt.Sprintf("  handshake_timeout %s, connect_timeout %s", x.HandshakeTimeout, x.ConnectTimeout)
@@ -29,6 +29,9 @@ func (c *Config) Describe() string {
 		timeouts += fmt.Sprintf(", server_version %q", x.ServerVersion)
 	}
 	line("%s", timeouts)
+	if x.TLSCert != "" {
+		line("  tls to clients: cert %s, key %s, require_tls %v", x.TLSCert, x.TLSKey, x.RequireTLS)
+	}
 
 	switch a := &c.Auth; a.Backend {
 	case "static":
@@ -38,7 +41,7 @@ func (c *Config) Describe() string {
 		}
 		line("auth: static, %d user(s): %s", len(a.Users), strings.Join(names, ", "))
 	default:
-		line("auth: %s, auth server %s", a.Backend, a.Address)
+		line("auth: %s, auth server %s%s", a.Backend, a.Address, tlsNote(a.TLS, a.TLSCA))
 	}
 	line("admin: user %q, %s", c.Admin.User, passwordSource(c.Admin.Password, c.Admin.PasswordEnv, c.Admin.PasswordFile))
 
@@ -54,6 +57,9 @@ func (c *Config) Describe() string {
 		line("cluster %q: balance %s, max_replication_lag %s, %d replica(s)",
 			cl.Name, cl.Balance, cl.MaxReplicationLag, len(cl.Replicas))
 		line("  user %q, %s", cl.User, passwordSource(cl.Password, cl.PasswordEnv, cl.PasswordFile))
+		if cl.TLS != "" && cl.TLS != "off" {
+			line("  tls %s", strings.TrimPrefix(tlsNote(cl.TLS, cl.TLSCA), ", tls "))
+		}
 		line("  master   %s", cl.Master)
 		for _, r := range cl.Replicas {
 			s := fmt.Sprintf("  replica  %s  weight %d", r.Address, r.Weight)
@@ -119,4 +125,23 @@ func formatBytes(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// offIfEmpty shows a switched-off listener.
+func offIfEmpty(addr string) string {
+	if addr == "" {
+		return "off"
+	}
+	return addr
+}
+
+// tlsNote describes a leg's TLS mode for Describe ("" when off).
+func tlsNote(mode, ca string) string {
+	if mode == "" || mode == "off" {
+		return ""
+	}
+	if ca == "" {
+		return ", tls " + mode + " (server not verified)"
+	}
+	return ", tls " + mode + ", verified with " + ca
 }

@@ -120,7 +120,7 @@ func ClientHandshake(c *Conn, cfg ClientConfig) (*Greeting, error) {
 				continue
 			}
 			return nil, NewError(ErNotSupportedAuthMode,
-				"backend asks for %s full authentication, which needs TLS towards the backend", plugin)
+				"backend asks for %s full authentication, which sluice does not do: give the service account mysql_native_password", plugin)
 		case len(p) == 0:
 			return nil, fmt.Errorf("%w: empty packet during authentication", ErrMalformed)
 		default:

@@ -29,6 +29,12 @@ const (
 	ErQueryInterrupted      uint16 = 1317
 	ErTooManyUserConnection uint16 = 1203
 	ErSSLConnection         uint16 = 2026 // CR_SSL_CONNECTION_ERROR
+	ErNotAllowedCommand     uint16 = 1148 // ER_NOT_ALLOWED_COMMAND: LOAD DATA LOCAL refused
+	ErWrongArguments        uint16 = 1210 // ER_WRONG_ARGUMENTS
+	ErUnknownStmtHandler    uint16 = 1243 // ER_UNKNOWN_STMT_HANDLER
+	ErStmtHasNoOpenCursor   uint16 = 1421 // ER_STMT_HAS_NO_OPEN_CURSOR
+	ErMaxPreparedStmtCount  uint16 = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
+	ErNeedReprepare         uint16 = 1615 // ER_NEED_REPREPARE
 	ErSecureTransport       uint16 = 3159 // ER_SECURE_TRANSPORT_REQUIRED
 )
 
@@ -48,7 +54,9 @@ var sqlStates = map[uint16]string{
 	ErNotSupportedYet:      "42000",
 	ErQueryInterrupted:     "70100",
 	ErServerLost:           "HY000",
-	ErSecureTransport:      "08004",
+	ErSecureTransport:      "HY000",
+	ErNotAllowedCommand:    "42000",
+	ErMaxPreparedStmtCount: "42000",
 	ErCouldNotConnect:      "HY000",
 }
 

@@ -30,7 +30,8 @@ import (
 )
 
 // sluiceCapabilities are the capability flags sluice offers clients: only
-// what it really supports. No TLS, compression, session tracking or
+// what it really supports (TLS and LOCAL INFILE are added when configured).
+// No compression, session tracking or
 // CLIENT_DEPRECATE_EOF yet, so clients and backends agree on result framing.
 const sluiceCapabilities = protocol.ClientLongPassword | protocol.ClientFoundRows | protocol.ClientLongFlag |
 	protocol.ClientConnectWithDB | protocol.ClientProtocol41 | protocol.ClientTransactions |
@@ -213,6 +214,10 @@ func (s *Server) checkBackend(ctx context.Context, b *health.Backend) error {
 	timeout := s.cfg.Health.Timeout.Duration
 	c, err := client.ConnectWithContext(ctx, b.Address, p.user, p.password, "", timeout, func(c *client.Conn) error {
 		c.ReadTimeout, c.WriteTimeout = timeout, timeout
+		if p.tlsRequired {
+			// A backend that must be reached over TLS is probed over TLS.
+			c.SetTLSConfig(p.tls)
+		}
 		return nil
 	})
 	if err != nil {

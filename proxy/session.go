@@ -296,10 +296,10 @@ func (s *Session) comQuery(p []byte) error {
 	plan := s.srv.router.ClassifyBytes(p[1:])
 	if plan.LoadDataLocal && !s.key.localFiles {
 		if !s.srv.cfg.Proxy.LocalInfile {
-			return s.client.WriteErr(protocol.NewError(erLocalInfileDisabled,
+			return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
 				"sluice: LOAD DATA LOCAL INFILE is disabled ([proxy] local_infile = false)"))
 		}
-		return s.client.WriteErr(protocol.NewError(erLocalInfileDisabled,
+		return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
 			"sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
 	}
 	target := s.route(plan)
@@ -332,10 +332,6 @@ func (s *Session) comQuery(p []byte) error {
 	}
 	return s.forward(target, p, resp, after)
 }
-
-// erLocalInfileDisabled is ER_LOAD_INFILE_CAPABILITY_DISABLED's older
-// sibling that every client knows: "The used command is not allowed".
-const erLocalInfileDisabled uint16 = 1148
 
 // inTransaction reports whether the session has a transaction open on the
 // master, or autocommit off, as the master's last status flags say.
@@ -422,6 +418,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 				return s.client.WriteErr(se)
 			}
 			// bc broke while sluice replayed session state on it.
+			s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 			if inTx := s.master == nil && bc != nil && bc.backend.Role == health.RoleMaster && bc.inTransaction(); inTx {
 				_ = s.client.WriteErr(lostInTransaction(bc))
 				return fmt.Errorf("master lost inside a transaction: %w", err)
@@ -526,6 +523,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 	m := s.cluster.Master
 	bc, err := s.srv.pools[m.Address].Get(s.srv.ctx, s.key)
 	if err != nil {
+		s.srv.metrics.backendErrs.WithLabelValues(m.Role.String()).Inc()
 		s.log.Warn("master unreachable", zap.String("backend", m.Address), zap.Error(err))
 		var se *protocol.SQLError
 		if errors.As(err, &se) {

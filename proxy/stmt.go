@@ -9,14 +9,6 @@ import (
 	"github.com/sluice-proxy/sluice/router"
 )
 
-// MySQL error codes of the prepared-statement commands.
-const (
-	erUnknownStmtHandler  uint16 = 1243 // ER_UNKNOWN_STMT_HANDLER
-	erWrongArguments      uint16 = 1210 // ER_WRONG_ARGUMENTS
-	erMaxPreparedStmts    uint16 = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
-	erStmtHasNoOpenCursor uint16 = 1421 // ER_STMT_HAS_NO_OPEN_CURSOR
-)
-
 // preparedStmt is one statement a client prepared with COM_STMT_PREPARE.
 // The client knows it by sluice's id; each backend connection that runs it
 // prepares it lazily under an id of its own (BackendConn.stmts). A
@@ -62,7 +54,7 @@ func (s *Session) route(plan *router.Plan) router.Target {
 // client gets the server's own metadata, and hands the client sluice's id.
 func (s *Session) comStmtPrepare(p []byte) error {
 	if len(s.stmts) >= s.srv.cfg.Proxy.MaxPreparedStatements {
-		return s.client.WriteErr(protocol.NewError(erMaxPreparedStmts,
+		return s.client.WriteErr(protocol.NewError(protocol.ErMaxPreparedStmtCount,
 			"Can't create more than max_prepared_statements statements in one sluice session (current value: %d)",
 			s.srv.cfg.Proxy.MaxPreparedStatements))
 	}
@@ -131,7 +123,7 @@ func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt) (backendStmt, err
 		// The statement means something else here (a table changed):
 		// executing it with the client's parameters would be wrong.
 		s.closeOn(bc, ok.StatementID)
-		return backendStmt{}, protocol.NewError(1615, // ER_NEED_REPREPARE
+		return backendStmt{}, protocol.NewError(protocol.ErNeedReprepare,
 			"Prepared statement needs to be re-prepared: %s %s has %d parameters for it, the client prepared %d",
 			bc.backend.Role, bc.backend.Address, ok.Params, st.params)
 	}
@@ -164,7 +156,7 @@ func (s *Session) lookupStmt(p []byte, answer bool) (*preparedStmt, error) {
 		}
 	}
 	if answer {
-		return nil, s.client.WriteErr(protocol.NewError(erUnknownStmtHandler,
+		return nil, s.client.WriteErr(protocol.NewError(protocol.ErUnknownStmtHandler,
 			"Unknown prepared statement handler (%d) given to %s", id, protocol.CommandName(p[0])))
 	}
 	return nil, nil
@@ -185,7 +177,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 	ex, err := protocol.ParseExecute(p, st.params, st.types, st.hasLongData)
 	if err != nil {
 		st.clearLongData()
-		return s.client.WriteErr(protocol.NewError(erWrongArguments,
+		return s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
 			"Incorrect arguments to mysqld_stmt_execute: %v", err))
 	}
 	if ex.NewParamsBound {
@@ -255,12 +247,12 @@ func (s *Session) comStmtSendLongData(p []byte) error {
 		return nil
 	}
 	if len(p) < 7 {
-		st.longDataErr = protocol.NewError(erWrongArguments, "Incorrect arguments to mysqld_stmt_send_long_data: packet of %d bytes", len(p))
+		st.longDataErr = protocol.NewError(protocol.ErWrongArguments, "Incorrect arguments to mysqld_stmt_send_long_data: packet of %d bytes", len(p))
 		return nil
 	}
 	param := int(binary.LittleEndian.Uint16(p[5:]))
 	if param >= st.params {
-		st.longDataErr = protocol.NewError(erWrongArguments,
+		st.longDataErr = protocol.NewError(protocol.ErWrongArguments,
 			"Incorrect arguments to mysqld_stmt_send_long_data: parameter %d of a statement with %d", param, st.params)
 		return nil
 	}
@@ -287,7 +279,7 @@ func (s *Session) comStmtFetch(p []byte) error {
 	}
 	bc := st.cursor
 	if bc == nil || len(p) != 9 {
-		return s.client.WriteErr(protocol.NewError(erStmtHasNoOpenCursor, "The statement (%d) has no open cursor.", st.id))
+		return s.client.WriteErr(protocol.NewError(protocol.ErStmtHasNoOpenCursor, "The statement (%d) has no open cursor.", st.id))
 	}
 	bs := bc.stmts[st.id]
 	protocol.SetStmtID(p, bs.id)
@@ -296,6 +288,7 @@ func (s *Session) comStmtFetch(p []byte) error {
 		st.cursor = nil
 		bc.broken = true
 		s.dropIfBroken(bc)
+		s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 		if errors.Is(err, protocol.ErrClientIO) {
 			return err
 		}
@@ -322,12 +315,14 @@ func (s *Session) comStmtReset(p []byte) error {
 		if _, err := s.send(bc, p, s.client.Seq(), protocol.ResponseSingle); err != nil {
 			bc.broken = true
 			s.dropIfBroken(bc)
+			s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 			if errors.Is(err, protocol.ErrClientIO) {
 				return err
 			}
-		} else {
-			return nil
+			return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
+				"Lost connection to %s during COM_STMT_RESET", describe(bc)))
 		}
+		return nil
 	}
 	return s.writeOK()
 }
