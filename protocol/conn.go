@@ -107,7 +107,10 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 			return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrPacketTooLarge, len(buf)+n, limit)
 		}
 		for rest := n; rest > 0; {
-			chunk := min(rest, 1<<20)
+			// Grow with what has arrived (doubling from 64 KiB), so a
+			// header that lies about its length costs at most twice the
+			// bytes actually received.
+			chunk := min(rest, max(64<<10, len(buf)))
 			buf = slices.Grow(buf, chunk)
 			m, err := io.ReadFull(c.br, buf[len(buf):len(buf)+chunk])
 			buf = buf[:len(buf)+m]
