@@ -47,6 +47,9 @@ type Session struct {
 
 	master  *BackendConn
 	replica *BackendConn
+	// last ran the session's previous statement: SHOW WARNINGS and the
+	// like must ask it.
+	last *BackendConn
 
 	schema     string
 	lastStatus uint16 // status flags of the last final OK/EOF any backend sent
@@ -437,6 +440,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		}
 		res, err := run(bc)
 		if err == nil {
+			s.last = bc
 			if res.HasStatus {
 				bc.status = res.Status
 				s.lastStatus = res.Status

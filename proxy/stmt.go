@@ -43,6 +43,9 @@ type backendStmt struct {
 // route decides master or replica for a statement of plan, given the
 // session's transaction state.
 func (s *Session) route(plan *router.Plan) router.Target {
+	if plan.FollowsPrevious && s.last != nil && s.last == s.replica && !s.inTransaction() {
+		return router.TargetReplica
+	}
 	escapes := plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0
 	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes {
 		return router.TargetReplica
@@ -351,6 +354,9 @@ func (s *Session) comStmtClose(p []byte) error {
 // forgetConn drops what the session's statements know about bc, which is
 // leaving the session (its statements die with its reset).
 func (s *Session) forgetConn(bc *BackendConn) {
+	if s.last == bc {
+		s.last = nil
+	}
 	for _, st := range s.stmts {
 		if st.cursor == bc {
 			st.cursor = nil

@@ -54,6 +54,10 @@ type analysis struct {
 	// localInfile: LOAD DATA LOCAL INFILE, which makes the server ask the
 	// client for a file.
 	localInfile bool
+	// previous: the statement asks about the previous statement's
+	// diagnostics (SHOW WARNINGS, @@warning_count), which only the
+	// connection that ran it can answer.
+	previous bool
 	// recognized: the parser rejected the text but the router recognized its leading
 	// keywords (XA, BEGIN WORK, ...).
 	recognized bool
@@ -145,9 +149,13 @@ func classifyStmt(stmt ast.StmtNode, sql string) analysis {
 	case *ast.ShowStmt:
 		a := classifyQuery(s)
 		switch s.Tp {
-		case ast.ShowWarnings, ast.ShowErrors, ast.ShowProfile, ast.ShowProfiles, ast.ShowSessionStates:
-			// About the previous statement or this connection: only the connection
-			// that ran the previous statements can answer.
+		case ast.ShowWarnings, ast.ShowErrors:
+			// About the previous statement: only the connection that ran
+			// it can answer.
+			a.kind = KindWrite
+			a.previous = true
+		case ast.ShowProfile, ast.ShowProfiles, ast.ShowSessionStates:
+			// About this connection's history.
 			a.kind = KindWrite
 		case ast.ShowMasterStatus, ast.ShowBinlogStatus:
 			// The master's binary log position.
@@ -188,9 +196,10 @@ func classifyQuery(n ast.Node) analysis {
 	var in inspector
 	n.Accept(&in)
 	a := analysis{kind: KindRead, readOnly: !in.mutates}
-	if in.locks || in.session {
+	if in.locks || in.session || in.diagnostics {
 		a.kind = KindWrite
 	}
+	a.previous = in.diagnostics && !in.locks && !in.session && !in.mutates
 	return a
 }
 
@@ -199,6 +208,9 @@ type inspector struct {
 	session bool // reads or writes state that lives only in this connection
 	locks   bool // takes row locks or writes (FOR UPDATE, FOR SHARE, INTO, SQL_CALC_FOUND_ROWS)
 	mutates bool // changes data even inside a SELECT (sequence functions)
+	// diagnostics: reads @@warning_count or @@error_count, which describe
+	// the previous statement on the same connection.
+	diagnostics bool
 }
 
 // sessionFuncs are built-in functions whose result depends on the connection they run on.
@@ -228,8 +240,6 @@ var mutatingFuncs = map[string]bool{
 var sessionSysVars = map[string]bool{
 	"last_insert_id": true,
 	"identity":       true,
-	"warning_count":  true,
-	"error_count":    true,
 	"last_gtid":      true,
 	"in_transaction": true,
 }
@@ -239,7 +249,10 @@ func (in *inspector) Enter(n ast.Node) (ast.Node, bool) {
 	case *ast.VariableExpr:
 		if !x.IsSystem {
 			in.session = true // @user_var
-		} else if !x.IsGlobal && sessionSysVars[strings.ToLower(x.Name)] {
+		} else if name := strings.ToLower(x.Name); x.IsGlobal {
+		} else if name == "warning_count" || name == "error_count" {
+			in.diagnostics = true
+		} else if sessionSysVars[name] {
 			in.session = true
 		}
 	case *ast.FuncCallExpr:
@@ -266,7 +279,7 @@ func (*inspector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 func sessionDependent(e ast.ExprNode) bool {
 	var in inspector
 	e.Accept(&in)
-	return in.session
+	return in.session || in.diagnostics
 }
 
 // classifySet classifies SET: session system variables, SET NAMES and SET CHARACTER SET

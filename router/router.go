@@ -144,6 +144,10 @@ type Plan struct {
 	// LoadDataLocal marks LOAD DATA LOCAL INFILE: the server will ask the
 	// client to send a file through the proxy.
 	LoadDataLocal bool
+	// FollowsPrevious marks a question about the previous statement (SHOW
+	// WARNINGS, SHOW ERRORS, @@warning_count): it must run on the backend
+	// connection that ran that statement, master or replica.
+	FollowsPrevious bool
 }
 
 // ErrParse is wrapped by Plan.ParseErr when the parser rejected the text.
@@ -299,6 +303,7 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		ParseErr:        a.parseErr,
 		EscapeSensitive: a.escapeSensitive,
 		LoadDataLocal:   a.localInfile,
+		FollowsPrevious: a.previous,
 	}
 	if a.kind == KindRead {
 		p.Target = TargetReplica

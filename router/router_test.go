@@ -820,3 +820,27 @@ func TestLoadDataLocalFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestFollowsPrevious(t *testing.T) {
+	r := New(100)
+	for sql, want := range map[string]bool{
+		"SHOW WARNINGS":                            true,
+		"SHOW ERRORS":                              true,
+		"SHOW COUNT(*) WARNINGS":                   true,
+		"SELECT @@warning_count":                   true,
+		"SELECT @@session.error_count":             true,
+		"SELECT @@warning_count, @x":               false,
+		"SELECT @@global.warning_count":            false,
+		"SELECT 1":                                 false,
+		"SHOW PROFILES":                            false,
+		"SELECT @@warning_count FROM t FOR UPDATE": false,
+	} {
+		p := r.Classify(sql)
+		if p.FollowsPrevious != want {
+			t.Errorf("%s: FollowsPrevious = %v, want %v", sql, p.FollowsPrevious, want)
+		}
+		if want && p.Target != TargetMaster {
+			t.Errorf("%s: Target %v, want master when there is no previous connection", sql, p.Target)
+		}
+	}
+}

@@ -345,3 +345,31 @@ func TestMasterLostInsideTransactionClosesSession(t *testing.T) {
 		t.Fatalf("rows committed: %d, %v; want none", n, err)
 	}
 }
+
+// TestShowWarningsAsksThePreviousBackend: SHOW WARNINGS after a read that
+// ran on a replica is answered by that replica, which holds the warnings.
+func TestShowWarningsAsksThePreviousBackend(t *testing.T) {
+	c := conn(t, appDB(t, "", nil))
+	ctx := ctxT(t)
+	for _, prefix := range []string{"", "/* sluice:master */ "} {
+		var v int
+		if err := c.QueryRowContext(ctx, prefix+"SELECT CAST('12abc' AS SIGNED)").Scan(&v); err != nil || v != 12 {
+			t.Fatalf("%sCAST: %d %v", prefix, v, err)
+		}
+		var level, msg string
+		var code int
+		if err := c.QueryRowContext(ctx, "SHOW WARNINGS").Scan(&level, &code, &msg); err != nil {
+			t.Fatalf("SHOW WARNINGS after %q: %v", prefix+"SELECT", err)
+		}
+		if code != 1292 {
+			t.Fatalf("SHOW WARNINGS after %q: %s %d %s", prefix+"SELECT", level, code, msg)
+		}
+		var n int
+		if err := c.QueryRowContext(ctx, prefix+"SELECT CAST('7x' AS SIGNED)").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("@@warning_count after %q: %d %v", prefix+"SELECT", n, err)
+		}
+	}
+}
