@@ -46,8 +46,10 @@ var (
 type RelayResult struct {
 	// Status is the server status of the final OK or EOF packet.
 	Status uint16
-	// HasStatus reports that the response ended with an OK or EOF packet
-	// (not ERR, and not a bare answer such as COM_STATISTICS's).
+	// HasStatus reports that Status holds the flags of an OK or EOF packet
+	// of this response: the final one, or the last before a closing ERR
+	// (for "BEGIN; bad" the open transaction is still known). It is false
+	// for a lone ERR and for bare answers such as COM_STATISTICS's.
 	HasStatus bool
 	// OK holds the final OK packet, when the response ended with one.
 	OK OK
@@ -347,9 +349,9 @@ func relayLocalInfile(client, backend *Conn) error {
 			// they are swapped.
 			switch {
 			case errors.Is(err, ErrBackendIO):
-				return fmt.Errorf("%w: reading the LOCAL INFILE data: %w", ErrClientIO, err)
+				return fmt.Errorf("%w: reading the LOCAL INFILE data: %v", ErrClientIO, err)
 			default:
-				return fmt.Errorf("%w: sending the LOCAL INFILE data: %w", ErrBackendIO, err)
+				return fmt.Errorf("%w: sending the LOCAL INFILE data: %v", ErrBackendIO, err)
 			}
 		}
 		if n == 0 {
