@@ -73,6 +73,10 @@ func TestRelayCachingSHA2FastAndFullAuth(t *testing.T) {
 	}{
 		{"fast path", [][]byte{{0x01, 0x03}}, []bool{false}, nil},
 		{"full auth", [][]byte{{0x01, 0x04}}, []bool{true}, [][]byte{[]byte("secret\x00")}},
+		// Without TLS the client asks for the server's RSA key (0x02) and
+		// answers with the password encrypted under it.
+		{"full auth with RSA key exchange", [][]byte{{0x01, 0x04}, append([]byte{0x01}, "-----BEGIN PUBLIC KEY-----\nMFkw...\n-----END PUBLIC KEY-----\n"...)},
+			[]bool{true, true}, [][]byte{{0x02}, bytes.Repeat([]byte{0xa5}, 256)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,6 +102,7 @@ func TestRelayCachingSHA2FastAndFullAuth(t *testing.T) {
 					MaxPacketSize: 1 << 24, Collation: 45, Database: "appdb", Attributes: attrs,
 					User: "u", AuthResponse: protocol.CachingSHA2Response(g.Scramble, "secret"), AuthPlugin: protocol.AuthCachingSHA2}
 				_ = c.WritePacketFlush(hr.Encode())
+				sent := 0
 				for i := range tc.answers {
 					p, err := c.ReadPacket()
 					if err != nil {
@@ -105,7 +110,8 @@ func TestRelayCachingSHA2FastAndFullAuth(t *testing.T) {
 					}
 					recv = append(recv, append([]byte(nil), p...))
 					if tc.expectReply[i] {
-						_ = c.WritePacketFlush(tc.clientSends[0])
+						_ = c.WritePacketFlush(tc.clientSends[sent])
+						sent++
 					}
 				}
 				p, err = c.ReadPacket()

@@ -695,7 +695,7 @@ func TestSysbenchMatrix(t *testing.T) {
 	o := env.topo.Opts
 	common := []string{"--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
 		"--mysql-user=" + o.AppUser, "--mysql-password=" + o.AppPassword, "--mysql-db=sluice_test",
-		"--tables=2", "--table-size=1000"}
+		"--tables=2", "--table-size=10000"}
 	sysbench := func(t *testing.T, timeout time.Duration, args ...string) (string, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
