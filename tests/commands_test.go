@@ -138,21 +138,7 @@ func TestComFieldList(t *testing.T) {
 	if err := c.WritePacketFlush(append(append([]byte{protocol.ComFieldList}, "fl_t"...), 0)); err != nil {
 		t.Fatal(err)
 	}
-	cols := 0
-	for {
-		p, err := c.ReadPacket()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if protocol.IsErr(p) {
-			e, _ := protocol.ParseErr(p)
-			t.Fatalf("COM_FIELD_LIST: %v", e)
-		}
-		if protocol.IsEOF(p) {
-			break
-		}
-		cols++
-	}
+	cols, _ := readUntilEOF(t, c, "COM_FIELD_LIST")
 	if cols != 3 {
 		t.Fatalf("COM_FIELD_LIST returned %d columns, want 3", cols)
 	}
@@ -255,5 +241,26 @@ func TestCapabilityNegotiation(t *testing.T) {
 	out, errOut, err := mariadbCLI(t, env.topo.Opts.AppPassword, "--compress", "-e", "SELECT 40 + 2")
 	if err != nil || out != "42" {
 		t.Fatalf("mariadb --compress: %q %v %s", out, err, errOut)
+	}
+}
+
+// readUntilEOF counts the packets before an EOF (column definitions, rows)
+// and returns the EOF's status; an ERR fails the test.
+func readUntilEOF(t *testing.T, c *protocol.Conn, what string) (int, uint16) {
+	t.Helper()
+	n := 0
+	for {
+		p, err := c.ReadPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if protocol.IsErr(p) {
+			e, _ := protocol.ParseErr(p)
+			t.Fatalf("%s: %v", what, e)
+		}
+		if protocol.IsEOF(p) {
+			return n, uint16(p[3]) | uint16(p[4])<<8
+		}
+		n++
 	}
 }

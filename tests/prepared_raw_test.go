@@ -110,23 +110,7 @@ func TestPreparedStatementCursorFetch(t *testing.T) {
 		if err := c.WritePacketFlush(fetch); err != nil {
 			t.Fatal(err)
 		}
-		rows := 0
-		var st uint16
-		for {
-			p, err := c.ReadPacket()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if protocol.IsErr(p) {
-				e, _ := protocol.ParseErr(p)
-				t.Fatalf("fetch: %v", e)
-			}
-			if protocol.IsEOF(p) {
-				st = uint16(p[3]) | uint16(p[4])<<8
-				break
-			}
-			rows++
-		}
+		rows, st := readUntilEOF(t, c, "COM_STMT_FETCH")
 		if rows > 2 {
 			t.Fatalf("fetch of 2 returned %d rows", rows)
 		}
