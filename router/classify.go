@@ -54,6 +54,8 @@ type analysis struct {
 	// localInfile: LOAD DATA LOCAL INFILE, which makes the server ask the
 	// client for a file.
 	localInfile bool
+	// pins: state the statement leaves on its connection.
+	pins Pin
 	// previous: the statement asks about the previous statement's
 	// diagnostics (SHOW WARNINGS, @@warning_count), which only the
 	// connection that ran it can answer.
@@ -104,10 +106,10 @@ func analyzeWith(p *parser.Parser, sql string) analysis {
 	stmts, _, err := p.Parse(sql, "", "")
 	if err != nil {
 		if k, ok := recognizeUnparsed(sql); ok {
-			return analysis{kind: k, recognized: true}
+			return analysis{kind: k, recognized: true, pins: pinsOfText(sql)}
 		}
 		// Keep the message only: the parser's error carries a stack trace.
-		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %s", ErrParse, err)}
+		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %s", ErrParse, err), pins: pinsOfText(sql)}
 	}
 	switch len(stmts) {
 	case 0:
@@ -117,9 +119,14 @@ func analyzeWith(p *parser.Parser, sql string) analysis {
 		if ld, ok := stmts[0].(*ast.LoadDataStmt); ok && ld.FileLocRef == ast.FileLocClient {
 			a.localInfile = true
 		}
+		a.pins = pinsOf(stmts[0])
 		return a
 	default:
-		return analysis{kind: KindWrite, multi: true}
+		a := analysis{kind: KindWrite, multi: true}
+		for _, st := range stmts {
+			a.pins |= pinsOf(st)
+		}
+		return a
 	}
 }
 

@@ -148,6 +148,9 @@ type Plan struct {
 	// WARNINGS, SHOW ERRORS, @@warning_count): it must run on the backend
 	// connection that ran that statement, master or replica.
 	FollowsPrevious bool
+	// Pins is the connection state the statement creates that cannot be
+	// replayed elsewhere; the session then keeps its connections.
+	Pins Pin
 }
 
 // ErrParse is wrapped by Plan.ParseErr when the parser rejected the text.
@@ -304,6 +307,7 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		EscapeSensitive: a.escapeSensitive,
 		LoadDataLocal:   a.localInfile,
 		FollowsPrevious: a.previous,
+		Pins:            a.pins,
 	}
 	if a.kind == KindRead {
 		p.Target = TargetReplica

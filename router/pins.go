@@ -1,0 +1,111 @@
+package router
+
+import (
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// Pin is a set of reasons a session must keep its backend connections:
+// state a statement leaves on the connection that cannot be replayed on
+// another one. The proxy multiplexes a session over pooled connections only
+// while it has no pins (and no open transaction, which it learns from the
+// server's status flags).
+type Pin uint8
+
+const (
+	// PinUserVars: the statement reads or writes a user variable (@x).
+	PinUserVars Pin = 1 << iota
+	// PinTempTable: CREATE TEMPORARY TABLE.
+	PinTempTable
+	// PinLocks: GET_LOCK() or LOCK TABLES.
+	PinLocks
+	// PinPrepare: SQL-level PREPARE.
+	PinPrepare
+	// PinFoundRows: SQL_CALC_FOUND_ROWS, for a later FOUND_ROWS().
+	PinFoundRows
+)
+
+// PinNames name each Pin bit for metrics and SHOW SESSIONS.
+var PinNames = map[Pin]string{
+	PinUserVars:  "user_variables",
+	PinTempTable: "temporary_table",
+	PinLocks:     "locks",
+	PinPrepare:   "sql_prepare",
+	PinFoundRows: "found_rows",
+}
+
+// pinsOf walks a parsed statement for the state it pins.
+func pinsOf(stmt ast.StmtNode) Pin {
+	var w pinWalker
+	stmt.Accept(&w)
+	return w.pins
+}
+
+type pinWalker struct{ pins Pin }
+
+func (w *pinWalker) Enter(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *ast.VariableExpr:
+		if !x.IsSystem {
+			w.pins |= PinUserVars
+		}
+	case *ast.VariableAssignment:
+		if !x.IsSystem {
+			w.pins |= PinUserVars
+		}
+	case *ast.FuncCallExpr:
+		if x.Schema.L == "" && x.FnName.L == "get_lock" {
+			w.pins |= PinLocks
+		}
+	case *ast.SelectStmt:
+		if x.SelectStmtOpts != nil && x.SelectStmtOpts.CalcFoundRows {
+			w.pins |= PinFoundRows
+		}
+		if x.SelectIntoOpt != nil && x.SelectIntoOpt.Tp == ast.SelectIntoVars {
+			w.pins |= PinUserVars
+		}
+	case *ast.CreateTableStmt:
+		if x.TemporaryKeyword != ast.TemporaryNone {
+			w.pins |= PinTempTable
+		}
+	case *ast.LockTablesStmt:
+		w.pins |= PinLocks
+	case *ast.PrepareStmt:
+		w.pins |= PinPrepare
+	}
+	return n, false
+}
+
+func (*pinWalker) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// pinsOfText guesses the pins of a text the parser rejected, from words
+// alone: erring towards a pin only costs multiplexing, erring the other way
+// would lose state.
+func pinsOfText(sql string) Pin {
+	var p Pin
+	u := strings.ToUpper(sql)
+	for i := 0; i < len(u); i++ {
+		if u[i] == '@' {
+			if i+1 < len(u) && u[i+1] == '@' {
+				i++
+				continue
+			}
+			p |= PinUserVars
+			break
+		}
+	}
+	if strings.Contains(u, "TEMPORARY") {
+		p |= PinTempTable
+	}
+	if strings.Contains(u, "GET_LOCK") || strings.Contains(u, "LOCK TABLE") {
+		p |= PinLocks
+	}
+	if strings.Contains(u, "PREPARE") {
+		p |= PinPrepare
+	}
+	if strings.Contains(u, "SQL_CALC_FOUND_ROWS") {
+		p |= PinFoundRows
+	}
+	return p
+}
