@@ -163,6 +163,12 @@ type Cluster struct {
 	Balance string `toml:"balance"`
 	// MaxReplicationLag is the lag beyond which a replica takes no reads.
 	MaxReplicationLag Duration `toml:"max_replication_lag"`
+	// PoolSize caps the data connections sluice keeps open to each backend
+	// of the cluster; sessions share them statement by statement.
+	PoolSize int `toml:"pool_size"`
+	// PoolWaitTimeout is how long a statement waits for a free connection
+	// when a pool is exhausted before it fails with ERR 1040.
+	PoolWaitTimeout Duration `toml:"pool_wait_timeout"`
 	// TLS is the data connections' TLS mode ("off", "preferred" or
 	// "required"), TLSCA the PEM file of CAs that verify the backends.
 	TLS   string `toml:"tls"`
@@ -239,6 +245,8 @@ const (
 	DefaultConnectTimeout       = 2 * time.Second
 	DefaultMaxPreparedStmts     = 1024
 	DefaultTLSMode              = "off"
+	DefaultPoolSize             = 128
+	DefaultPoolWaitTimeout      = 5 * time.Second
 	DefaultAuthBackend          = "mysql"
 	DefaultAdminUser            = "admin"
 	DefaultBalance              = "round-robin"

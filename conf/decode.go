@@ -380,6 +380,12 @@ func applyElementDefaults(c *Config, raw map[string]any) {
 		if cl.TLS == "" {
 			cl.TLS = DefaultTLSMode
 		}
+		if _, ok := rawCluster["pool_size"]; !ok {
+			cl.PoolSize = DefaultPoolSize
+		}
+		if _, ok := rawCluster["pool_wait_timeout"]; !ok {
+			cl.PoolWaitTimeout = Duration{DefaultPoolWaitTimeout}
+		}
 		if _, ok := rawCluster["max_replication_lag"]; !ok {
 			cl.MaxReplicationLag = Duration{DefaultMaxReplicationLag}
 		}

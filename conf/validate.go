@@ -192,6 +192,13 @@ func (c *Config) validateClusters(p *problems) {
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		label := clusterLabel(i, cl.Name)
+		if cl.PoolSize < 0 || cl.PoolSize > 100000 {
+			// 0, in a Config built in code, means the default.
+			p.add("%s: pool_size must be between 1 and 100000 (got %d)", label, cl.PoolSize)
+		}
+		if cl.PoolWaitTimeout.Duration < 0 {
+			p.add("%s: pool_wait_timeout must not be negative (got %s)", label, cl.PoolWaitTimeout)
+		}
 		if cl.TLS != "" && !slices.Contains(tlsModes, cl.TLS) {
 			p.add("%s: tls: unknown value %q (want %s)", label, cl.TLS, oneOf(tlsModes))
 		}

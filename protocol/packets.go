@@ -103,3 +103,11 @@ func eofStatus(p []byte) uint16 {
 	}
 	return 0
 }
+
+// eofWarnings returns the warning count of an EOF packet payload.
+func eofWarnings(p []byte) uint16 {
+	if len(p) >= 3 {
+		return binary.LittleEndian.Uint16(p[1:])
+	}
+	return 0
+}

@@ -55,6 +55,10 @@ type RelayResult struct {
 	OK OK
 	// Err is the ERR packet the response ended with, if any.
 	Err *SQLError
+	// Warnings is the warning count of the last OK or EOF packet.
+	Warnings uint16
+	// Columns reports that the response held a result set.
+	Columns bool
 	// Packets counts the physical packets written (or begun) to the
 	// client: when it is 0 nothing reached the client and the command may
 	// be retried elsewhere.
@@ -100,14 +104,14 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 		case ResponseSingle:
 			if first == headerOK {
 				res.OK, _ = ParseOK(h)
-				res.Status, res.HasStatus = res.OK.Status, true
+				res.Status, res.HasStatus, res.Warnings = res.OK.Status, true, res.OK.Warnings
 			} else if first == headerEOF && n < 9 {
-				res.Status, res.HasStatus = eofStatus(h), true
+				res.Status, res.HasStatus, res.Warnings = eofStatus(h), true, eofWarnings(h)
 			}
 			return res, flushClient(client)
 		case ResponseFieldList, ResponseRows:
 			if first == headerEOF && n < 9 {
-				res.Status, res.HasStatus = eofStatus(h), true
+				res.Status, res.HasStatus, res.Warnings = eofStatus(h), true, eofWarnings(h)
 				return res, flushClient(client)
 			}
 			if first == headerErr {
@@ -123,7 +127,7 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 			switch first {
 			case headerOK:
 				res.OK, _ = ParseOK(h)
-				res.Status, res.HasStatus = res.OK.Status, true
+				res.Status, res.HasStatus, res.Warnings = res.OK.Status, true, res.OK.Warnings
 				if res.Status&StatusMoreResultsExists != 0 {
 					continue
 				}
@@ -148,6 +152,7 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 				return res, fmt.Errorf("%w: bad column count: %v", ErrBackendIO, err)
 			}
 			columns = v
+			res.Columns = true
 			state = stColumns
 		case stColumns:
 			columns--
@@ -170,10 +175,10 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 		case stRows:
 			switch {
 			case first == headerEOF && !deprecateEOF && n < 9:
-				res.Status, res.HasStatus = eofStatus(h), true
+				res.Status, res.HasStatus, res.Warnings = eofStatus(h), true, eofWarnings(h)
 			case first == headerEOF && deprecateEOF && n < MaxPayloadLen:
 				res.OK, _ = ParseOK(h)
-				res.Status, res.HasStatus = res.OK.Status, true
+				res.Status, res.HasStatus, res.Warnings = res.OK.Status, true, res.OK.Warnings
 			case first == headerErr:
 				return res, flushClient(client)
 			default:

@@ -15,22 +15,31 @@ import (
 
 // BackendConn is one authenticated data connection to a backend, opened with
 // the cluster's service account. It remembers the session state it carries
-// (schema, replayed variables, multi-statement option) so a session replays
-// only what differs. A BackendConn is used by one session at a time.
+// (schema, replayed SET statements, multi-statement option) so the next
+// session that borrows it replays only what differs. A BackendConn is used
+// by one session at a time; between statements it may rest in its Pool.
 type BackendConn struct {
 	*protocol.Conn
 	backend *health.Backend
+	pool    *Pool
 	key     poolKey
 
-	schema     string
-	varsSeq    uint64 // the session-variable sequence applied so far
+	schema string
+	// vars are the SET statements applied since the last reset, in order.
+	vars       []string
 	multiStmts bool
 	status     uint16 // status flags of the last final OK/EOF
 	broken     bool
 	// stmts maps the session's statement ids to the ids this connection
 	// prepared them under; COM_RESET_CONNECTION closes them all.
 	stmts map[uint32]backendStmt
+	// idleSince is when the connection last went back to its pool.
+	idleSince time.Time
 }
+
+// idleCheckAfter is how long a connection may rest in its pool before it is
+// checked for a server-side close on reuse; one just returned is alive.
+const idleCheckAfter = time.Second
 
 // poolKey holds what must match between a session and a backend connection
 // because it is fixed at the backend's handshake.
@@ -42,42 +51,137 @@ type poolKey struct {
 	localFiles bool
 }
 
-// Pool keeps idle data connections to one backend, per poolKey. It is safe
-// for concurrent use.
+// ErrPoolExhausted reports that no connection to a backend became free
+// within the pool's wait timeout.
+var ErrPoolExhausted = errors.New("connection pool exhausted")
+
+// Pool holds the data connections to one backend: at most size open at once
+// (idle or lent to a session), idle ones kept per poolKey. Sessions borrow a
+// connection per statement and give it back, so many clients share few
+// connections. It is safe for concurrent use.
 type Pool struct {
 	backend     *health.Backend
 	user        string
 	password    string
 	dialTimeout time.Duration
-	maxIdle     int
+	size        int
+	waitTimeout time.Duration
 	tls         *tls.Config
 	tlsRequired bool
 	onGreeting  func(*protocol.Greeting)
 
+	// avail is signalled when a connection is returned or closed, waking
+	// a borrower that waits for a free slot.
+	avail chan struct{}
+
 	mu     sync.Mutex
+	open   int
+	closes int // connections closed so far (broken, dead while idle, recycled)
 	idle   map[poolKey][]*BackendConn
 	closed bool
 }
 
-// Get returns an idle connection with key, or dials a new one.
-func (p *Pool) Get(ctx context.Context, key poolKey) (*BackendConn, error) {
+// newPool builds a Pool; size must be positive.
+func newPool(b *health.Backend, size int) *Pool {
+	return &Pool{backend: b, size: size, avail: make(chan struct{}, size)}
+}
+
+// Get lends a connection with key: an idle one (checked to be alive), or a
+// new one while fewer than size are open; else it waits up to waitTimeout
+// for one to come back. noSchema asks for a connection with no default
+// schema (a session that has none must not inherit another's).
+func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendConn, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		p.mu.Lock()
-		l := p.idle[key]
-		if len(l) == 0 {
+		if p.closed {
 			p.mu.Unlock()
-			return p.dial(ctx, key)
+			return nil, errors.New("pool closed")
 		}
-		bc := l[len(l)-1]
-		p.idle[key] = l[:len(l)-1]
-		p.mu.Unlock()
-		// A connection the server closed while it idled (wait_timeout,
-		// KILL, a restart) is dropped here, not handed to a client.
-		if err := bc.CheckIdle(); err == nil {
+		l := p.idle[key]
+		pick := -1
+		for i := len(l) - 1; i >= 0; i-- {
+			if !noSchema || l[i].schema == "" {
+				pick = i
+				break
+			}
+		}
+		if pick < 0 && len(l) > 0 && p.open >= p.size {
+			// Full, and every idle connection has a schema: recycle one.
+			bc := l[0]
+			p.idle[key] = l[1:]
+			p.open--
+			p.closes++
+			p.mu.Unlock()
+			bc.Conn.Close()
+			continue
+		}
+		if pick >= 0 {
+			bc := l[pick]
+			p.idle[key] = append(l[:pick], l[pick+1:]...)
+			p.mu.Unlock()
+			// A connection the server closed while it idled (wait_timeout,
+			// KILL, a restart) is dropped here, not handed to a client.
+			if time.Since(bc.idleSince) < idleCheckAfter || bc.CheckIdle() == nil {
+				return bc, nil
+			}
+			bc.discard()
+			continue
+		}
+		if p.open < p.size {
+			p.open++
+			p.mu.Unlock()
+			bc, err := p.dial(ctx, key)
+			if err != nil {
+				p.release()
+				return nil, err
+			}
 			return bc, nil
 		}
-		bc.Close()
+		p.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(p.waitTimeout)
+		}
+		select {
+		case <-p.avail:
+		case <-timer.C:
+			return nil, fmt.Errorf("%w: %d connections to %s in use for %v", ErrPoolExhausted, p.size, p.backend.Address, p.waitTimeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+}
+
+// release frees the slot of a connection that closed and wakes a waiter.
+func (p *Pool) release() {
+	p.mu.Lock()
+	p.open--
+	p.closes++
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *Pool) signal() {
+	select {
+	case p.avail <- struct{}{}:
+	default:
+	}
+}
+
+// Stats reports the open and idle connections, and how many were closed
+// so far.
+func (p *Pool) Stats() (open, idle, closes int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.idle {
+		idle += len(l)
+	}
+	return p.open, idle, p.closes
 }
 
 func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
@@ -112,39 +216,64 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	if p.onGreeting != nil {
 		p.onGreeting(g)
 	}
-	return &BackendConn{Conn: c, backend: p.backend, key: key, status: g.Status}, nil
+	return &BackendConn{Conn: c, backend: p.backend, pool: p, key: key, status: g.Status}, nil
 }
 
-// Put returns bc to the pool after COM_RESET_CONNECTION clears the session
-// state it carried (variables, temporary tables, locks, an open
-// transaction); a broken connection or one that fails the reset is closed.
+// Put takes bc back as it is: the state it carries is replayable and the
+// next borrower adjusts it. A broken connection is closed instead.
 func (p *Pool) Put(bc *BackendConn) {
-	if bc.broken || !bc.reset(p.dialTimeout) {
-		bc.Close()
+	if bc.broken {
+		bc.discard()
 		return
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || len(p.idle[bc.key]) >= p.maxIdle {
-		bc.Close()
+	if p.closed {
+		p.mu.Unlock()
+		bc.discard()
 		return
 	}
 	if p.idle == nil {
 		p.idle = make(map[poolKey][]*BackendConn)
 	}
+	bc.idleSince = time.Now()
 	p.idle[bc.key] = append(p.idle[bc.key], bc)
+	p.mu.Unlock()
+	p.signal()
+}
+
+// PutReset takes bc back after COM_RESET_CONNECTION clears state that
+// cannot be replayed (user variables, temporary tables, locks, prepared
+// statements, an open transaction).
+func (p *Pool) PutReset(bc *BackendConn) {
+	if bc.broken || !bc.reset(p.dialTimeout) {
+		bc.discard()
+		return
+	}
+	p.Put(bc)
 }
 
 // Close closes every idle connection; later Puts close theirs.
 func (p *Pool) Close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	var all []*BackendConn
 	for k, l := range p.idle {
-		for _, bc := range l {
-			bc.Close()
-		}
+		all = append(all, l...)
 		delete(p.idle, k)
+	}
+	p.mu.Unlock()
+	for _, bc := range all {
+		bc.discard()
+	}
+}
+
+// discard closes bc and frees its slot in the pool.
+func (bc *BackendConn) discard() {
+	bc.broken = true
+	bc.Conn.Close()
+	if bc.pool != nil {
+		bc.pool.release()
+		bc.pool = nil
 	}
 }
 
@@ -161,7 +290,7 @@ func (bc *BackendConn) reset(timeout time.Duration) bool {
 		return false
 	}
 	bc.status = st
-	bc.varsSeq = 0
+	bc.vars = bc.vars[:0]
 	clear(bc.stmts)
 	return true
 }

@@ -42,9 +42,6 @@ const sluiceCapabilities = protocol.ClientLongPassword | protocol.ClientFoundRow
 // defaultCollation is advertised in the greeting: utf8mb4_general_ci.
 const defaultCollation = 45
 
-// maxIdlePerKey bounds the idle data connections a pool keeps per key.
-const maxIdlePerKey = 64
-
 // Server accepts client connections and serves them.
 type Server struct {
 	cfg    *conf.Config
@@ -123,15 +120,18 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 			if err != nil {
 				return nil, fmt.Errorf("proxy: %w", err)
 			}
-			p := &Pool{
-				backend:     b,
-				user:        cc.User,
-				password:    cc.Password,
-				dialTimeout: cfg.Proxy.ConnectTimeout.Duration,
-				maxIdle:     maxIdlePerKey,
-				tls:         t,
-				tlsRequired: required,
+			size := cc.PoolSize
+			if size <= 0 {
+				size = conf.DefaultPoolSize
 			}
+			wait := cc.PoolWaitTimeout.Duration
+			if wait <= 0 {
+				wait = conf.DefaultPoolWaitTimeout
+			}
+			p := newPool(b, size)
+			p.user, p.password = cc.User, cc.Password
+			p.dialTimeout, p.waitTimeout = cfg.Proxy.ConnectTimeout.Duration, wait
+			p.tls, p.tlsRequired = t, required
 			if b.Role == health.RoleMaster {
 				p.onGreeting = func(g *protocol.Greeting) { s.learnVersion(g.ServerVersion) }
 			}
@@ -314,4 +314,15 @@ func (s *Server) serverVersion() string {
 		return *v
 	}
 	return ""
+}
+
+// PoolStats reports, per backend address, the open, idle and closed-so-far
+// data connections of its pool (for tests and the admin port).
+func (s *Server) PoolStats() map[string][3]int {
+	out := make(map[string][3]int, len(s.pools))
+	for addr, p := range s.pools {
+		o, i, c := p.Stats()
+		out[addr] = [3]int{o, i, c}
+	}
+	return out
 }

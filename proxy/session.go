@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,11 +21,10 @@ import (
 // fallbackVersion is advertised when no master has been reached yet.
 const fallbackVersion = "5.5.5-10.11.0-sluice"
 
-// trackedVar is a session variable assignment with the sequence number at
-// which the session made it.
+// trackedVar is a session variable assignment the session made, replayed in
+// order on every connection that serves it.
 type trackedVar struct {
 	router.SessionVar
-	seq uint64
 }
 
 // Session serves one client connection: login, then one command at a time.
@@ -54,12 +54,20 @@ type Session struct {
 	schema     string
 	lastStatus uint16 // status flags of the last final OK/EOF any backend sent
 	vars       []trackedVar
-	varsSeq    uint64
-	multiStmts bool
+	// pins are the sticky reasons (router.Pin) the session keeps its
+	// connections; holdWarnings keeps the last one for SHOW WARNINGS.
+	pins         router.Pin
+	holdWarnings bool
+	// lastInsertID and rowCount answer SELECT LAST_INSERT_ID() and SELECT
+	// ROW_COUNT() from the session's last OK packets.
+	lastInsertID uint64
+	rowCount     int64
+	multiStmts   bool
 
 	stmts      map[uint32]*preparedStmt
 	nextStmtID uint32
-	scratch    []byte // reused for packets sluice rewrites
+	scratch    []byte // reused for packets sluice rewrites or builds
+	scratch2   []byte
 }
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
@@ -90,6 +98,7 @@ func (s *Session) run(ctx context.Context) {
 	s.srv.metrics.logins.WithLabelValues("ok").Inc()
 	s.log = s.baseLog.With(zap.String("user", s.user))
 	s.log.Info("client connected", zap.String("schema", s.schema))
+	s.afterCommand()
 	err := s.serve()
 	s.log.Info("client disconnected", zap.Duration("duration", time.Since(start)), zap.NamedError("reason", err))
 }
@@ -147,19 +156,21 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 	if db == "" {
 		return nil
 	}
+	// Ask the pool for a connection as the session will want it: one that
+	// already has db selected proves the schema exists at no cost.
+	prev := s.schema
+	s.schema = db
 	bc, err := s.backendFor(router.TargetReplica, nil)
 	if err == nil {
-		err = bc.simpleCommand(append([]byte{protocol.ComInitDB}, db...), protocol.ResponseSingle)
-		if err == nil {
-			bc.schema = db
-			s.schema = db
+		if err = s.sync(bc); err == nil {
 			return nil
 		}
 		s.dropIfBroken(bc)
-		var se *protocol.SQLError
-		if !errors.As(err, &se) {
-			return protocol.NewError(protocol.ErServerLost, "Lost connection to %s while selecting schema %q: %v", describe(bc), db, err)
-		}
+	}
+	s.schema = prev
+	var se *protocol.SQLError
+	if err != nil && !errors.As(err, &se) {
+		return protocol.NewError(protocol.ErServerLost, "Lost connection to %s while selecting schema %q: %v", describe(bc), db, err)
 	}
 	return protocol.ToSQLError(err)
 }
@@ -200,7 +211,7 @@ func (s *Session) comChangeUser(p []byte) error {
 		_ = s.client.WriteErr(e)
 		return e
 	}
-	return s.writeOK()
+	return s.writeOK() // serve releases the connection after the command
 }
 
 // serve runs the command loop until the client quits or fails.
@@ -230,6 +241,7 @@ func (s *Session) serve() error {
 			}
 			return err
 		}
+		s.afterCommand()
 	}
 }
 
@@ -305,6 +317,11 @@ func (s *Session) comQuery(p []byte) error {
 		return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
 			"sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
 	}
+	if plan.Local != router.LocalNone {
+		return s.answerLocal(plan)
+	}
+	// Pin before running: even a failing statement may have left state.
+	s.pins |= plan.Pins
 	target := s.route(plan)
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
@@ -325,7 +342,12 @@ func (s *Session) comQuery(p []byte) error {
 		after = func(bc *BackendConn, res protocol.RelayResult) {
 			if res.Err == nil {
 				s.recordVars(plan.Vars)
-				bc.varsSeq = s.varsSeq
+				// bc ran the SET itself: its effect equals the
+				// session's list, whatever moved in it.
+				bc.vars = bc.vars[:0]
+				for _, v := range s.vars {
+					bc.vars = append(bc.vars, v.SQL)
+				}
 			}
 		}
 	}
@@ -352,8 +374,7 @@ func (s *Session) recordVars(vars []router.SessionVar) {
 				break
 			}
 		}
-		s.varsSeq++
-		s.vars = append(s.vars, trackedVar{SessionVar: v, seq: s.varsSeq})
+		s.vars = append(s.vars, trackedVar{SessionVar: v})
 	}
 }
 
@@ -371,9 +392,10 @@ func (s *Session) dropVar(name string) {
 // to their pools (which reset them) and the tracked state is cleared. The
 // schema stays, as on MySQL.
 func (s *Session) resetState() {
-	s.release()
+	s.release(true)
 	s.vars = s.vars[:0]
-	s.varsSeq = 0
+	s.pins = 0
+	s.holdWarnings = false
 	clear(s.stmts)
 }
 
@@ -441,6 +463,8 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		res, err := run(bc)
 		if err == nil {
 			s.last = bc
+			s.holdWarnings = res.Warnings > 0
+			s.noteResult(res)
 			if res.HasStatus {
 				bc.status = res.Status
 				s.lastStatus = res.Status
@@ -500,7 +524,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			if r.backend != skip && r.backend.Up() {
 				return r, nil
 			}
-			s.putBack(r)
+			s.putBack(r, s.pinned())
 			s.replica = nil
 		}
 		for range len(s.cluster.Replicas) {
@@ -508,16 +532,21 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			if b == nil {
 				break
 			}
-			bc, err := s.srv.pools[b.Address].Get(s.srv.ctx, s.key)
+			bc, err := s.srv.pools[b.Address].Get(s.srv.ctx, s.key, s.schema == "")
 			if err == nil {
 				s.replica = bc
 				return bc, nil
+			}
+			skip = b
+			if errors.Is(err, ErrPoolExhausted) {
+				// Busy, not broken: try the next replica, then the master.
+				s.log.Warn("replica pool exhausted", zap.String("backend", b.Address))
+				continue
 			}
 			s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
 			if b.ReportFailure(err) {
 				s.log.Warn("replica unreachable, taken out of rotation", zap.String("backend", b.Address), zap.Error(err))
 			}
-			skip = b
 		}
 		// No replica can serve: reads go to the master.
 	}
@@ -525,7 +554,11 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 		return s.master, nil
 	}
 	m := s.cluster.Master
-	bc, err := s.srv.pools[m.Address].Get(s.srv.ctx, s.key)
+	bc, err := s.srv.pools[m.Address].Get(s.srv.ctx, s.key, s.schema == "")
+	if errors.Is(err, ErrPoolExhausted) {
+		return nil, protocol.NewError(protocol.ErConCount,
+			"Too many connections: sluice has no free connection to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
+	}
 	if err != nil {
 		s.srv.metrics.backendErrs.WithLabelValues(m.Role.String()).Inc()
 		s.log.Warn("master unreachable", zap.String("backend", m.Address), zap.Error(err))
@@ -560,27 +593,36 @@ func (s *Session) sync(bc *BackendConn) error {
 		}
 		bc.multiStmts = s.multiStmts
 	}
-	if bc.varsSeq < s.varsSeq {
-		for _, v := range s.vars {
-			if v.seq <= bc.varsSeq {
-				continue
-			}
-			if err := bc.simpleCommand(append([]byte{protocol.ComQuery}, v.SQL...), protocol.ResponseResult); err != nil {
-				var se *protocol.SQLError
-				if !errors.As(err, &se) {
-					return err
-				}
-				// The master took it, this server does not: stop
-				// replaying it, so the session does not fail forever,
-				// and say which server refused what.
-				s.dropVar(v.Name)
-				s.log.Warn("session variable not replayable", zap.String("variable", v.Name),
-					zap.String("backend", bc.backend.Address), zap.Uint16("code", se.Code))
-				return protocol.NewError(se.Code, "sluice could not apply the session's %s on %s: %s",
-					v.Name, describe(bc), se.Message)
-			}
+	// bc's SET statements must be a prefix of the session's; otherwise
+	// they are another session's (or an older order of this one's): reset
+	// and replay all.
+	same := len(bc.vars) <= len(s.vars)
+	for i := 0; same && i < len(bc.vars); i++ {
+		same = bc.vars[i] == s.vars[i].SQL
+	}
+	if !same {
+		if !bc.reset(s.srv.cfg.Proxy.ConnectTimeout.Duration) {
+			bc.broken = true
+			return fmt.Errorf("%w: COM_RESET_CONNECTION failed", protocol.ErrBackendIO)
 		}
-		bc.varsSeq = s.varsSeq
+	}
+	for i := len(bc.vars); i < len(s.vars); i++ {
+		v := s.vars[i]
+		if err := bc.simpleCommand(append([]byte{protocol.ComQuery}, v.SQL...), protocol.ResponseResult); err != nil {
+			var se *protocol.SQLError
+			if !errors.As(err, &se) {
+				return err
+			}
+			// The master took it, this server does not: stop replaying
+			// it, so the session does not fail forever, and say which
+			// server refused what.
+			s.dropVar(v.Name)
+			s.log.Warn("session variable not replayable", zap.String("variable", v.Name),
+				zap.String("backend", bc.backend.Address), zap.Uint16("code", se.Code))
+			return protocol.NewError(se.Code, "sluice could not apply the session's %s on %s: %s",
+				v.Name, describe(bc), se.Message)
+		}
+		bc.vars = append(bc.vars, v.SQL)
 	}
 	return nil
 }
@@ -597,28 +639,49 @@ func (s *Session) dropIfBroken(bc *BackendConn) {
 		s.replica = nil
 	}
 	s.forgetConn(bc)
-	bc.Close()
+	bc.discard()
 }
 
-// putBack returns bc to its pool.
-func (s *Session) putBack(bc *BackendConn) {
+// putBack returns bc to its pool; reset clears state that cannot be
+// replayed first.
+func (s *Session) putBack(bc *BackendConn, reset bool) {
 	s.forgetConn(bc)
-	if p := s.srv.pools[bc.backend.Address]; p != nil {
-		p.Put(bc)
+	if bc.pool == nil {
+		bc.discard()
+		return
+	}
+	if reset {
+		bc.pool.PutReset(bc)
 	} else {
-		bc.Close()
+		bc.pool.Put(bc)
 	}
 }
 
 // release returns both data connections to their pools.
-func (s *Session) release() {
+func (s *Session) release(reset bool) {
 	if s.master != nil {
-		s.putBack(s.master)
+		s.putBack(s.master, reset)
 		s.master = nil
 	}
 	if s.replica != nil {
-		s.putBack(s.replica)
+		s.putBack(s.replica, reset)
 		s.replica = nil
+	}
+}
+
+// pinned reports whether the session must keep its connections: an open
+// transaction (or autocommit off), state a statement left that cannot be
+// replayed (router.Pin), prepared statements, or warnings of the last
+// statement a SHOW WARNINGS may still ask about.
+func (s *Session) pinned() bool {
+	return s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.holdWarnings
+}
+
+// afterCommand gives the connections back to the pools between statements
+// unless the session is pinned, so many clients share few connections.
+func (s *Session) afterCommand() {
+	if !s.pinned() {
+		s.release(false)
 	}
 }
 
@@ -630,9 +693,10 @@ func (s *Session) writeOK() error {
 	return s.client.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: st}))
 }
 
-// close ends the session: data connections go back to their pools.
+// close ends the session: data connections go back to their pools, reset
+// when the session left state on them.
 func (s *Session) close() {
-	s.release()
+	s.release(s.inTransaction() || s.pins != 0 || len(s.stmts) > 0)
 	_ = s.client.Close()
 }
 
@@ -656,4 +720,48 @@ func describe(bc *BackendConn) string {
 		return "backend"
 	}
 	return bc.backend.Role.String() + " " + bc.backend.Address
+}
+
+// noteResult keeps what SELECT LAST_INSERT_ID() and ROW_COUNT() report,
+// as the server would for this session: the first id the last INSERT
+// generated, and the rows the previous statement changed (-1 after a
+// result set, as the server says).
+func (s *Session) noteResult(res protocol.RelayResult) {
+	switch {
+	case res.Err != nil:
+		s.rowCount = -1
+	case res.Columns:
+		s.rowCount = -1
+	default:
+		s.rowCount = int64(res.OK.AffectedRows)
+		if res.OK.LastInsertID != 0 {
+			s.lastInsertID = res.OK.LastInsertID
+		}
+	}
+}
+
+// answerLocal answers SELECT LAST_INSERT_ID() / SELECT ROW_COUNT() from the
+// session's own record: the connection that ran the INSERT may be serving
+// another client by now.
+func (s *Session) answerLocal(plan *router.Plan) error {
+	st := protocol.StatusAutocommit
+	if s.master != nil {
+		st = s.master.status &^ protocol.StatusMoreResultsExists
+	}
+	var v []byte
+	var flags uint16 = protocol.FlagNotNull | protocol.FlagBinary
+	switch plan.Local {
+	case router.LocalLastInsertID:
+		v = strconv.AppendUint(s.scratch2[:0], s.lastInsertID, 10)
+		flags |= protocol.FlagUnsigned
+	default:
+		v = strconv.AppendInt(s.scratch2[:0], s.rowCount, 10)
+	}
+	s.scratch2 = v
+	var err error
+	s.scratch, err = protocol.WriteSingleValue(s.client, s.scratch, plan.LocalName, protocol.TypeLongLong, flags, 21, v, st)
+	// The answer is about the statement before it: ROW_COUNT() of a
+	// SELECT is -1 for whatever comes next.
+	s.rowCount = -1
+	return err
 }

@@ -47,7 +47,9 @@ func (s *Session) route(plan *router.Plan) router.Target {
 		return router.TargetReplica
 	}
 	escapes := plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0
-	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes {
+	// A session with temporary tables reads on the master, where they live.
+	temp := s.pins&router.PinTempTable != 0
+	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes && !temp {
 		return router.TargetReplica
 	}
 	return router.TargetMaster

@@ -56,6 +56,10 @@ type analysis struct {
 	localInfile bool
 	// pins: state the statement leaves on its connection.
 	pins Pin
+	// local, localName: a SELECT LAST_INSERT_ID() / ROW_COUNT() the proxy
+	// answers from the session's last OK packet, and its column name.
+	local     LocalFunc
+	localName string
 	// previous: the statement asks about the previous statement's
 	// diagnostics (SHOW WARNINGS, @@warning_count), which only the
 	// connection that ran it can answer.
@@ -120,6 +124,7 @@ func analyzeWith(p *parser.Parser, sql string) analysis {
 			a.localInfile = true
 		}
 		a.pins = pinsOf(stmts[0])
+		a.local, a.localName = localFuncOf(stmts[0])
 		return a
 	default:
 		a := analysis{kind: KindWrite, multi: true}
@@ -391,4 +396,35 @@ func restore(n ast.Node) (string, error) {
 		return "", err
 	}
 	return sb.String(), nil
+}
+
+// localFuncOf recognizes the plain SELECT LAST_INSERT_ID() and SELECT
+// ROW_COUNT() (an alias allowed, nothing else) and returns the column name
+// the server would give the result.
+func localFuncOf(stmt ast.StmtNode) (LocalFunc, string) {
+	sel, ok := stmt.(*ast.SelectStmt)
+	if !ok || sel.From != nil || sel.Where != nil || sel.GroupBy != nil || sel.Having != nil ||
+		sel.OrderBy != nil || sel.Limit != nil || sel.SelectIntoOpt != nil || sel.LockInfo != nil ||
+		sel.Fields == nil || len(sel.Fields.Fields) != 1 || sel.With != nil {
+		return LocalNone, ""
+	}
+	f := sel.Fields.Fields[0]
+	call, ok := f.Expr.(*ast.FuncCallExpr)
+	if !ok || call.Schema.L != "" || len(call.Args) != 0 {
+		return LocalNone, ""
+	}
+	var lf LocalFunc
+	switch call.FnName.L {
+	case "last_insert_id":
+		lf = LocalLastInsertID
+	case "row_count":
+		lf = LocalRowCount
+	default:
+		return LocalNone, ""
+	}
+	name := f.AsName.O
+	if name == "" {
+		name = f.Text()
+	}
+	return lf, name
 }

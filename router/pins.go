@@ -109,3 +109,14 @@ func pinsOfText(sql string) Pin {
 	}
 	return p
 }
+
+// LocalFunc is a statement the proxy answers itself from session state.
+type LocalFunc uint8
+
+const (
+	LocalNone LocalFunc = iota
+	// LocalLastInsertID: SELECT LAST_INSERT_ID().
+	LocalLastInsertID
+	// LocalRowCount: SELECT ROW_COUNT().
+	LocalRowCount
+)

@@ -151,6 +151,12 @@ type Plan struct {
 	// Pins is the connection state the statement creates that cannot be
 	// replayed elsewhere; the session then keeps its connections.
 	Pins Pin
+	// Local marks SELECT LAST_INSERT_ID() / SELECT ROW_COUNT(), which the
+	// proxy answers from the session's last OK packet: with connections
+	// shared between statements, the connection that ran the INSERT may be
+	// serving someone else. LocalName is the result's column name.
+	Local     LocalFunc
+	LocalName string
 }
 
 // ErrParse is wrapped by Plan.ParseErr when the parser rejected the text.
@@ -277,7 +283,7 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 	}
 	if plan == nil {
 		a := analyze(sql, flags)
-		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized {
+		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized && a.local == LocalNone {
 			var dp digestPlans
 			for h := range dp {
 				dp[h] = a.plan(Hint(h), digest)
@@ -308,6 +314,8 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		LoadDataLocal:   a.localInfile,
 		FollowsPrevious: a.previous,
 		Pins:            a.pins,
+		Local:           a.local,
+		LocalName:       a.localName,
 	}
 	if a.kind == KindRead {
 		p.Target = TargetReplica
