@@ -31,6 +31,8 @@ type Conn struct {
 	seq uint8
 	hdr [4]byte
 	buf []byte
+	// idle is the socket peek of CheckIdle, made on its first call.
+	idle *idlePeek
 
 	// MaxPacket bounds the logical payload ReadPacket accepts; 0 means
 	// 1 GiB, the protocol's own limit.
@@ -178,6 +180,9 @@ func (c *Conn) CheckIdle() error {
 	if c.br.Buffered() > 0 {
 		return ErrIdleData
 	}
+	if c.idle != nil {
+		return peekIdle(c.idle)
+	}
 	var raw any = c.nc
 	if tc, ok := raw.(interface{ NetConn() net.Conn }); ok {
 		raw = tc.NetConn()
@@ -190,5 +195,6 @@ func (c *Conn) CheckIdle() error {
 	if err != nil {
 		return err
 	}
-	return peekIdle(rc)
+	c.idle = newIdlePeek(rc)
+	return peekIdle(c.idle)
 }

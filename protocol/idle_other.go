@@ -6,4 +6,8 @@ import "syscall"
 
 // peekIdle cannot look at the socket without blocking here; the connection
 // is assumed usable and a dead one fails on first use.
-func peekIdle(syscall.RawConn) error { return nil }
+func peekIdle(*idlePeek) error { return nil }
+
+type idlePeek struct{}
+
+func newIdlePeek(syscall.RawConn) *idlePeek { return &idlePeek{} }

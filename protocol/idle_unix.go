@@ -8,17 +8,33 @@ import (
 	"syscall"
 )
 
+// idlePeek is a Conn's socket peek, built once so a check allocates nothing.
+type idlePeek struct {
+	rc   syscall.RawConn
+	fn   func(uintptr) bool // p.peek, bound once
+	buf  [1]byte
+	n    int
+	rerr error
+}
+
+func newIdlePeek(rc syscall.RawConn) *idlePeek {
+	p := &idlePeek{rc: rc}
+	p.fn = p.peek
+	return p
+}
+
+func (p *idlePeek) peek(fd uintptr) bool {
+	p.n, _, p.rerr = syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return true
+}
+
 // peekIdle looks at the socket without blocking and without consuming:
 // EAGAIN means silent (usable), 0 bytes means closed, data means the peer
 // spoke out of turn.
-func peekIdle(rc syscall.RawConn) error {
-	var buf [1]byte
-	var n int
-	var rerr error
-	err := rc.Read(func(fd uintptr) bool {
-		n, _, rerr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
-	})
+func peekIdle(p *idlePeek) error {
+	err := p.rc.Read(p.fn)
+	n, rerr := p.n, p.rerr
+	p.rerr = nil
 	switch {
 	case err != nil:
 		return err

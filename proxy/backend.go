@@ -30,6 +30,7 @@ type BackendConn struct {
 	multiStmts bool
 	status     uint16 // status flags of the last final OK/EOF
 	broken     bool
+	cmd        []byte // commands sluice issues itself are built here
 	// stmts maps the session's statement ids to the ids this connection
 	// prepared them under; COM_RESET_CONNECTION closes them all.
 	stmts map[uint32]backendStmt
@@ -305,13 +306,22 @@ func (bc *BackendConn) simpleCommand(payload []byte, kind protocol.ResponseKind)
 		return fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
 	}
 	st, err := protocol.ReadResponse(bc.Conn, kind)
-	var se *protocol.SQLError
-	if err != nil && !errors.As(err, &se) {
-		bc.broken = true
+	if err != nil {
+		// se is declared here: errors.As moves it to the heap, which
+		// only the failure path should pay for.
+		var se *protocol.SQLError
+		if !errors.As(err, &se) {
+			bc.broken = true
+		}
 		return err
 	}
-	if err == nil {
-		bc.status = st
-	}
-	return err
+	bc.status = st
+	return nil
+}
+
+// command builds a command sluice issues itself (cmd, then arg) in bc's own
+// buffer, valid until the next call.
+func (bc *BackendConn) command(cmd byte, arg string) []byte {
+	bc.cmd = append(append(bc.cmd[:0], cmd), arg...)
+	return bc.cmd
 }

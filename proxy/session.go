@@ -66,8 +66,10 @@ type Session struct {
 
 	stmts      map[uint32]*preparedStmt
 	nextStmtID uint32
-	scratch    []byte // reused for packets sluice rewrites or builds
-	scratch2   []byte
+	// freeStmts are closed statements kept for reuse by the next prepare.
+	freeStmts []*preparedStmt
+	scratch   []byte // reused for packets sluice rewrites or builds
+	scratch2  []byte
 }
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
@@ -578,7 +580,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 // and SET variables made since bc last caught up.
 func (s *Session) sync(bc *BackendConn) error {
 	if s.schema != "" && bc.schema != s.schema {
-		if err := bc.simpleCommand(append([]byte{protocol.ComInitDB}, s.schema...), protocol.ResponseSingle); err != nil {
+		if err := bc.simpleCommand(bc.command(protocol.ComInitDB, s.schema), protocol.ResponseSingle); err != nil {
 			return err
 		}
 		bc.schema = s.schema
@@ -588,7 +590,7 @@ func (s *Session) sync(bc *BackendConn) error {
 		if s.multiStmts {
 			opt = protocol.OptionMultiStatementsOn
 		}
-		if err := bc.simpleCommand([]byte{protocol.ComSetOption, byte(opt), byte(opt >> 8)}, protocol.ResponseSingle); err != nil {
+		if err := bc.simpleCommand(append(bc.command(protocol.ComSetOption, ""), byte(opt), byte(opt>>8)), protocol.ResponseSingle); err != nil {
 			return err
 		}
 		bc.multiStmts = s.multiStmts
@@ -608,7 +610,7 @@ func (s *Session) sync(bc *BackendConn) error {
 	}
 	for i := len(bc.vars); i < len(s.vars); i++ {
 		v := s.vars[i]
-		if err := bc.simpleCommand(append([]byte{protocol.ComQuery}, v.SQL...), protocol.ResponseResult); err != nil {
+		if err := bc.simpleCommand(bc.command(protocol.ComQuery, v.SQL), protocol.ResponseResult); err != nil {
 			var se *protocol.SQLError
 			if !errors.As(err, &se) {
 				return err
@@ -690,7 +692,8 @@ func (s *Session) writeOK() error {
 	if s.master != nil {
 		st = s.master.status &^ protocol.StatusMoreResultsExists
 	}
-	return s.client.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: st}))
+	s.scratch = protocol.AppendOK(s.scratch[:0], protocol.OK{Status: st})
+	return s.client.WritePacketFlush(s.scratch)
 }
 
 // close ends the session: data connections go back to their pools, reset

@@ -63,8 +63,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 			"Can't create more than max_prepared_statements statements in one sluice session (current value: %d)",
 			s.srv.cfg.Proxy.MaxPreparedStatements))
 	}
-	sql := string(p[1:])
-	plan := s.srv.router.Classify(sql)
+	plan, sql := s.srv.router.ClassifyText(p[1:])
 	clientSeq := s.client.Seq()
 	return s.exchange(s.route(plan), func(bc *BackendConn) (protocol.RelayResult, error) {
 		bc.ResetSeq()
@@ -88,7 +87,8 @@ func (s *Session) comStmtPrepare(p []byte) error {
 			return protocol.RelayResult{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
 		}
 		s.nextStmtID++
-		st := &preparedStmt{id: s.nextStmtID, sql: sql, plan: plan, params: int(ok.Params), columns: int(ok.Columns)}
+		st := s.newStmt()
+		st.id, st.sql, st.plan, st.params, st.columns = s.nextStmtID, sql, plan, int(ok.Params), int(ok.Columns)
 		bc.setStmt(st.id, backendStmt{id: ok.StatementID})
 		s.stmts[st.id] = st
 		protocol.SetStmtID(first, st.id)
@@ -142,11 +142,9 @@ func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt) (backendStmt, err
 
 // closeOn sends COM_STMT_CLOSE for a backend statement id (no answer comes).
 func (s *Session) closeOn(bc *BackendConn, backendID uint32) {
-	var b [5]byte
-	b[0] = protocol.ComStmtClose
-	binary.LittleEndian.PutUint32(b[1:], backendID)
+	b := binary.LittleEndian.AppendUint32(bc.command(protocol.ComStmtClose, ""), backendID)
 	bc.ResetSeq()
-	if err := bc.WritePacketFlush(b[:]); err != nil {
+	if err := bc.WritePacketFlush(b); err != nil {
 		bc.broken = true
 	}
 }
@@ -340,6 +338,7 @@ func (s *Session) comStmtClose(p []byte) error {
 		return nil
 	}
 	delete(s.stmts, st.id)
+	defer s.freeStmt(st)
 	for _, bc := range []*BackendConn{s.master, s.replica} {
 		if bc == nil {
 			continue
@@ -372,4 +371,23 @@ func (bc *BackendConn) setStmt(clientID uint32, bs backendStmt) {
 		bc.stmts = make(map[uint32]backendStmt)
 	}
 	bc.stmts[clientID] = bs
+}
+
+// newStmt takes a preparedStmt from the session's free list, or a new one.
+func (s *Session) newStmt() *preparedStmt {
+	if n := len(s.freeStmts); n > 0 {
+		st := s.freeStmts[n-1]
+		s.freeStmts = s.freeStmts[:n-1]
+		return st
+	}
+	return &preparedStmt{}
+}
+
+// freeStmt keeps a closed statement, and its types buffer, for the next
+// prepare (drivers that prepare, execute and close per query).
+func (s *Session) freeStmt(st *preparedStmt) {
+	if len(s.freeStmts) < 16 {
+		*st = preparedStmt{types: st.types[:0]}
+		s.freeStmts = append(s.freeStmts, st)
+	}
 }

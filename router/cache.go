@@ -45,6 +45,7 @@ type cacheShard[V any] struct {
 }
 
 type cacheEntry[V any] struct {
+	key  string // the map's key, so a lookup can hand out the cache's copy
 	val  V
 	used atomic.Bool
 }
@@ -104,7 +105,7 @@ func (e *cacheEntry[V]) load() (V, bool) {
 // keeps it.
 func (c *cache[V]) put(key string, val V) {
 	s := &c.shards[maphash.String(c.seed, key)&c.mask]
-	e := &cacheEntry[V]{val: val}
+	e := &cacheEntry[V]{key: key, val: val}
 	s.mu.Lock()
 	if _, ok := s.m[key]; !ok {
 		if len(s.m) >= s.limit {
@@ -150,4 +151,17 @@ func (c *cache[V]) len() int {
 		s.mu.RUnlock()
 	}
 	return n
+}
+
+// getBytesKey is getBytes that also returns the cache's own copy of the key.
+func (c *cache[V]) getBytesKey(key []byte) (V, string, bool) {
+	s := &c.shards[maphash.Bytes(c.seed, key)&c.mask]
+	s.mu.RLock()
+	e := s.m[string(key)]
+	s.mu.RUnlock()
+	v, ok := e.load()
+	if !ok {
+		return v, "", false
+	}
+	return v, e.key, true
 }

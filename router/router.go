@@ -330,3 +330,16 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 	}
 	return p
 }
+
+// ClassifyText is ClassifyBytes that also returns the text as a string the
+// caller may keep (COM_STMT_PREPARE keeps it to prepare lazily elsewhere):
+// for a cached text, the cache's own copy, so a hit allocates nothing.
+func (r *Router) ClassifyText(b []byte) (*Plan, string) {
+	if r.exact != nil {
+		if p, k, ok := r.exact.getBytesKey(b); ok {
+			return p, k
+		}
+	}
+	sql := string(b)
+	return r.miss(sql, true), sql
+}
