@@ -112,15 +112,16 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 				break
 			}
 		}
-		if pick < 0 && len(l) > 0 && p.open >= p.size {
-			// Full, and every idle connection has a schema: recycle one.
-			bc := l[0]
-			p.idle[key] = l[1:]
-			p.open--
-			p.closes++
-			p.mu.Unlock()
-			bc.Conn.Close()
-			continue
+		if pick < 0 && p.open >= p.size {
+			// Full, and no idle connection fits (another handshake key, or
+			// a schema where none may be): close an idle one to make room.
+			if bc := p.takeAnyIdle(key, noSchema); bc != nil {
+				p.open--
+				p.closes++
+				p.mu.Unlock()
+				bc.Conn.Close()
+				continue
+			}
 		}
 		if pick >= 0 {
 			bc := l[pick]
@@ -156,6 +157,20 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// takeAnyIdle removes and returns an idle connection that does not fit
+// (key, noSchema), or nil. The caller holds p.mu.
+func (p *Pool) takeAnyIdle(key poolKey, noSchema bool) *BackendConn {
+	for k, l := range p.idle {
+		if len(l) == 0 || (k == key && !noSchema) {
+			continue
+		}
+		bc := l[0]
+		p.idle[k] = l[1:]
+		return bc
+	}
+	return nil
 }
 
 // release frees the slot of a connection that closed and wakes a waiter.

@@ -268,7 +268,7 @@ func (s *Session) dispatch(p []byte) error {
 		})
 	case protocol.ComFieldList:
 		target := router.TargetReplica
-		if s.inTransaction() {
+		if s.inTransaction() || s.pins&(router.PinTempTable|router.PinUntracked) != 0 {
 			target = router.TargetMaster
 		}
 		return s.forward(target, p, protocol.ResponseFieldList, nil)
@@ -330,8 +330,10 @@ func (s *Session) comQuery(p []byte) error {
 	if plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0 {
 		// Under NO_BACKSLASH_ESCAPES a text with backslashes may hold
 		// other statements than the router saw: route() sent it to the
-		// master, and nothing is tracked from it.
+		// master, and nothing is tracked from it: the session keeps its
+		// connections, whatever the text changed.
 		kind = router.KindWrite
+		s.pins |= router.PinUntracked
 	}
 	switch kind {
 	case router.KindUse:
@@ -398,6 +400,7 @@ func (s *Session) resetState() {
 	s.vars = s.vars[:0]
 	s.pins = 0
 	s.holdWarnings = false
+	s.lastInsertID, s.rowCount = 0, -1
 	clear(s.stmts)
 }
 
@@ -465,7 +468,8 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		res, err := run(bc)
 		if err == nil {
 			s.last = bc
-			s.holdWarnings = res.Warnings > 0
+			// SHOW WARNINGS / @@error_count may ask about this one.
+			s.holdWarnings = res.Warnings > 0 || res.Err != nil
 			s.noteResult(res)
 			if res.HasStatus {
 				bc.status = res.Status

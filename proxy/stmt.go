@@ -47,8 +47,9 @@ func (s *Session) route(plan *router.Plan) router.Target {
 		return router.TargetReplica
 	}
 	escapes := plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0
-	// A session with temporary tables reads on the master, where they live.
-	temp := s.pins&router.PinTempTable != 0
+	// A session with temporary tables, or with session state sluice did
+	// not track, reads on the master, where they live.
+	temp := s.pins&(router.PinTempTable|router.PinUntracked) != 0
 	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes && !temp {
 		return router.TargetReplica
 	}
@@ -64,6 +65,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 			s.srv.cfg.Proxy.MaxPreparedStatements))
 	}
 	plan, sql := s.srv.router.ClassifyText(p[1:])
+	s.pins |= plan.Pins
 	clientSeq := s.client.Seq()
 	return s.exchange(s.route(plan), func(bc *BackendConn) (protocol.RelayResult, error) {
 		bc.ResetSeq()

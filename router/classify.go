@@ -113,7 +113,7 @@ func analyzeWith(p *parser.Parser, sql string) analysis {
 			return analysis{kind: k, recognized: true, pins: pinsOfText(sql)}
 		}
 		// Keep the message only: the parser's error carries a stack trace.
-		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %s", ErrParse, err), pins: pinsOfText(sql)}
+		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %s", ErrParse, err), pins: pinsOfText(sql) | PinUntracked}
 	}
 	switch len(stmts) {
 	case 0:
@@ -124,10 +124,29 @@ func analyzeWith(p *parser.Parser, sql string) analysis {
 			a.localInfile = true
 		}
 		a.pins = pinsOf(stmts[0])
+		switch st := stmts[0].(type) {
+		case *ast.SetStmt:
+			if a.kind != KindSet {
+				// SET TRANSACTION, or a SET of session variables that
+				// sluice does not replay (mixed with user variables or
+				// GLOBAL ones): only user variables are pinned otherwise.
+				for _, va := range st.Variables {
+					if va.IsSystem && !va.IsGlobal && !va.IsInstance {
+						a.pins |= PinUntracked
+						break
+					}
+				}
+			}
+		case *ast.CallStmt:
+			// A procedure may change session variables, create temporary
+			// tables or take locks.
+			a.pins |= PinUntracked
+		}
 		a.local, a.localName = localFuncOf(stmts[0])
 		return a
 	default:
-		a := analysis{kind: KindWrite, multi: true}
+		// Its SETs and USEs are not tracked one by one.
+		a := analysis{kind: KindWrite, multi: true, pins: PinUntracked}
 		for _, st := range stmts {
 			a.pins |= pinsOf(st)
 		}

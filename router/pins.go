@@ -24,6 +24,10 @@ const (
 	PinPrepare
 	// PinFoundRows: SQL_CALC_FOUND_ROWS, for a later FOUND_ROWS().
 	PinFoundRows
+	// PinUntracked: the statement may change session state sluice does not
+	// track (SET TRANSACTION, a SET it cannot replay, multi-statement or
+	// unparsed text, CALL), so its connection must not serve anyone else.
+	PinUntracked
 )
 
 // PinNames name each Pin bit for metrics and SHOW SESSIONS.
@@ -33,6 +37,7 @@ var PinNames = map[Pin]string{
 	PinLocks:     "locks",
 	PinPrepare:   "sql_prepare",
 	PinFoundRows: "found_rows",
+	PinUntracked: "untracked_state",
 }
 
 // pinsOf walks a parsed statement for the state it pins.

@@ -246,9 +246,9 @@ const hintWindow = 4096
 // hugePlans are the plans of texts over maxParsedText, one per hint. A
 // replica hint cannot move an unclassified text off the master.
 var hugePlans = [...]*Plan{
-	HintNone:    {Kind: KindWrite, Target: TargetMaster, Hint: HintNone},
-	HintMaster:  {Kind: KindWrite, Target: TargetMaster, Hint: HintMaster},
-	HintReplica: {Kind: KindWrite, Target: TargetMaster, Hint: HintReplica},
+	HintNone:    {Kind: KindWrite, Target: TargetMaster, Hint: HintNone, Pins: PinUntracked},
+	HintMaster:  {Kind: KindWrite, Target: TargetMaster, Hint: HintMaster, Pins: PinUntracked},
+	HintReplica: {Kind: KindWrite, Target: TargetMaster, Hint: HintReplica, Pins: PinUntracked},
 }
 
 func hugePlan(prefix string) *Plan { return hugePlans[leadingHint(prefix)] }

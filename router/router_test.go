@@ -848,22 +848,27 @@ func TestFollowsPrevious(t *testing.T) {
 func TestPins(t *testing.T) {
 	r := New(100)
 	for sql, want := range map[string]Pin{
-		"SET @a = 1":                                  PinUserVars,
-		"SELECT @a":                                   PinUserVars,
-		"SELECT @a := 5":                              PinUserVars,
-		"SELECT id INTO @x FROM t LIMIT 1":            PinUserVars,
-		"CREATE TEMPORARY TABLE tt (id INT)":          PinTempTable,
-		"SELECT GET_LOCK('x', 1)":                     PinLocks,
-		"LOCK TABLES t WRITE":                         PinLocks,
-		"PREPARE s FROM 'SELECT 1'":                   PinPrepare,
-		"SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1": PinFoundRows,
-		"SELECT 1; SET @b = 2":                        PinUserVars,
-		"SELECT @@sql_mode":                           0,
-		"SELECT 1":                                    0,
-		"INSERT INTO t VALUES (1)":                    0,
-		"CREATE TABLE t2 (id INT)":                    0,
-		"SET SESSION sql_mode = 'ANSI'":               0,
-		"SELECT RELEASE_LOCK('x')":                    0,
+		"SET @a = 1":                                   PinUserVars,
+		"SELECT @a":                                    PinUserVars,
+		"SELECT @a := 5":                               PinUserVars,
+		"SELECT id INTO @x FROM t LIMIT 1":             PinUserVars | PinUntracked, // the parser rejects it
+		"CREATE TEMPORARY TABLE tt (id INT)":           PinTempTable,
+		"SELECT GET_LOCK('x', 1)":                      PinLocks,
+		"LOCK TABLES t WRITE":                          PinLocks,
+		"PREPARE s FROM 'SELECT 1'":                    PinPrepare,
+		"SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1":  PinFoundRows,
+		"SELECT 1; SET @b = 2":                         PinUserVars | PinUntracked,
+		"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE": PinUntracked,
+		"SET GLOBAL max_connections = 10":              0,
+		"SET SESSION sql_mode = 'ANSI', @u = 1":        PinUserVars | PinUntracked,
+		"CALL p()":                                     PinUntracked,
+		"SELECT 1; SELECT 2":                           PinUntracked,
+		"SELECT @@sql_mode":                            0,
+		"SELECT 1":                                     0,
+		"INSERT INTO t VALUES (1)":                     0,
+		"CREATE TABLE t2 (id INT)":                     0,
+		"SET SESSION sql_mode = 'ANSI'":                0,
+		"SELECT RELEASE_LOCK('x')":                     0,
 	} {
 		if got := r.Classify(sql).Pins; got != want {
 			t.Errorf("%s: Pins = %b, want %b", sql, got, want)

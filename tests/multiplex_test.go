@@ -32,7 +32,12 @@ func threadsConnected(ctx context.Context, s *sandbox.Server) (int64, error) {
 // probe, replication and the test's own monitoring connections).
 func TestMultiplexManyClientsSmallPool(t *testing.T) {
 	const clients, poolSize = 2000, 64
-	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{ClusterKeys: []string{fmt.Sprintf("pool_size = %d", poolSize), `pool_wait_timeout = "20s"`}})
+	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{
+		// Logins come in waves of 100; on a loaded 2-core machine the auth
+		// server may take a while to accept them all.
+		ProxyKeys:   []string{`connect_timeout = "15s"`, `handshake_timeout = "60s"`},
+		ClusterKeys: []string{fmt.Sprintf("pool_size = %d", poolSize), `pool_wait_timeout = "20s"`},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +99,9 @@ func TestMultiplexManyClientsSmallPool(t *testing.T) {
 	db.SetMaxIdleConns(clients)
 	t.Cleanup(func() { db.Close() })
 	var openErrs atomic.Int64
-	for wave := 0; wave < clients; wave += 200 {
+	for wave := 0; wave < clients; wave += 100 {
 		var wg sync.WaitGroup
-		for i := wave; i < wave+200 && i < clients; i++ {
+		for i := wave; i < wave+100 && i < clients; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -203,6 +208,27 @@ func TestMultiplexSessionState(t *testing.T) {
 		}
 		if mode != defMode || tz == "+03:00" || iso == "READ-COMMITTED" {
 			t.Fatalf("round %d: client A's state leaked to client B: sql_mode=%q time_zone=%q isolation=%q", i, mode, tz, iso)
+		}
+	}
+	// State changed in ways sluice does not track one by one (inside
+	// multi-statement text, SET TRANSACTION) keeps that client on its
+	// connection instead of leaking into the pool.
+	m := conn(t, openAt(t, srv.Addr().String(), env.topo.Opts.AppPassword, func(c *mysql.Config) {
+		c.DBName = "sluice_test"
+		c.MultiStatements = true
+	}))
+	mustExecC(t, m, "SET SESSION sql_mode = 'ANSI_QUOTES,NO_ZERO_DATE'; DO 1")
+	mustExecC(t, m, "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+	for i := range 10 {
+		var mode string
+		if err := b.QueryRowContext(ctx, "SELECT @@sql_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if mode != defMode {
+			t.Fatalf("round %d: another client's multi-statement SET leaked: sql_mode=%q", i, mode)
+		}
+		if err := m.QueryRowContext(ctx, "SELECT @@sql_mode").Scan(&mode); err != nil || mode != "ANSI_QUOTES,NO_ZERO_DATE" {
+			t.Fatalf("round %d: the client lost its own multi-statement SET: %q %v", i, mode, err)
 		}
 	}
 	// A client without a schema never inherits another's default schema.
