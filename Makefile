@@ -7,8 +7,16 @@ RACE_PKGS := ./protocol/... ./auth/... ./router/... ./health/... ./proxy/... ./s
 # shrinking one new input (the default 60s would eat a short run).
 FUZZTIME ?= 10s
 FUZZMINIMIZETIME ?= 2s
+# `make microbench`: which benchmarks (a -bench pattern), and how long each runs.
+MICROBENCH ?= .
+MICROBENCHTIME ?= 200ms
+# `make bench`: seconds per sysbench run; BENCH_QUICK=1 runs only point_select
+# at 16 threads; SAVE=1 writes bench/results/<date>.md (see bench/README.md).
+BENCH_TIME ?= 10
+BENCH_QUICK ?=
+SAVE ?=
 
-.PHONY: all build run test unit fuzz e2e vet fmt deps deps-test clean
+.PHONY: all build run test unit fuzz e2e vet fmt deps deps-test clean microbench bench
 
 all: build
 
@@ -45,10 +53,23 @@ fuzz:
 	done; \
 	test -z "$$failed" || { echo "fuzzing failed:$$failed"; exit 1; }
 
+# Go microbenchmarks of the per-statement hot path (classify, plan, read a
+# command, relay a result, decode an execute, a whole command through a
+# Session) with allocation counts. Quick and network-free; allocs/op is the
+# number to watch, ns/op is only as quiet as the machine.
+microbench:
+	$(GO) test -run '^$$' -bench '$(MICROBENCH)' -benchmem -count 1 -benchtime $(MICROBENCHTIME) ./protocol ./router ./proxy
+
 e2e:
 	$(GO) test -race -count=1 -timeout 15m ./tests/...
 
 test: deps-test vet unit fuzz e2e
+
+# sluice against direct MariaDB and HAProxy in TCP mode, with sysbench
+# (installs haproxy and sysbench when missing).
+bench:
+	bash scripts/deps.sh bench
+	BENCH_TIME='$(BENCH_TIME)' BENCH_QUICK='$(BENCH_QUICK)' SAVE='$(SAVE)' $(GO) run ./bench
 
 clean:
 	rm -rf bin

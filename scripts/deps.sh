@@ -4,13 +4,15 @@
 # Debian's packages, and for the client-compatibility matrix (tests/matrix_test.go)
 # PHP with PDO MySQL and mysqli, PyMySQL, sysbench, Node.js with npm, and the
 # Node package of tests/testdata/clients/node (mysql2, pinned by its lock file).
+# The bench mode (for `make bench`) adds sysbench and HAProxy to the server
+# packages.
 # It is quiet and does nothing when everything is there.
-# usage: scripts/deps.sh [server|test]
+# usage: scripts/deps.sh [server|test|bench]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-server}
-case $what in server | test) ;; *)
-  echo "usage: scripts/deps.sh [server|test]" >&2
+case $what in server | test | bench) ;; *)
+  echo "usage: scripts/deps.sh [server|test|bench]" >&2
   exit 2
   ;;
 esac
@@ -36,6 +38,10 @@ if [ "$what" = test ]; then
   command -v sysbench >/dev/null || need+=(sysbench)
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
+fi
+if [ "$what" = bench ]; then
+  command -v sysbench >/dev/null || need+=(sysbench)
+  command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 fi
 
 if [ ${#need[@]} -gt 0 ]; then
