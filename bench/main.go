@@ -1,0 +1,1194 @@
+// Command bench measures sluice against direct MariaDB and against HAProxy in
+// TCP mode, on the same machine and in the same run (`make bench`, see
+// bench/README.md).
+//
+// It starts a sandbox topology (master, 2 replicas, auth server), sluice
+// in-process in front of it, and HAProxy as a child process forwarding to the
+// master. It prepares the sysbench tables once on the master, then runs
+// sysbench oltp_point_select, oltp_read_only and oltp_read_write at 1, 16 and
+// 64 threads with --db-ps-mode auto and disable against the three targets,
+// rotating which target goes first from one cell to the next. It prints one
+// markdown table (qps, p95, ratios, sluice's CPU per 1,000 statements and
+// RSS) and a small one-thread latency table (p50 and the latency each proxy
+// adds over direct).
+//
+// Environment:
+//
+//	BENCH_TIME=10    seconds per sysbench run
+//	BENCH_QUICK=1    only oltp_point_select at 16 threads, both ps modes
+//	SAVE=1           also write the report to bench/results/<YYYY-MM-DD>.md
+//	                 (<YYYY-MM-DD>-quick.md in quick mode)
+//
+// Everything it starts (servers, HAProxy, sluice, temp dirs) is stopped and
+// removed on exit, on failure and on Ctrl-C.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/sandbox"
+)
+
+const (
+	tables    = 4
+	tableSize = 10000
+	replicas  = 2
+)
+
+func main() {
+	os.Exit(run())
+}
+
+// settings come from the environment.
+type settings struct {
+	seconds int
+	quick   bool
+	save    bool
+}
+
+func readSettings() (settings, error) {
+	s := settings{seconds: 10}
+	if v := strings.TrimSpace(os.Getenv("BENCH_TIME")); v != "" {
+		n, err := strconv.Atoi(strings.TrimSuffix(v, "s"))
+		if err != nil || n < 1 || n > 3600 {
+			return s, fmt.Errorf("BENCH_TIME=%q: want whole seconds between 1 and 3600", v)
+		}
+		s.seconds = n
+	}
+	s.quick = truthy(os.Getenv("BENCH_QUICK"))
+	s.save = truthy(os.Getenv("SAVE"))
+	return s, nil
+}
+
+func truthy(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "0", "false", "no", "off":
+		return false
+	}
+	return true
+}
+
+// target is one endpoint sysbench drives.
+type target struct {
+	name       string
+	addr       string
+	user, pass string
+}
+
+// cell is one workload × threads × ps-mode combination.
+type cell struct {
+	workload string
+	threads  int
+	psMode   string
+}
+
+// result is one sysbench run against one target.
+type result struct {
+	sb      sbStats
+	err     error
+	wall    time.Duration
+	cpuSec  float64 // CPU seconds of the measured process (sluice: this process; haproxy: its pid)
+	hasCPU  bool
+	rssKB   int64   // peak VmRSS sampled during the run (sluice only)
+	replica float64 // share of sluice's statements routed to replicas, -1 unknown
+	// otherCores is the CPU that processes other than the benchmark's own
+	// (this one, sysbench, the mysqlds, HAProxy) used during the run, in
+	// cores; NaN when unknown.
+	otherCores float64
+}
+
+func run() (code int) {
+	st, err := readSettings()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// After the first Ctrl-C the deferred cleanup runs; a second one kills
+		// the process the default way (the servers die with it by Pdeathsig).
+		<-ctx.Done()
+		stop()
+	}()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	fail := func(err error) int {
+		if ctx.Err() != nil {
+			logf("interrupted: %v", err)
+			return 130
+		}
+		logf("error: %v", err)
+		return 1
+	}
+
+	sysbenchBin, err := exec.LookPath("sysbench")
+	if err != nil {
+		return fail(fmt.Errorf("sysbench not found (run scripts/deps.sh bench): %w", err))
+	}
+	haproxyBin, err := lookHAProxy()
+	if err != nil {
+		return fail(err)
+	}
+
+	facts := machineFacts{started: time.Now()}
+	facts.collectStatic(sysbenchBin, haproxyBin)
+	logf("measuring idle CPU for 2s before starting anything")
+	facts.idleBefore = idleShare(ctx, 2*time.Second)
+	facts.loadBefore = loadAvg()
+
+	tmp, err := os.MkdirTemp("", "sluice-bench-*")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err := os.RemoveAll(tmp); err != nil {
+			logf("removing %s: %v", tmp, err)
+		}
+	}()
+
+	logf("starting sandbox topology (master, %d replicas, auth server)", replicas)
+	startCtx, cancelStart := context.WithTimeout(ctx, 3*time.Minute)
+	topo, err := sandbox.Start(startCtx, sandbox.Options{Replicas: replicas, Logf: logf})
+	cancelStart()
+	if err != nil {
+		return fail(fmt.Errorf("sandbox: %w", err))
+	}
+	defer func() {
+		logf("stopping the topology")
+		if err := topo.Stop(); err != nil {
+			logf("stopping the topology: %v", err)
+		}
+	}()
+	facts.mariadb = serverVersion(ctx, topo.Master)
+
+	svcUser, svcPass := topo.Opts.ServiceUser, topo.Opts.ServicePassword
+	direct := target{name: "direct", addr: topo.Master.Addr(), user: svcUser, pass: svcPass}
+
+	sb := &sysbench{bin: sysbenchBin}
+	logf("preparing %d sysbench tables of %d rows on the master", tables, tableSize)
+	if out, err := sb.exec(ctx, 5*time.Minute, append([]string{"oltp_read_write"},
+		append(sb.common(direct), "--threads=2", "prepare")...)); err != nil {
+		return fail(fmt.Errorf("sysbench prepare: %w\n%s", err, tail(out, 20)))
+	}
+	if err := waitReplicated(ctx, topo, 3*time.Minute); err != nil {
+		return fail(err)
+	}
+
+	// sluice, in-process.
+	srv, sluiceLog, err := startSluice(topo, tmp)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		logf("stopping sluice")
+		if err := srv.Close(); err != nil {
+			logf("stopping sluice: %v", err)
+		}
+		_ = sluiceLog.Sync()
+	}()
+	sl := target{name: "sluice", addr: srv.Addr().String(), user: topo.Opts.AppUser, pass: topo.Opts.AppPassword}
+	metricsURL := ""
+	if a := srv.MetricsAddr(); a != nil {
+		metricsURL = "http://" + a.String() + "/metrics"
+	}
+
+	// HAProxy, a child process.
+	hp, err := startHAProxy(ctx, haproxyBin, tmp, topo.Master.Addr())
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		logf("stopping haproxy")
+		hp.stop()
+	}()
+	ha := target{name: "haproxy", addr: hp.addr, user: svcUser, pass: svcPass}
+
+	targets := []target{direct, ha, sl}
+	for _, t := range targets {
+		if err := ping(ctx, t, 15*time.Second); err != nil {
+			return fail(fmt.Errorf("%s (%s) does not answer: %w", t.name, t.addr, err))
+		}
+	}
+	facts.rssStartKB = selfRSSKB()
+	logf("sluice on %s (metrics %s), haproxy on %s (pid %d), master %s",
+		sl.addr, metricsURL, ha.addr, hp.pid(), direct.addr)
+
+	cells := matrix(st.quick)
+	warm := min(5, st.seconds)
+	if st.quick {
+		warm = min(2, st.seconds)
+	}
+	logf("warm-up: oltp_read_only, 4 threads, %ds per target (not recorded)", warm)
+	for _, t := range targets {
+		args := append([]string{"oltp_read_only"}, sb.common(t)...)
+		args = append(args, "--threads=4", "--time="+strconv.Itoa(warm), "--db-ps-mode=auto", "run")
+		if out, err := sb.exec(ctx, time.Duration(warm)*time.Second+time.Minute, args); err != nil {
+			return fail(fmt.Errorf("warm-up against %s: %w\n%s", t.name, err, tail(out, 20)))
+		}
+	}
+
+	results := make([]map[string]*result, len(cells))
+	total, done, failed := len(cells)*len(targets), 0, 0
+	for i, c := range cells {
+		results[i] = map[string]*result{}
+		for k := range targets {
+			t := targets[(i+k)%len(targets)] // rotate who goes first
+			if ctx.Err() != nil {
+				return fail(ctx.Err())
+			}
+			if err := waitReplicated(ctx, topo, 2*time.Minute); err != nil {
+				logf("warning: %v", err)
+			}
+			r := measure(ctx, sb, t, c, st.seconds, hp, metricsURL, ownPIDs(topo, hp))
+			results[i][t.name] = r
+			done++
+			if r.err != nil {
+				failed++
+				if ctx.Err() != nil {
+					return fail(ctx.Err())
+				}
+				logf("[%d/%d] %s %d thr %s %s: FAILED: %v", done, total, c.workload, c.threads, c.psMode, t.name, r.err)
+				continue
+			}
+			extra := ""
+			if t.name == "sluice" && r.hasCPU {
+				extra = fmt.Sprintf(", CPU %.4f s/1k stmts, RSS %.1f MB", r.cpuPer1k(), float64(r.rssKB)/1024)
+				if r.replica >= 0 {
+					extra += fmt.Sprintf(", %.0f%% to replicas", 100*r.replica)
+				}
+			}
+			logf("[%d/%d] %s %d thr %s %s: %.0f qps, p95 %.2f ms, p50 %.3f ms%s; other work %.2f cores",
+				done, total, c.workload, c.threads, c.psMode, t.name, r.sb.qps, r.sb.p95, r.sb.p50, extra, r.otherCores)
+		}
+	}
+	facts.loadAfter = loadAvg()
+	facts.finished = time.Now()
+	// With the topology idle, whatever CPU is busy now is other work on the machine.
+	facts.idleAfter = idleShare(ctx, 2*time.Second)
+
+	report := renderReport(st, facts, cells, results)
+	fmt.Println()
+	fmt.Print(report)
+	if st.save {
+		name := facts.started.Format("2006-01-02") + ".md"
+		if st.quick {
+			name = facts.started.Format("2006-01-02") + "-quick.md"
+		}
+		path := filepath.Join("bench", "results", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fail(err)
+		}
+		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+			return fail(err)
+		}
+		logf("wrote %s", path)
+	}
+	if failed > 0 {
+		logf("%d of %d runs failed", failed, total)
+		return 1
+	}
+	return 0
+}
+
+func matrix(quick bool) []cell {
+	if quick {
+		return []cell{{"oltp_point_select", 16, "auto"}, {"oltp_point_select", 16, "disable"}}
+	}
+	var cells []cell
+	for _, w := range []string{"oltp_point_select", "oltp_read_only", "oltp_read_write"} {
+		for _, th := range []int{1, 16, 64} {
+			for _, m := range []string{"auto", "disable"} {
+				cells = append(cells, cell{w, th, m})
+			}
+		}
+	}
+	return cells
+}
+
+// measure runs one sysbench against t; for sluice it also takes this
+// process's CPU time and peak RSS, for HAProxy its process's CPU time.
+func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, hp *haproxy, metricsURL string, own []int) *result {
+	r := &result{replica: -1, otherCores: math.NaN()}
+	args := append([]string{c.workload}, sb.common(t)...)
+	args = append(args,
+		"--threads="+strconv.Itoa(c.threads),
+		"--time="+strconv.Itoa(seconds),
+		"--db-ps-mode="+c.psMode,
+		"--percentile=95",
+		"--histogram=on",
+		"run")
+
+	var (
+		before, after routeCounts
+		cpu0          float64
+		cpuErr        error
+		sampler       *rssSampler
+	)
+	switch t.name {
+	case "sluice":
+		before = scrapeRoutes(metricsURL)
+		sampler = startRSSSampler(200 * time.Millisecond)
+		cpu0, cpuErr = procCPUSeconds("self")
+	case "haproxy":
+		cpu0, cpuErr = procCPUSeconds(strconv.Itoa(hp.pid()))
+	}
+	sys0, own0 := systemTicks(), ownTicks(own)
+	start := time.Now()
+	out, err := sb.exec(ctx, time.Duration(seconds)*time.Second+90*time.Second, args)
+	r.wall = time.Since(start)
+	if sys1, own1 := systemTicks(), ownTicks(own); sys0 >= 0 && sys1 >= 0 && r.wall > 0 {
+		r.otherCores = max(0, (sys1-sys0)-(own1-own0)) / clockTicks / r.wall.Seconds()
+	}
+	var cpu1 float64
+	switch t.name {
+	case "sluice":
+		cpu1, _ = procCPUSeconds("self")
+		r.rssKB = sampler.stop()
+		after = scrapeRoutes(metricsURL)
+		if before.ok && after.ok {
+			m, rep := after.master-before.master, after.replica-before.replica
+			if m+rep > 0 {
+				r.replica = rep / (m + rep)
+			}
+		}
+	case "haproxy":
+		cpu1, _ = procCPUSeconds(strconv.Itoa(hp.pid()))
+	}
+	if (t.name == "sluice" || t.name == "haproxy") && cpuErr == nil {
+		r.cpuSec, r.hasCPU = cpu1-cpu0, true
+	}
+	if err != nil {
+		r.err = fmt.Errorf("%w\n%s", err, tail(out, 15))
+		return r
+	}
+	s, perr := parseSysbench(out)
+	if perr != nil {
+		r.err = fmt.Errorf("%w\n%s", perr, tail(out, 15))
+		return r
+	}
+	r.sb = s
+	if strings.Contains(out, "FATAL") {
+		r.err = fmt.Errorf("sysbench reported FATAL errors\n%s", tail(out, 15))
+	}
+	return r
+}
+
+func (r *result) cpuPer1k() float64 {
+	if !r.hasCPU || r.sb.queries == 0 {
+		return math.NaN()
+	}
+	return r.cpuSec / (float64(r.sb.queries) / 1000)
+}
+
+// --- sysbench ---
+
+type sysbench struct{ bin string }
+
+func (sb *sysbench) common(t target) []string {
+	host, port, _ := net.SplitHostPort(t.addr)
+	return []string{"--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
+		"--mysql-user=" + t.user, "--mysql-password=" + t.pass, "--mysql-db=" + sandbox.TestDatabase,
+		"--tables=" + strconv.Itoa(tables), "--table-size=" + strconv.Itoa(tableSize)}
+}
+
+// exec runs sysbench with its own time bound; it is killed when the bound or
+// ctx ends, and with this process (Pdeathsig).
+func (sb *sysbench) exec(ctx context.Context, timeout time.Duration, args []string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sb.bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("sysbench did not finish within %v: %w", timeout, err)
+	}
+	return string(out), err
+}
+
+type sbStats struct {
+	transactions, queries int64
+	tps, qps              float64
+	avg, p95, p50         float64 // ms; p50 from the histogram, NaN without one
+	ignored, reconnects   int64
+}
+
+var (
+	reTransactions = regexp.MustCompile(`(?m)^\s*transactions:\s+(\d+)\s+\(([\d.]+) per sec\.\)`)
+	reQueries      = regexp.MustCompile(`(?m)^\s*queries:\s+(\d+)\s+\(([\d.]+) per sec\.\)`)
+	reIgnored      = regexp.MustCompile(`(?m)^\s*ignored errors:\s+(\d+)`)
+	reReconnects   = regexp.MustCompile(`(?m)^\s*reconnects:\s+(\d+)`)
+	reAvg          = regexp.MustCompile(`(?m)^\s*avg:\s+([\d.]+)`)
+	reP95          = regexp.MustCompile(`(?m)^\s*95th percentile:\s+([\d.]+)`)
+	reHistRow      = regexp.MustCompile(`(?m)^\s*([\d.]+)\s+\|\**\s+(\d+)\s*$`)
+)
+
+func parseSysbench(out string) (sbStats, error) {
+	s := sbStats{p50: math.NaN()}
+	tr, q := reTransactions.FindStringSubmatch(out), reQueries.FindStringSubmatch(out)
+	avg, p95 := reAvg.FindStringSubmatch(out), reP95.FindStringSubmatch(out)
+	if tr == nil || q == nil || avg == nil || p95 == nil {
+		return s, errors.New("no statistics in sysbench's output")
+	}
+	s.transactions, _ = strconv.ParseInt(tr[1], 10, 64)
+	s.tps, _ = strconv.ParseFloat(tr[2], 64)
+	s.queries, _ = strconv.ParseInt(q[1], 10, 64)
+	s.qps, _ = strconv.ParseFloat(q[2], 64)
+	s.avg, _ = strconv.ParseFloat(avg[1], 64)
+	s.p95, _ = strconv.ParseFloat(p95[1], 64)
+	if m := reIgnored.FindStringSubmatch(out); m != nil {
+		s.ignored, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if m := reReconnects.FindStringSubmatch(out); m != nil {
+		s.reconnects, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	s.p50 = histogramPercentile(out, 50)
+	return s, nil
+}
+
+// histogramPercentile computes a percentile from sysbench's --histogram
+// output the way sysbench computes its own: the value of the first bucket at
+// which the running count reaches pct% of all events. NaN without histogram.
+func histogramPercentile(out string, pct float64) float64 {
+	i := strings.Index(out, "Latency histogram")
+	if i < 0 {
+		return math.NaN()
+	}
+	section := out[i:]
+	if j := strings.Index(section, "SQL statistics"); j > 0 {
+		section = section[:j]
+	}
+	type bucket struct {
+		v float64
+		n int64
+	}
+	var bs []bucket
+	var total int64
+	for _, m := range reHistRow.FindAllStringSubmatch(section, -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		n, _ := strconv.ParseInt(m[2], 10, 64)
+		bs = append(bs, bucket{v, n})
+		total += n
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	need := int64(math.Ceil(float64(total) * pct / 100))
+	var run int64
+	for _, b := range bs {
+		run += b.n
+		if run >= need {
+			return b.v
+		}
+	}
+	return bs[len(bs)-1].v
+}
+
+// --- sluice ---
+
+func startSluice(topo *sandbox.Topology, dir string) (*proxy.Server, *zap.Logger, error) {
+	cfg, err := conf.Parse([]byte(topo.SluiceConfig("127.0.0.1:0",
+		`metrics_listen = "127.0.0.1:0"`,
+		`admin_listen = "127.0.0.1:0"`,
+		`log_level = "info"`)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("sluice config: %w", err)
+	}
+	// The production (JSON) logger at info, as `sluice run` has it, into a
+	// file of the temp dir.
+	zc := zap.NewProductionConfig()
+	zc.Sampling = nil
+	zc.OutputPaths = []string{filepath.Join(dir, "sluice.log")}
+	zc.ErrorOutputPaths = []string{filepath.Join(dir, "sluice.log")}
+	log, err := zc.Build()
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := proxy.New(cfg, log)
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		_ = log.Sync()
+		return nil, nil, fmt.Errorf("sluice: %w", err)
+	}
+	return srv, log, nil
+}
+
+type routeCounts struct {
+	master, replica float64
+	ok              bool
+}
+
+var reRoute = regexp.MustCompile(`(?m)^sluice_statements_total\{route="(master|replica)"\}\s+([0-9.e+]+)`)
+
+// scrapeRoutes reads sluice's statement counters by route from /metrics.
+func scrapeRoutes(url string) routeCounts {
+	var rc routeCounts
+	if url == "" {
+		return rc
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return rc
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return rc
+	}
+	for _, m := range reRoute.FindAllStringSubmatch(string(body), -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		if m[1] == "master" {
+			rc.master = v
+		} else {
+			rc.replica = v
+		}
+		rc.ok = true
+	}
+	return rc
+}
+
+// --- HAProxy ---
+
+type haproxy struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan struct{}
+	once sync.Once
+}
+
+func lookHAProxy() (string, error) {
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", errors.New("haproxy not found (run scripts/deps.sh bench; Debian: haproxy)")
+}
+
+// startHAProxy writes a minimal TCP-mode configuration forwarding a free
+// loopback port to backend and runs HAProxy in the foreground.
+func startHAProxy(ctx context.Context, bin, dir, backend string) (*haproxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := fmt.Sprintf(`global
+    maxconn 4096
+
+defaults
+    mode tcp
+    maxconn 4096
+    timeout connect 5s
+    timeout client 10m
+    timeout server 10m
+
+frontend mysql
+    bind %s
+    default_backend master
+
+backend master
+    server master %s
+`, addr, backend)
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("haproxy -c: %w\n%s", err, out)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "haproxy.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, "-db", "-f", path)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("haproxy: %w", err)
+	}
+	h := &haproxy{cmd: cmd, addr: addr, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(h.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return h, nil
+		}
+		select {
+		case <-h.done:
+			b, _ := os.ReadFile(filepath.Join(dir, "haproxy.log"))
+			return nil, fmt.Errorf("haproxy exited at start-up: %s", tail(string(b), 20))
+		case <-ctx.Done():
+			h.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			h.stop()
+			return nil, fmt.Errorf("haproxy does not listen on %s after 10s", addr)
+		}
+	}
+}
+
+func (h *haproxy) pid() int { return h.cmd.Process.Pid }
+
+// stop ends HAProxy (SIGTERM, SIGKILL after 5s) and waits for it.
+func (h *haproxy) stop() {
+	h.once.Do(func() {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-h.done:
+		case <-time.After(5 * time.Second):
+			_ = h.cmd.Process.Kill()
+			<-h.done
+		}
+	})
+}
+
+// --- /proc ---
+
+var clockTicks = func() float64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil && n > 0 {
+			return float64(n)
+		}
+	}
+	return 100
+}()
+
+// procStat returns the fields of /proc/<pid>/stat after the command name:
+// index 0 is field 3 (state), so field n is at index n-3.
+func procStat(pid string) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, errors.New("unexpected /proc stat format")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return nil, errors.New("unexpected /proc stat format")
+	}
+	return f, nil
+}
+
+// procCPUSeconds is utime+stime (fields 14 and 15) of /proc/<pid>/stat in
+// seconds.
+func procCPUSeconds(pid string) (float64, error) {
+	f, err := procStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("unexpected /proc stat format")
+	}
+	return (u + st) / clockTicks, nil
+}
+
+// systemTicks is the busy time of all CPUs (user, nice, system, irq and
+// softirq) from /proc/stat, in clock ticks; -1 when unreadable. Interrupt
+// time is included because processes' stime may hold some of it (the
+// softirq work of loopback networking done in their context).
+func systemTicks() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 4 || f[0] != "cpu" {
+		return -1
+	}
+	var t float64
+	for i, v := range f[1:min(len(f), 8)] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseFloat(v, 64)
+		t += n
+	}
+	return t
+}
+
+// ownPIDs are the benchmark's long-running child processes: the servers
+// and HAProxy.
+func ownPIDs(topo *sandbox.Topology, hp *haproxy) []int {
+	var pids []int
+	for _, s := range topo.Servers() {
+		if p := s.PID(); p > 0 {
+			pids = append(pids, p)
+		}
+	}
+	return append(pids, hp.pid())
+}
+
+// ownTicks is the CPU time, in clock ticks, of this process, of its waited-for
+// children (sysbench) and of pids.
+func ownTicks(pids []int) float64 {
+	t := procTicks("self", true)
+	for _, p := range pids {
+		t += procTicks(strconv.Itoa(p), false)
+	}
+	return t
+}
+
+// procTicks is utime+stime (plus cutime+cstime with children) of
+// /proc/<pid>/stat, in clock ticks; 0 when unreadable.
+func procTicks(pid string, children bool) float64 {
+	f, err := procStat(pid)
+	if err != nil {
+		return 0
+	}
+	last := 12 // fields 14-15: utime, stime
+	if children {
+		last = 14 // and 16-17: cutime, cstime
+	}
+	var t float64
+	for _, v := range f[11 : last+1] {
+		n, _ := strconv.ParseFloat(v, 64)
+		t += n
+	}
+	return t
+}
+
+// selfRSSKB is VmRSS of /proc/self/status in KiB.
+func selfRSSKB() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+type rssSampler struct {
+	stopc chan struct{}
+	res   chan int64
+}
+
+// startRSSSampler samples this process's VmRSS every interval until stop,
+// which returns the peak.
+func startRSSSampler(interval time.Duration) *rssSampler {
+	s := &rssSampler{stopc: make(chan struct{}), res: make(chan int64, 1)}
+	go func() {
+		peak := selfRSSKB()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				peak = max(peak, selfRSSKB())
+			case <-s.stopc:
+				s.res <- max(peak, selfRSSKB())
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rssSampler) stop() int64 {
+	close(s.stopc)
+	return <-s.res
+}
+
+// idleShare is the share of all CPUs' time spent idle over d, from /proc/stat.
+func idleShare(ctx context.Context, d time.Duration) float64 {
+	read := func() (idle, total float64, ok bool) {
+		b, err := os.ReadFile("/proc/stat")
+		if err != nil {
+			return 0, 0, false
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] != "cpu" {
+			return 0, 0, false
+		}
+		for i, v := range f[1:] {
+			n, _ := strconv.ParseFloat(v, 64)
+			if i < 8 { // guest time is already in user
+				total += n
+			}
+			if i == 3 || i == 4 { // idle, iowait
+				idle += n
+			}
+		}
+		return idle, total, true
+	}
+	i0, t0, ok0 := read()
+	select {
+	case <-ctx.Done():
+		return math.NaN()
+	case <-time.After(d):
+	}
+	i1, t1, ok1 := read()
+	if !ok0 || !ok1 || t1 <= t0 {
+		return math.NaN()
+	}
+	return (i1 - i0) / (t1 - t0)
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// --- helpers ---
+
+func waitReplicated(ctx context.Context, topo *sandbox.Topology, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := topo.WaitReplicated(ctx); err != nil {
+		return fmt.Errorf("replicas did not catch up within %v: %w", d, err)
+	}
+	return nil
+}
+
+// ping logs in to t and runs SELECT 1, retrying until d ends.
+func ping(ctx context.Context, t target, d time.Duration) error {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = t.user, t.pass, "tcp", t.addr, sandbox.TestDatabase
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 5*time.Second, 5*time.Second, 5*time.Second
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		var one int
+		err = db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func serverVersion(ctx context.Context, s *sandbox.Server) string {
+	db, err := s.RootDB()
+	if err != nil {
+		return "?"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var v string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return "?"
+	}
+	return v
+}
+
+func tail(s string, lines int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// --- report ---
+
+type machineFacts struct {
+	started, finished     time.Time
+	nproc                 int
+	cpuModel, kernel      string
+	goVersion, commit     string
+	sysbench, haproxy     string
+	mariadb               string
+	idleBefore, idleAfter float64
+	loadBefore, loadAfter string
+	rssStartKB            int64
+}
+
+func (f *machineFacts) collectStatic(sysbenchBin, haproxyBin string) {
+	f.nproc = runtime.NumCPU()
+	f.goVersion = runtime.Version()
+	f.cpuModel = "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				f.cpuModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		f.kernel = strings.TrimSpace(string(b))
+	}
+	firstLine := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil && len(out) == 0 {
+			return "?"
+		}
+		l, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return strings.TrimSpace(l)
+	}
+	f.sysbench = firstLine(sysbenchBin, "--version")
+	f.haproxy = firstLine(haproxyBin, "-v")
+	f.commit = firstLine("git", "rev-parse", "--short=12", "HEAD")
+	if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
+		f.commit += " (with uncommitted changes)"
+	}
+}
+
+var shortName = map[string]string{
+	"oltp_point_select": "point_select",
+	"oltp_read_only":    "read_only",
+	"oltp_read_write":   "read_write",
+}
+
+func renderReport(st settings, f machineFacts, cells []cell, results []map[string]*result) string {
+	var b strings.Builder
+	mode := "full"
+	if st.quick {
+		mode = "quick (BENCH_QUICK=1)"
+	}
+	fmt.Fprintf(&b, "# sluice benchmark, %s\n\n", f.started.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- mode: %s, %d s per sysbench run, %d tables × %d rows, order of targets rotated per cell\n",
+		mode, st.seconds, tables, tableSize)
+	fmt.Fprintf(&b, "- machine: %d CPUs (%s), kernel %s; idle CPU over 2 s before the start %s and after the last run %s"+
+		" (less than 100%% = other work on the machine); load average before %s, after %s\n",
+		f.nproc, f.cpuModel, f.kernel, pct(f.idleBefore), pct(f.idleAfter), f.loadBefore, f.loadAfter)
+	fmt.Fprintf(&b, "- MariaDB %s (master + %d GTID replicas + auth server, sandbox package); %s; %s\n",
+		f.mariadb, replicas, f.sysbench, f.haproxy)
+	fmt.Fprintf(&b, "- Go %s; sluice commit %s; sluice in-process, RSS %.1f MB before the first run\n",
+		strings.TrimPrefix(f.goVersion, "go"), f.commit, float64(f.rssStartKB)/1024)
+	fmt.Fprintf(&b, "- wall time %v\n\n", f.finished.Sub(f.started).Round(time.Second))
+
+	b.WriteString("| workload | thr | ps | direct qps | HAProxy qps | sluice qps | sluice/direct | sluice/HAProxy | direct p95 ms | HAProxy p95 ms | sluice p95 ms | sluice CPU s/1k stmts | HAProxy CPU s/1k stmts | sluice RSS MB | sluice to replicas | other work, cores |\n")
+	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var notes []string
+	var logSum float64
+	var nRatios int
+	for i, c := range cells {
+		d, h, s := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"]
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			shortName[c.workload], c.threads, c.psMode,
+			qps(d), qps(h), qps(s), ratio(s, d), ratio(s, h),
+			p95(d), p95(h), p95(s),
+			cpu(s), cpu(h), rss(s), share(s), other(d, h, s))
+		if ok(s) && ok(h) && h.sb.qps > 0 {
+			logSum += math.Log(s.sb.qps / h.sb.qps)
+			nRatios++
+		}
+		for _, name := range []string{"direct", "haproxy", "sluice"} {
+			r := results[i][name]
+			if r == nil {
+				continue
+			}
+			where := fmt.Sprintf("%s %d thr %s, %s", shortName[c.workload], c.threads, c.psMode, name)
+			switch {
+			case r.err != nil:
+				first, _, _ := strings.Cut(r.err.Error(), "\n")
+				notes = append(notes, where+": failed: "+first)
+			case r.sb.ignored > 0 || r.sb.reconnects > 0:
+				notes = append(notes, fmt.Sprintf("%s: %d ignored errors (deadlocks, retried by sysbench), %d reconnects",
+					where, r.sb.ignored, r.sb.reconnects))
+			}
+		}
+	}
+
+	if nRatios > 0 {
+		fmt.Fprintf(&b, "\nGeometric mean of sluice/HAProxy over %d cells: %.2fx\n", nRatios, math.Exp(logSum/float64(nRatios)))
+	}
+
+	var one []int
+	for i, c := range cells {
+		if c.threads == 1 {
+			one = append(one, i)
+		}
+	}
+	if len(one) > 0 {
+		b.WriteString("\nOne thread: median latency per sysbench event (p50 from --histogram) and what each proxy adds over direct.\n\n")
+		b.WriteString("| workload | ps | direct p50 ms | HAProxy p50 ms | sluice p50 ms | HAProxy adds ms | sluice adds ms | sluice added / HAProxy added | same by avg |\n")
+		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, i := range one {
+			c := cells[i]
+			d, h, s := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"]
+			p50 := func(r *result) float64 {
+				if !ok(r) {
+					return math.NaN()
+				}
+				return r.sb.p50
+			}
+			avg := func(r *result) float64 {
+				if !ok(r) {
+					return math.NaN()
+				}
+				return r.sb.avg
+			}
+			hAdd, sAdd := p50(h)-p50(d), p50(s)-p50(d)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				shortName[c.workload], c.psMode, ms(p50(d)), ms(p50(h)), ms(p50(s)), ms(hAdd), ms(sAdd),
+				x(sAdd/hAdd, hAdd > 0), x((avg(s)-avg(d))/(avg(h)-avg(d)), avg(h)-avg(d) > 0))
+		}
+	}
+
+	b.WriteString(`
+Notes:
+- qps is sysbench's queries per second (every statement, including BEGIN/COMMIT); p95 and p50 are per sysbench event
+  (one point select; a whole transaction of ~14 (read_only) or ~18 (read_write) statements).
+- direct and HAProxy log in as the service account and reach the master only; sluice logs the app user in through the
+  auth server and routes plain reads outside transactions to the 2 replicas (point_select), while read_only and
+  read_write run in transactions and stay on the master ("sluice to replicas" is the share of its statements
+  routed to replicas, from its /metrics; the ~1% there at 64 threads with ps auto are the COM_STMT_PREPAREs of
+  the selects, which sysbench sends at connect, outside a transaction).
+- sluice runs in this process: its CPU is utime+stime of /proc/self/stat around each run (health probes and
+  the run's logins included) divided by sysbench's query count; its RSS is the peak VmRSS sampled during the run
+  and includes the harness's own small share. HAProxy's CPU is read the same way from its pid.
+- "other work" is the busy CPU time of /proc/stat (interrupts included) minus what this process, sysbench, the
+  mysqlds and HAProxy were charged, in cores, the highest of the cell's three runs. Kernel work charged to no
+  process (network softirqs, kworkers) keeps it at ~0.1 on a quiet machine; clearly more means other work took
+  CPU from the benchmark and makes that cell's comparison unreliable.
+- HAProxy runs in TCP mode with Debian's default thread count (one per CPU); every process (mysqld ×4, sysbench,
+  sluice or HAProxy) shares the same cores, so a proxy's CPU is taken from the database server's.
+`)
+	if len(notes) > 0 {
+		for _, n := range notes {
+			b.WriteString("- " + n + "\n")
+		}
+	}
+	return b.String()
+}
+
+func ok(r *result) bool { return r != nil && r.err == nil && r.sb.queries > 0 }
+
+func qps(r *result) string {
+	if !ok(r) {
+		return "ERR"
+	}
+	return strconv.FormatFloat(r.sb.qps, 'f', 0, 64)
+}
+
+func p95(r *result) string {
+	if !ok(r) {
+		return "–"
+	}
+	return strconv.FormatFloat(r.sb.p95, 'f', 2, 64)
+}
+
+func ratio(a, b *result) string {
+	if !ok(a) || !ok(b) || b.sb.qps == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2fx", a.sb.qps/b.sb.qps)
+}
+
+func cpu(r *result) string {
+	if !ok(r) || !r.hasCPU {
+		return "–"
+	}
+	return strconv.FormatFloat(r.cpuPer1k(), 'f', 4, 64)
+}
+
+func rss(r *result) string {
+	if !ok(r) || r.rssKB == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(float64(r.rssKB)/1024, 'f', 1, 64)
+}
+
+func share(r *result) string {
+	if !ok(r) || r.replica < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f%%", 100*r.replica)
+}
+
+// other is the highest "other work" of a cell's runs.
+func other(rs ...*result) string {
+	m, seen := 0.0, false
+	for _, r := range rs {
+		if r != nil && !math.IsNaN(r.otherCores) {
+			m, seen = max(m, r.otherCores), true
+		}
+	}
+	if !seen {
+		return "?"
+	}
+	return strconv.FormatFloat(m, 'f', 2, 64)
+}
+
+func ms(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func x(v float64, valid bool) string {
+	if !valid || math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f%%", 100*v)
+}
