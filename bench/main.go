@@ -40,6 +40,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +124,16 @@ type result struct {
 }
 
 func run() (code int) {
+	// BENCH_CPUPROFILE=file profiles this process (sluice runs in it)
+	// for the whole run: go tool pprof file.
+	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			defer f.Close() // after StopCPUProfile has written the profile
+			if err := pprof.StartCPUProfile(f); err == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
 	st, err := readSettings()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
