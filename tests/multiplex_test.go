@@ -178,14 +178,7 @@ func TestMultiplexManyClientsSmallPool(t *testing.T) {
 // client's statements on shared connections, and each client's own state
 // follows it from connection to connection.
 func TestMultiplexSessionState(t *testing.T) {
-	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{ClusterKeys: []string{"pool_size = 2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	open := func() *sql.Conn {
-		return conn(t, openAt(t, srv.Addr().String(), env.topo.Opts.AppPassword, func(c *mysql.Config) { c.DBName = "sluice_test" }))
-	}
+	addr, open := smallPoolProxy(t, 2)
 	ctx := ctxT(t)
 	a, b := open(), open()
 	mustExecC(t, a, "SET SESSION sql_mode = 'ANSI_QUOTES'")
@@ -213,7 +206,7 @@ func TestMultiplexSessionState(t *testing.T) {
 	// State changed in ways sluice does not track one by one (inside
 	// multi-statement text, SET TRANSACTION) keeps that client on its
 	// connection instead of leaking into the pool.
-	m := conn(t, openAt(t, srv.Addr().String(), env.topo.Opts.AppPassword, func(c *mysql.Config) {
+	m := conn(t, openAt(t, addr, env.topo.Opts.AppPassword, func(c *mysql.Config) {
 		c.DBName = "sluice_test"
 		c.MultiStatements = true
 	}))
@@ -232,7 +225,7 @@ func TestMultiplexSessionState(t *testing.T) {
 		}
 	}
 	// A client without a schema never inherits another's default schema.
-	c := conn(t, openAt(t, srv.Addr().String(), env.topo.Opts.AppPassword, nil))
+	c := conn(t, openAt(t, addr, env.topo.Opts.AppPassword, nil))
 	for range 10 {
 		var db sql.NullString
 		if err := c.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&db); err != nil {
@@ -247,14 +240,7 @@ func TestMultiplexSessionState(t *testing.T) {
 // TestMultiplexPinnedState: state that cannot be replayed keeps the
 // session on its connection: user variables, temporary tables, GET_LOCK.
 func TestMultiplexPinnedState(t *testing.T) {
-	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{ClusterKeys: []string{"pool_size = 3"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	open := func() *sql.Conn {
-		return conn(t, openAt(t, srv.Addr().String(), env.topo.Opts.AppPassword, func(c *mysql.Config) { c.DBName = "sluice_test" }))
-	}
+	_, open := smallPoolProxy(t, 3)
 	ctx := ctxT(t)
 	a, other := open(), open()
 	mustExecC(t, a, "SET @secret = 42")
@@ -335,4 +321,20 @@ func TestMultiplexLastInsertID(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// smallPoolProxy starts a sluice whose pools hold size connections per
+// backend, and returns its address and a way to open one client session
+// with sluice_test as schema.
+func smallPoolProxy(t *testing.T, size int) (string, func() *sql.Conn) {
+	t.Helper()
+	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{ClusterKeys: []string{fmt.Sprintf("pool_size = %d", size)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	addr := srv.Addr().String()
+	return addr, func() *sql.Conn {
+		return conn(t, openAt(t, addr, env.topo.Opts.AppPassword, func(c *mysql.Config) { c.DBName = "sluice_test" }))
+	}
 }
