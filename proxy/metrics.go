@@ -21,6 +21,7 @@ type metrics struct {
 	logins      *prometheus.CounterVec // by result
 	statements  *prometheus.CounterVec // by route
 	backendErrs *prometheus.CounterVec // by role
+	pins        *prometheus.CounterVec // sessions pinned, by reason
 	// routeMaster and routeReplica are resolved once: a statement costs an
 	// atomic add, no label lookup.
 	routeMaster, routeReplica prometheus.Counter
@@ -41,8 +42,12 @@ func newMetrics() *metrics {
 		backendErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_backend_errors_total", Help: "Backend connections that failed or broke, by role.",
 		}, []string{"role"}),
+		pins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_session_pins_total",
+			Help: "Sessions pinned to their backend connections (no multiplexing until reset or end), by the reason that pinned them first.",
+		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.clients, m.logins, m.statements, m.backendErrs,
+	m.reg.MustRegister(m.clients, m.logins, m.statements, m.backendErrs, m.pins,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.routeMaster = m.statements.WithLabelValues("master")
 	m.routeReplica = m.statements.WithLabelValues("replica")

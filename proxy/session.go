@@ -323,7 +323,7 @@ func (s *Session) comQuery(p []byte) error {
 		return s.answerLocal(plan)
 	}
 	// Pin before running: even a failing statement may have left state.
-	s.pins |= plan.Pins
+	s.pin(plan.Pins)
 	target := s.route(plan)
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
@@ -333,7 +333,7 @@ func (s *Session) comQuery(p []byte) error {
 		// master, and nothing is tracked from it: the session keeps its
 		// connections, whatever the text changed.
 		kind = router.KindWrite
-		s.pins |= router.PinUntracked
+		s.pin(router.PinUntracked)
 	}
 	switch kind {
 	case router.KindUse:
@@ -771,4 +771,17 @@ func (s *Session) answerLocal(plan *router.Plan) error {
 	// SELECT is -1 for whatever comes next.
 	s.rowCount = -1
 	return err
+}
+
+// pin adds sticky pins and counts each reason the first time it pins this
+// session.
+func (s *Session) pin(p router.Pin) {
+	if added := p &^ s.pins; added != 0 {
+		for bit, name := range router.PinNames {
+			if added&bit != 0 {
+				s.srv.metrics.pins.WithLabelValues(name).Inc()
+			}
+		}
+		s.pins |= p
+	}
 }

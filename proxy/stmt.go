@@ -65,7 +65,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 			s.srv.cfg.Proxy.MaxPreparedStatements))
 	}
 	plan, sql := s.srv.router.ClassifyText(p[1:])
-	s.pins |= plan.Pins
+	s.pin(plan.Pins)
 	clientSeq := s.client.Seq()
 	return s.exchange(s.route(plan), func(bc *BackendConn) (protocol.RelayResult, error) {
 		bc.ResetSeq()

@@ -47,3 +47,13 @@ func TestMetricsCountRoutes(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+func TestMetricsCountPins(t *testing.T) {
+	before := scrape(t, `sluice_session_pins_total{reason="user_variables"}`)
+	c := conn(t, appDB(t, "", nil))
+	mustExecC(t, c, "SET @pinned = 1")
+	mustExecC(t, c, "SET @pinned = 2") // the same reason counts once per session
+	if d := scrape(t, `sluice_session_pins_total{reason="user_variables"}`) - before; d != 1 {
+		t.Fatalf("user_variables pins grew by %v, want 1", d)
+	}
+}
