@@ -59,6 +59,9 @@ type RelayResult struct {
 	Warnings uint16
 	// Columns reports that the response held a result set.
 	Columns bool
+	// LocalInfileFiles counts the files the client streamed to the server
+	// for LOAD DATA LOCAL INFILE requests in this response.
+	LocalInfileFiles int
 	// Packets counts the physical packets written (or begun) to the
 	// client: when it is 0 nothing reached the client and the command may
 	// be retried elsewhere.
@@ -145,6 +148,7 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 					res.Torn = true
 					return res, err
 				}
+				res.LocalInfileFiles++
 				continue
 			}
 			v, _, _, err := ReadLenEncInt(h)
