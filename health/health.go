@@ -100,18 +100,31 @@ type Cluster struct {
 	Replicas []*Backend
 	// wheel lists replica indexes, each repeated by its weight, so an
 	// atomic counter gives weighted round robin without a lock.
-	wheel []int
-	next  atomic.Uint64
+	wheel     []int
+	next      atomic.Uint64
+	nextAside atomic.Uint64
 }
 
 // PickReplica returns the next up replica by weighted round robin, skipping
 // skip (a replica that just failed), or nil when no replica can serve.
 func (c *Cluster) PickReplica(skip *Backend) *Backend {
+	return c.pick(&c.next, skip)
+}
+
+// PickReplicaAside is PickReplica on a wheel position of its own, for work
+// that is not a client statement (the schema check at login): it must not
+// shift the rotation of statements, or sessions that all do the same
+// amount of such work end up in step on one replica.
+func (c *Cluster) PickReplicaAside(skip *Backend) *Backend {
+	return c.pick(&c.nextAside, skip)
+}
+
+func (c *Cluster) pick(counter *atomic.Uint64, skip *Backend) *Backend {
 	n := len(c.wheel)
 	if n == 0 {
 		return nil
 	}
-	start := c.next.Add(1)
+	start := counter.Add(1)
 	for i := range n {
 		b := c.Replicas[c.wheel[(start+uint64(i))%uint64(n)]]
 		if b != skip && b.Up() {

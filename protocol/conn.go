@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -40,6 +41,8 @@ type Conn struct {
 	// LenientSeq makes ReadPacket accept any sequence id (used on the
 	// backend leg, where the server is trusted).
 	LenientSeq bool
+	// lean: buffers are pooled and released by Idle (NewLeanConn).
+	lean bool
 }
 
 // NewConn wraps nc.
@@ -48,6 +51,50 @@ func NewConn(nc net.Conn) *Conn {
 		nc: nc,
 		br: bufio.NewReaderSize(nc, readBufferSize),
 		bw: bufio.NewWriterSize(nc, writeBufferSize),
+	}
+}
+
+// NewLeanConn wraps nc for a peer that idles most of the time (a client):
+// a small read buffer of its own (commands are small; bigger payloads are
+// read past it), and a write buffer from a shared pool while a command is
+// answered, given back by Idle. An idle lean connection holds about
+// leanReadBufferSize bytes of buffers.
+func NewLeanConn(nc net.Conn) *Conn {
+	return &Conn{nc: nc, br: bufio.NewReaderSize(nc, leanReadBufferSize), lean: true}
+}
+
+// leanReadBufferSize is a lean connection's read buffer: a typical command
+// fits, so one read syscall gets header and payload together.
+const leanReadBufferSize = 1024
+
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferSize) }}
+
+// reader returns the read buffer.
+func (c *Conn) reader() *bufio.Reader { return c.br }
+
+// writer returns the write buffer, taking one from the pool if needed.
+func (c *Conn) writer() *bufio.Writer {
+	if c.bw == nil {
+		c.bw = writerPool.Get().(*bufio.Writer)
+		c.bw.Reset(c.nc)
+	}
+	return c.bw
+}
+
+// Idle gives a lean connection's empty write buffer back to its pool, and
+// drops a large packet buffer; the next write takes a buffer again. It does
+// nothing for other connections, or while the buffer holds data.
+func (c *Conn) Idle() {
+	if !c.lean {
+		return
+	}
+	if c.bw != nil && c.bw.Buffered() == 0 {
+		c.bw.Reset(nil)
+		writerPool.Put(c.bw)
+		c.bw = nil
+	}
+	if cap(c.buf) > 4096 {
+		c.buf = nil
 	}
 }
 
@@ -73,7 +120,12 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.nc.SetReadDeadline(
 func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
 
 // Buffered reports how many bytes are read ahead and not yet consumed.
-func (c *Conn) Buffered() int { return c.br.Buffered() }
+func (c *Conn) Buffered() int {
+	if c.br == nil {
+		return 0
+	}
+	return c.br.Buffered()
+}
 
 func (c *Conn) readHeader() (int, error) {
 	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
@@ -114,7 +166,7 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 			// bytes actually received.
 			chunk := min(rest, max(64<<10, len(buf)))
 			buf = slices.Grow(buf, chunk)
-			m, err := io.ReadFull(c.br, buf[len(buf):len(buf)+chunk])
+			m, err := io.ReadFull(c.reader(), buf[len(buf):len(buf)+chunk])
 			buf = buf[:len(buf)+m]
 			if err != nil {
 				if err == io.EOF {
@@ -140,10 +192,10 @@ func (c *Conn) WritePacket(payload []byte) error {
 		n := min(len(payload), MaxPayloadLen)
 		c.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), c.seq}
 		c.seq++
-		if _, err := c.bw.Write(c.hdr[:]); err != nil {
+		if _, err := c.writer().Write(c.hdr[:]); err != nil {
 			return err
 		}
-		if _, err := c.bw.Write(payload[:n]); err != nil {
+		if _, err := c.writer().Write(payload[:n]); err != nil {
 			return err
 		}
 		payload = payload[n:]
@@ -158,11 +210,16 @@ func (c *Conn) WritePacketFlush(payload []byte) error {
 	if err := c.WritePacket(payload); err != nil {
 		return err
 	}
-	return c.bw.Flush()
+	return c.writer().Flush()
 }
 
 // Flush sends everything buffered.
-func (c *Conn) Flush() error { return c.bw.Flush() }
+func (c *Conn) Flush() error {
+	if c.bw == nil {
+		return nil
+	}
+	return c.bw.Flush()
+}
 
 // WriteErr writes an ERR packet for e and flushes.
 func (c *Conn) WriteErr(e *SQLError) error {
@@ -177,7 +234,7 @@ var ErrIdleData = errors.New("unexpected data on an idle connection")
 // reused: nil if the peer is silent, an error if it closed the connection or
 // sent something. It costs one non-blocking peek at the socket.
 func (c *Conn) CheckIdle() error {
-	if c.br.Buffered() > 0 {
+	if c.Buffered() > 0 {
 		return ErrIdleData
 	}
 	if c.idle != nil {

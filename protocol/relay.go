@@ -215,38 +215,39 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult) (int, []byte, er
 		if err != nil {
 			return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
 		}
+		br, bw := src.reader(), dst.writer()
 		total += n
 		if physical == 0 && n > 0 {
-			p, err := src.br.Peek(min(n, len(head), src.br.Size()))
+			p, err := br.Peek(min(n, len(head), br.Size()))
 			if err != nil {
 				return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
 			}
 			h = head[:copy(head, p)]
 			if p[0] == headerErr && n < MaxPayloadLen {
-				if full, err := src.br.Peek(min(n, src.br.Size())); err == nil {
+				if full, err := br.Peek(min(n, br.Size())); err == nil {
 					res.Err, _ = ParseErr(full)
 				}
 			}
 		}
 		dst.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), dst.seq}
 		dst.seq++
-		if _, err := dst.bw.Write(dst.hdr[:]); err != nil {
+		if _, err := bw.Write(dst.hdr[:]); err != nil {
 			return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
 		}
 		// From here on the client has (part of) a packet: a failure
 		// leaves its stream cut mid-packet.
 		res.Packets++
 		for rest := n; rest > 0; {
-			k := min(rest, src.br.Size())
-			p, err := src.br.Peek(k)
+			k := min(rest, br.Size())
+			p, err := br.Peek(k)
 			if err != nil {
 				res.Torn = true
 				return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
 			}
-			if _, err := dst.bw.Write(p); err != nil {
+			if _, err := bw.Write(p); err != nil {
 				return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
 			}
-			_, _ = src.br.Discard(k)
+			_, _ = br.Discard(k)
 			rest -= k
 		}
 		res.Bytes += int64(n)

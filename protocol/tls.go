@@ -40,7 +40,7 @@ func (c *Conn) IsTLS() bool {
 // read buffer already holds (a client's ClientHello that arrived with its
 // SSLRequest) are read first.
 func (c *Conn) readAhead() net.Conn {
-	if c.br.Buffered() == 0 {
+	if c.Buffered() == 0 {
 		return c.nc
 	}
 	pending := make([]byte, c.br.Buffered())
@@ -65,8 +65,12 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 
 func (c *Conn) setNetConn(nc net.Conn) {
 	c.nc = nc
-	c.br.Reset(nc)
-	c.bw.Reset(nc)
+	if c.br != nil {
+		c.br.Reset(nc)
+	}
+	if c.bw != nil {
+		c.bw.Reset(nc)
+	}
 }
 
 // SSLRequest builds the short handshake response that asks a server to

@@ -62,7 +62,10 @@ type Session struct {
 	// ROW_COUNT() from the session's last OK packets.
 	lastInsertID uint64
 	rowCount     int64
-	multiStmts   bool
+	// aside makes replica picks use their own wheel position (work that
+	// is not a client statement).
+	aside      bool
+	multiStmts bool
 
 	stmts      map[uint32]*preparedStmt
 	nextStmtID uint32
@@ -73,7 +76,7 @@ type Session struct {
 }
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
-	c := protocol.NewConn(nc)
+	c := protocol.NewLeanConn(nc)
 	c.MaxPacket = int(srv.cfg.Proxy.MaxAllowedPacket)
 	s := &Session{
 		srv:    srv,
@@ -162,7 +165,9 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 	// already has db selected proves the schema exists at no cost.
 	prev := s.schema
 	s.schema = db
+	s.aside = true
 	bc, err := s.backendFor(router.TargetReplica, nil)
+	s.aside = false
 	if err == nil {
 		if err = s.sync(bc); err == nil {
 			return nil
@@ -244,6 +249,8 @@ func (s *Session) serve() error {
 			return err
 		}
 		s.afterCommand()
+		// Waiting for the next command holds no write buffer.
+		s.client.Idle()
 	}
 }
 
@@ -535,6 +542,9 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 		}
 		for range len(s.cluster.Replicas) {
 			b := s.cluster.PickReplica(skip)
+			if s.aside {
+				b = s.cluster.PickReplicaAside(skip)
+			}
 			if b == nil {
 				break
 			}
