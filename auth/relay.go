@@ -41,7 +41,10 @@ func (r *Relay) connect(ctx context.Context, client *protocol.Conn) (*protocol.C
 			"sluice: cannot reach the auth server %s: %v", r.Address, err))
 		return nil, nil, fmt.Errorf("dialing auth server %s: %w", r.Address, err)
 	}
-	upstream := protocol.NewConn(nc)
+	// The auth leg lives for one login: a lean connection borrows its
+	// write buffer from the shared pool instead of allocating 32 KiB of
+	// buffers per login.
+	upstream := protocol.NewLeanConn(nc)
 	upstream.LenientSeq = true
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
@@ -63,13 +66,19 @@ func (r *Relay) connect(ctx context.Context, client *protocol.Conn) (*protocol.C
 	return upstream, ag, nil
 }
 
+// closeUpstream closes the auth leg and gives its write buffer back.
+func closeUpstream(c *protocol.Conn) {
+	c.Idle()
+	_ = c.Close()
+}
+
 // Authenticate implements Authenticator.
 func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error) {
 	upstream, ag, err := r.connect(ctx, client)
 	if err != nil {
 		return nil, err
 	}
-	defer upstream.Close()
+	defer closeUpstream(upstream)
 	version := srv.ServerVersion
 	if version == "" {
 		version = ag.ServerVersion
@@ -117,7 +126,7 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 	if err != nil {
 		return nil, err
 	}
-	defer upstream.Close()
+	defer closeUpstream(upstream)
 	if err := client.WritePacketFlush(protocol.AuthSwitchRequest(ag.AuthPlugin, append(append([]byte(nil), ag.Scramble...), 0))); err != nil {
 		return nil, err
 	}

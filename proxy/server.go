@@ -264,7 +264,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	sess := newSession(s, id, nc)
 	defer func() {
 		if r := recover(); r != nil {
-			sess.log.Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			sess.log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 		}
 		sess.close()
 		s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -36,9 +37,6 @@ type Session struct {
 	srv    *Server
 	id     uint32
 	client *protocol.Conn
-	log    *zap.Logger
-	// baseLog has the connection's fields; log adds the user.
-	baseLog *zap.Logger
 
 	user    string
 	caps    uint32 // the client's capabilities, limited to sluice's
@@ -47,6 +45,9 @@ type Session struct {
 
 	master  *BackendConn
 	replica *BackendConn
+	// readFrom is the replica the session reads from: it borrows a new
+	// connection to it per statement but stays with it while it is up.
+	readFrom *health.Backend
 	// last ran the session's previous statement: SHOW WARNINGS and the
 	// like must ask it.
 	last *BackendConn
@@ -84,28 +85,56 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 		client: c,
 		stmts:  make(map[uint32]*preparedStmt),
 	}
-	s.baseLog = srv.log.With(zap.Uint32("conn_id", id), zap.String("client", nc.RemoteAddr().String()))
-	s.log = s.baseLog
 	return s
+}
+
+// log returns a logger with the session's fields. It is built when
+// something is logged, not kept: a zap child logger costs kilobytes, and
+// idle sessions must cost little (a few are logged per session, none per
+// statement at info level).
+func (s *Session) log() *zap.Logger {
+	if s.user == "" {
+		return s.srv.log.With(zap.Uint32("conn_id", s.id), zap.Stringer("client", s.client.NetConn().RemoteAddr()))
+	}
+	return s.srv.log.With(zap.Uint32("conn_id", s.id), zap.Stringer("client", s.client.NetConn().RemoteAddr()), zap.String("user", s.user))
 }
 
 func (s *Session) run(ctx context.Context) {
 	start := time.Now()
-	if err := s.handshake(ctx); err != nil {
+	if err := s.login(ctx); err != nil {
 		result := "error"
 		if errors.Is(err, auth.ErrAccessDenied) {
 			result = "denied"
 		}
 		s.srv.metrics.logins.WithLabelValues(result).Inc()
-		s.log.Info("login failed", zap.String("user", s.user), zap.Error(err))
+		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
 		return
 	}
 	s.srv.metrics.logins.WithLabelValues("ok").Inc()
-	s.log = s.baseLog.With(zap.String("user", s.user))
-	s.log.Info("client connected", zap.String("schema", s.schema))
+	s.log().Info("client connected", zap.String("schema", s.schema))
 	s.afterCommand()
+	s.client.Idle()
 	err := s.serve()
-	s.log.Info("client disconnected", zap.Duration("duration", time.Since(start)), zap.NamedError("reason", err))
+	s.log().Info("client disconnected", zap.Duration("duration", time.Since(start)), zap.NamedError("reason", err))
+}
+
+// login runs the handshake on a goroutine of its own. The auth relay and
+// the schema check need a deep stack; a goroutine's stack shrinks only when
+// a GC finds it mostly unused, which an idle session's that grew to 8 KiB
+// never is. The session goroutine so keeps its small stack while it waits
+// for commands.
+func (s *Session) login(ctx context.Context) (err error) {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log().Error("login panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+				done <- fmt.Errorf("login panicked: %v", r)
+			}
+		}()
+		done <- s.handshake(ctx)
+	}()
+	return <-done
 }
 
 // handshake authenticates the client within handshake_timeout, checks the
@@ -205,12 +234,11 @@ func (s *Session) comChangeUser(p []byte) error {
 		ClientHost:   host,
 	}, s.caps, cu)
 	if err != nil {
-		s.log.Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
+		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
 	}
-	s.log.Info("user changed", zap.String("new_user", login.User))
+	s.log().Info("user changed", zap.String("new_user", login.User))
 	s.user = login.User
-	s.log = s.baseLog.With(zap.String("user", s.user))
 	if login.Collation != 0 {
 		s.key.collation = login.Collation
 	}
@@ -500,7 +528,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
 		if res.Torn {
 			// The client holds half a packet: no ERR can follow it.
-			s.log.Warn("backend lost mid-packet, closing the client", zap.String("backend", b.Address), zap.Error(err))
+			s.log().Warn("backend lost mid-packet, closing the client", zap.String("backend", b.Address), zap.Error(err))
 			return fmt.Errorf("backend %s lost mid-packet: %w", b.Address, err)
 		}
 		if b.Role == health.RoleMaster && bc.inTransaction() {
@@ -511,14 +539,14 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			return fmt.Errorf("master %s lost inside a transaction: %w", b.Address, err)
 		}
 		if res.Packets > 0 {
-			s.log.Warn("backend lost mid-result", zap.String("backend", b.Address), zap.Error(err))
+			s.log().Warn("backend lost mid-result", zap.String("backend", b.Address), zap.Error(err))
 			return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
 				"Lost connection to %s %s during query", b.Role, b.Address))
 		}
 		// Nothing reached the client: the connection broke before the
 		// backend answered. The prober, not one broken connection, decides
 		// whether the backend is down.
-		s.log.Warn("backend connection lost", zap.String("backend", b.Address), zap.String("role", b.Role.String()), zap.Error(err))
+		s.log().Warn("backend connection lost", zap.String("backend", b.Address), zap.String("role", b.Role.String()), zap.Error(err))
 		if b.Role == health.RoleReplica && attempt == 0 {
 			skip = b
 			continue
@@ -529,8 +557,9 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 }
 
 // backendFor returns the session's data connection for target, opening it
-// on first use. For a replica it picks one by weighted round robin among the
-// up replicas (never skip), and falls back to the master when none can serve.
+// on first use. Reads go to the session's replica (readFrom) while it is up;
+// otherwise one is picked by weighted round robin among the up replicas
+// (never skip), and the master serves when none can.
 func (s *Session) backendFor(target router.Target, skip *health.Backend) (*BackendConn, error) {
 	if target == router.TargetReplica {
 		if r := s.replica; r != nil {
@@ -540,10 +569,21 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			s.putBack(r, s.pinned())
 			s.replica = nil
 		}
-		for range len(s.cluster.Replicas) {
-			b := s.cluster.PickReplica(skip)
-			if s.aside {
-				b = s.cluster.PickReplicaAside(skip)
+		// The session's replica comes first, so its reads never go back in
+		// time by landing on a replica that lags more than the last one.
+		sticky := s.readFrom
+		if sticky != nil && (s.aside || sticky == skip || !sticky.Up()) {
+			sticky = nil
+		}
+		for range len(s.cluster.Replicas) + 1 {
+			b := sticky
+			sticky = nil
+			if b == nil {
+				if s.aside {
+					b = s.cluster.PickReplicaAside(skip)
+				} else {
+					b = s.cluster.PickReplica(skip)
+				}
 			}
 			if b == nil {
 				break
@@ -551,17 +591,20 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			bc, err := s.srv.pools[b.Address].Get(s.srv.ctx, s.key, s.schema == "")
 			if err == nil {
 				s.replica = bc
+				if !s.aside {
+					s.readFrom = b
+				}
 				return bc, nil
 			}
 			skip = b
 			if errors.Is(err, ErrPoolExhausted) {
 				// Busy, not broken: try the next replica, then the master.
-				s.log.Warn("replica pool exhausted", zap.String("backend", b.Address))
+				s.log().Warn("replica pool exhausted", zap.String("backend", b.Address))
 				continue
 			}
 			s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
 			if b.ReportFailure(err) {
-				s.log.Warn("replica unreachable, taken out of rotation", zap.String("backend", b.Address), zap.Error(err))
+				s.log().Warn("replica unreachable, taken out of rotation", zap.String("backend", b.Address), zap.Error(err))
 			}
 		}
 		// No replica can serve: reads go to the master.
@@ -577,7 +620,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 	}
 	if err != nil {
 		s.srv.metrics.backendErrs.WithLabelValues(m.Role.String()).Inc()
-		s.log.Warn("master unreachable", zap.String("backend", m.Address), zap.Error(err))
+		s.log().Warn("master unreachable", zap.String("backend", m.Address), zap.Error(err))
 		var se *protocol.SQLError
 		if errors.As(err, &se) {
 			return nil, protocol.NewError(protocol.ErCouldNotConnect,
@@ -633,7 +676,7 @@ func (s *Session) sync(bc *BackendConn) error {
 			// it, so the session does not fail forever, and say which
 			// server refused what.
 			s.dropVar(v.Name)
-			s.log.Warn("session variable not replayable", zap.String("variable", v.Name),
+			s.log().Warn("session variable not replayable", zap.String("variable", v.Name),
 				zap.String("backend", bc.backend.Address), zap.Uint16("code", se.Code))
 			return protocol.NewError(se.Code, "sluice could not apply the session's %s on %s: %s",
 				v.Name, describe(bc), se.Message)
