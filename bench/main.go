@@ -16,6 +16,7 @@
 //
 //	BENCH_TIME=10    seconds per sysbench run
 //	BENCH_QUICK=1    only oltp_point_select at 16 threads, both ps modes
+//	BENCH_SLUICE_THREADS=1  sluice's [proxy] threads (GOMAXPROCS); 0 = one per CPU
 //	SAVE=1           also write the report to bench/results/<YYYY-MM-DD>.md
 //	                 (<YYYY-MM-DD>-quick.md in quick mode)
 //
@@ -70,10 +71,23 @@ type settings struct {
 	seconds int
 	quick   bool
 	save    bool
+	// threads is sluice's [proxy] threads. On this benchmark's machine
+	// every mysqld, sysbench and the proxy share the cores: one thread
+	// (HAProxy's nbthread or ProxySQL's mysql-threads would be set the same
+	// way) leaves the databases the rest and spares the Go scheduler waking
+	// a second thread per event.
+	threads int
 }
 
 func readSettings() (settings, error) {
-	s := settings{seconds: 10}
+	s := settings{seconds: 10, threads: 1}
+	if v := strings.TrimSpace(os.Getenv("BENCH_SLUICE_THREADS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1024 {
+			return s, fmt.Errorf("BENCH_SLUICE_THREADS=%q: want 0 (one per CPU) to 1024", v)
+		}
+		s.threads = n
+	}
 	if v := strings.TrimSpace(os.Getenv("BENCH_TIME")); v != "" {
 		n, err := strconv.Atoi(strings.TrimSuffix(v, "s"))
 		if err != nil || n < 1 || n > 3600 {
@@ -213,7 +227,7 @@ func run() (code int) {
 	}
 
 	// sluice, in-process.
-	srv, sluiceLog, err := startSluice(topo, tmp)
+	srv, sluiceLog, err := startSluice(topo, tmp, st.threads)
 	if err != nil {
 		return fail(err)
 	}
@@ -524,8 +538,9 @@ func histogramPercentile(out string, pct float64) float64 {
 
 // --- sluice ---
 
-func startSluice(topo *sandbox.Topology, dir string) (*proxy.Server, *zap.Logger, error) {
+func startSluice(topo *sandbox.Topology, dir string, threads int) (*proxy.Server, *zap.Logger, error) {
 	cfg, err := conf.Parse([]byte(topo.SluiceConfig("127.0.0.1:0",
+		fmt.Sprintf("threads = %d", threads),
 		`metrics_listen = "127.0.0.1:0"`,
 		`admin_listen = "127.0.0.1:0"`,
 		`log_level = "info"`)))
@@ -1025,8 +1040,12 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 		f.nproc, f.cpuModel, f.kernel, pct(f.idleBefore), pct(f.idleAfter), f.loadBefore, f.loadAfter)
 	fmt.Fprintf(&b, "- MariaDB %s (master + %d GTID replicas + auth server, sandbox package); %s; %s\n",
 		f.mariadb, replicas, f.sysbench, f.haproxy)
-	fmt.Fprintf(&b, "- Go %s; sluice commit %s; sluice in-process, RSS %.1f MB before the first run\n",
-		strings.TrimPrefix(f.goVersion, "go"), f.commit, float64(f.rssStartKB)/1024)
+	threads := "one per CPU"
+	if st.threads > 0 {
+		threads = strconv.Itoa(st.threads)
+	}
+	fmt.Fprintf(&b, "- Go %s; sluice commit %s; sluice in-process with threads = %s (GOMAXPROCS of the process), RSS %.1f MB before the first run\n",
+		strings.TrimPrefix(f.goVersion, "go"), f.commit, threads, float64(f.rssStartKB)/1024)
 	fmt.Fprintf(&b, "- wall time %v\n\n", f.finished.Sub(f.started).Round(time.Second))
 
 	b.WriteString("| workload | thr | ps | direct qps | HAProxy qps | sluice qps | sluice/direct | sluice/HAProxy | direct p95 ms | HAProxy p95 ms | sluice p95 ms | sluice CPU s/1k stmts | HAProxy CPU s/1k stmts | sluice RSS MB | sluice to replicas | other work, cores |\n")

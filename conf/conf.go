@@ -80,6 +80,11 @@ type Proxy struct {
 	MetricsListen string `toml:"metrics_listen"`
 	// LogLevel is one of debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
+	// Threads is how many threads run Go code at once (GOMAXPROCS); 0
+	// keeps the runtime's default, one per CPU. On a host shared with
+	// database servers fewer leave them CPU and cost the proxy less in
+	// scheduling, as HAProxy's nbthread or ProxySQL's mysql-threads do.
+	Threads int `toml:"threads"`
 	// MaxClientConnections caps concurrent client connections.
 	MaxClientConnections int `toml:"max_client_connections"`
 	// MaxAllowedPacket is the largest packet, in bytes, accepted from a client.
@@ -240,24 +245,26 @@ const (
 	DefaultMetricsListen        = "127.0.0.1:6070"
 	DefaultLogLevel             = "info"
 	DefaultMaxClientConnections = 10000
-	DefaultMaxAllowedPacket     = 64 << 20
-	DefaultHandshakeTimeout     = 10 * time.Second
-	DefaultConnectTimeout       = 2 * time.Second
-	DefaultMaxPreparedStmts     = 1024
-	DefaultTLSMode              = "off"
-	DefaultPoolSize             = 128
-	DefaultPoolWaitTimeout      = 5 * time.Second
-	DefaultAuthBackend          = "mysql"
-	DefaultAdminUser            = "admin"
-	DefaultBalance              = "round-robin"
-	DefaultMaxReplicationLag    = 5 * time.Second
-	DefaultReplicaWeight        = 1
-	DefaultHealthInterval       = 500 * time.Millisecond
-	DefaultHealthTimeout        = time.Second
-	DefaultFailuresBeforeDown   = 3
-	DefaultAutoFailover         = true
-	DefaultFailoverBlock        = 10 * time.Minute
-	DefaultTablesPerCluster     = 1
+	// MaxThreads bounds proxy.threads.
+	MaxThreads                = 1024
+	DefaultMaxAllowedPacket   = 64 << 20
+	DefaultHandshakeTimeout   = 10 * time.Second
+	DefaultConnectTimeout     = 2 * time.Second
+	DefaultMaxPreparedStmts   = 1024
+	DefaultTLSMode            = "off"
+	DefaultPoolSize           = 128
+	DefaultPoolWaitTimeout    = 5 * time.Second
+	DefaultAuthBackend        = "mysql"
+	DefaultAdminUser          = "admin"
+	DefaultBalance            = "round-robin"
+	DefaultMaxReplicationLag  = 5 * time.Second
+	DefaultReplicaWeight      = 1
+	DefaultHealthInterval     = 500 * time.Millisecond
+	DefaultHealthTimeout      = time.Second
+	DefaultFailuresBeforeDown = 3
+	DefaultAutoFailover       = true
+	DefaultFailoverBlock      = 10 * time.Minute
+	DefaultTablesPerCluster   = 1
 )
 
 // Limits of max_allowed_packet, in bytes.

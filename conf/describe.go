@@ -24,7 +24,11 @@ func (c *Config) Describe() string {
 	line("proxy: listen %s, admin_listen %s, metrics_listen %s", x.Listen, offIfEmpty(x.AdminListen), offIfEmpty(x.MetricsListen))
 	line("  log_level %s, max_client_connections %d, max_allowed_packet %s, max_prepared_statements %d, local_infile %v",
 		x.LogLevel, x.MaxClientConnections, formatBytes(x.MaxAllowedPacket), x.MaxPreparedStatements, x.LocalInfile)
-	timeouts := fmt.Sprintf("  handshake_timeout %s, connect_timeout %s", x.HandshakeTimeout, x.ConnectTimeout)
+	threads := "one per CPU"
+	if x.Threads > 0 {
+		threads = fmt.Sprint(x.Threads)
+	}
+	timeouts := fmt.Sprintf("  threads %s, handshake_timeout %s, connect_timeout %s", threads, x.HandshakeTimeout, x.ConnectTimeout)
 	if x.ServerVersion != "" {
 		timeouts += fmt.Sprintf(", server_version %q", x.ServerVersion)
 	}

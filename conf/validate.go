@@ -78,6 +78,9 @@ func (c *Config) validateProxy(p *problems) {
 	if x.RequireTLS && x.TLSCert == "" {
 		p.add("proxy.require_tls needs proxy.tls_cert and proxy.tls_key")
 	}
+	if x.Threads < 0 || x.Threads > MaxThreads {
+		p.add("proxy.threads must be between 0 (one per CPU) and %d (got %d)", MaxThreads, x.Threads)
+	}
 	if x.MaxPreparedStatements <= 0 {
 		p.add("proxy.max_prepared_statements must be > 0 (got %d)", x.MaxPreparedStatements)
 	}

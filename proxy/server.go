@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -178,6 +179,11 @@ func (s *Server) MetricsAddr() net.Addr { return s.metricsAddr }
 // Start binds the listeners and serves in the background, with the health
 // prober.
 func (s *Server) Start() error {
+	if n := s.cfg.Proxy.Threads; n > 0 {
+		// The proxy owns its process: threads sets how many OS threads
+		// run Go code at once for all of it.
+		runtime.GOMAXPROCS(n)
+	}
 	if err := s.Listen(); err != nil {
 		return err
 	}
