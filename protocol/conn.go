@@ -43,6 +43,17 @@ type Conn struct {
 	LenientSeq bool
 	// lean: buffers are pooled and released by Idle (NewLeanConn).
 	lean bool
+
+	// SessionTrack reports that the peer and this end negotiated
+	// CLIENT_SESSION_TRACK: OK packets carry their info and session state
+	// as length-encoded strings.
+	SessionTrack bool
+	// LastGTID is the GTID that the last tracked OK packet read from this
+	// connection reported (see TrackedGTID); Relay keeps it up to date on a
+	// backend connection with SessionTrack. The buffer is reused.
+	LastGTID []byte
+	// okBuf holds an OK packet rewritten for this (client) connection.
+	okBuf []byte
 }
 
 // NewConn wraps nc.

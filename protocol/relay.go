@@ -95,7 +95,11 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 	state := stFirst
 	var columns uint64
 	for {
-		n, h, err := relayPacket(client, backend, head[:], &res)
+		// A tracked OK is decoded (its GTID kept) and, for a client that
+		// did not ask for session tracking, rewritten without it.
+		okHere := backend.SessionTrack && (kind == ResponseSingle ||
+			(state == stFirst && kind != ResponseFieldList && kind != ResponseRows))
+		n, h, err := relayPacket(client, backend, head[:], &res, okHere)
 		if err != nil {
 			return res, err
 		}
@@ -207,7 +211,7 @@ func flushClient(client *Conn) error {
 // relayPacket copies one logical packet (and its 16 MiB continuations) from
 // src to dst. It returns the logical length and the packet's first bytes
 // (in head); an ERR packet is decoded into res.Err on the way.
-func relayPacket(dst, src *Conn, head []byte, res *RelayResult) (int, []byte, error) {
+func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (int, []byte, error) {
 	total := 0
 	var h []byte
 	for physical := 0; ; physical++ {
@@ -217,6 +221,11 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult) (int, []byte, er
 		}
 		br, bw := src.reader(), dst.writer()
 		total += n
+		if okHere && physical == 0 && n > 0 && n <= br.Size() && n < MaxPayloadLen {
+			if m, h, done, err := relayTrackedOK(dst, src, n, head, res); done {
+				return m, h, err
+			}
+		}
 		if physical == 0 && n > 0 {
 			p, err := br.Peek(min(n, len(head), br.Size()))
 			if err != nil {
@@ -255,6 +264,49 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult) (int, []byte, er
 			return total, h, nil
 		}
 	}
+}
+
+// relayTrackedOK relays an OK packet of n bytes from a backend connection
+// with session tracking: it keeps the reported GTID in src.LastGTID and, for
+// a client without CLIENT_SESSION_TRACK, writes the packet without the
+// session state. done is false when the packet is not an OK (or not a
+// well-formed one): the caller relays it unchanged.
+func relayTrackedOK(dst, src *Conn, n int, head []byte, res *RelayResult) (int, []byte, bool, error) {
+	br := src.reader()
+	full, err := br.Peek(n)
+	if err != nil {
+		return 0, nil, true, fmt.Errorf("%w: %w", ErrBackendIO, err)
+	}
+	if full[0] != headerOK {
+		return 0, nil, false, nil
+	}
+	t, err := ParseOKTail(full)
+	if err != nil {
+		return 0, nil, false, nil
+	}
+	if g, ok := TrackedGTID(t.State); ok {
+		src.LastGTID = append(src.LastGTID[:0], g...)
+	}
+	out := full
+	if !dst.SessionTrack {
+		dst.okBuf = AppendOKWithoutState(dst.okBuf[:0], t)
+		out = dst.okBuf
+	}
+	m := len(out)
+	dst.hdr = [4]byte{byte(m), byte(m >> 8), byte(m >> 16), dst.seq}
+	dst.seq++
+	bw := dst.writer()
+	if _, err := bw.Write(dst.hdr[:]); err != nil {
+		return 0, nil, true, fmt.Errorf("%w: %w", ErrClientIO, err)
+	}
+	res.Packets++
+	if _, err := bw.Write(out); err != nil {
+		return 0, nil, true, fmt.Errorf("%w: %w", ErrClientIO, err)
+	}
+	h := head[:copy(head, out)]
+	_, _ = br.Discard(n)
+	res.Bytes += int64(m)
+	return m, h, true, nil
 }
 
 // ReadResponse reads and discards one command's complete response on c,
@@ -316,7 +368,7 @@ func RelayPackets(client, backend *Conn, n int) error {
 	var head [headSize]byte
 	var res RelayResult
 	for range n {
-		if _, _, err := relayPacket(client, backend, head[:], &res); err != nil {
+		if _, _, err := relayPacket(client, backend, head[:], &res, false); err != nil {
 			return err
 		}
 	}
@@ -353,7 +405,7 @@ func relayLocalInfile(client, backend *Conn) error {
 	var head [headSize]byte
 	var res RelayResult
 	for {
-		n, _, err := relayPacket(backend, client, head[:], &res)
+		n, _, err := relayPacket(backend, client, head[:], &res, false)
 		if err != nil {
 			// relayPacket names the legs from the backend's side; here
 			// they are swapped.
