@@ -178,6 +178,10 @@ type Cluster struct {
 	// "required"), TLSCA the PEM file of CAs that verify the backends.
 	TLS   string `toml:"tls"`
 	TLSCA string `toml:"tls_ca"`
+	// Consistency is what a session's reads may see: "eventual" (any
+	// serving replica), "causal" (after a session's write, only replicas
+	// that have applied it, else the master) or "strong" (the master).
+	Consistency string `toml:"consistency"`
 	// Replicas are the [[cluster.replica]] entries.
 	Replicas []Replica `toml:"replica"`
 }
@@ -257,6 +261,7 @@ const (
 	DefaultAuthBackend        = "mysql"
 	DefaultAdminUser          = "admin"
 	DefaultBalance            = "round-robin"
+	DefaultConsistency        = "eventual"
 	DefaultMaxReplicationLag  = 5 * time.Second
 	DefaultReplicaWeight      = 1
 	DefaultHealthInterval     = 500 * time.Millisecond

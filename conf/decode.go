@@ -380,6 +380,9 @@ func applyElementDefaults(c *Config, raw map[string]any) {
 		if cl.TLS == "" {
 			cl.TLS = DefaultTLSMode
 		}
+		if cl.Consistency == "" {
+			cl.Consistency = DefaultConsistency
+		}
 		if _, ok := rawCluster["pool_size"]; !ok {
 			cl.PoolSize = DefaultPoolSize
 		}

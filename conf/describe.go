@@ -61,7 +61,11 @@ func (c *Config) Describe() string {
 		line("cluster %q: balance %s, max_replication_lag %s, %d replica(s)",
 			cl.Name, cl.Balance, cl.MaxReplicationLag, len(cl.Replicas))
 		line("  user %q, %s", cl.User, passwordSource(cl.Password, cl.PasswordEnv, cl.PasswordFile))
-		line("  pool_size %d, pool_wait_timeout %s", cl.PoolSize, cl.PoolWaitTimeout)
+		consistency := cl.Consistency
+		if consistency == "" {
+			consistency = DefaultConsistency
+		}
+		line("  pool_size %d, pool_wait_timeout %s, consistency %s", cl.PoolSize, cl.PoolWaitTimeout, consistency)
 		if cl.TLS != "" && cl.TLS != "off" {
 			line("  tls %s", strings.TrimPrefix(tlsNote(cl.TLS, cl.TLSCA), ", tls "))
 		}

@@ -17,6 +17,7 @@ var (
 	authBackends   = []string{"mysql", "static"}
 	balancers      = []string{"round-robin", "weighted", "least-load", "least-conn"}
 	shardAlgorithm = []string{"mod", "hash", "range", "date"}
+	consistencies  = []string{"eventual", "causal", "strong"}
 )
 
 // Validate checks a configuration whose defaults are applied and whose
@@ -229,6 +230,10 @@ func (c *Config) validateClusters(p *problems) {
 		}
 		if !slices.Contains(balancers, cl.Balance) {
 			p.add("%s: balance: unknown value %q (want %s)", label, cl.Balance, oneOf(balancers))
+		}
+		// "" is what a configuration built in code has: eventual.
+		if cl.Consistency != "" && !slices.Contains(consistencies, cl.Consistency) {
+			p.add("%s: consistency: unknown value %q (want %s)", label, cl.Consistency, oneOf(consistencies))
 		}
 		if cl.MaxReplicationLag.Duration <= 0 {
 			p.add("%s: max_replication_lag must be > 0 (got %s)", label, cl.MaxReplicationLag)

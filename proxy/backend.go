@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ type BackendConn struct {
 	vars       []string
 	multiStmts bool
 	status     uint16 // status flags of the last final OK/EOF
+	mariadb    bool   // the server is MariaDB (else MySQL)
 	broken     bool
 	cmd        []byte // commands sluice issues itself are built here
 	// stmts maps the session's statement ids to the ids this connection
@@ -70,6 +72,9 @@ type Pool struct {
 	tls         *tls.Config
 	tlsRequired bool
 	onGreeting  func(*protocol.Greeting)
+	// trackGTID asks the server to report each transaction's GTID in its
+	// OK packets (session tracking), for causal reads.
+	trackGTID bool
 
 	// avail is signalled when a connection is returned or closed, waking
 	// a borrower that waits for a free slot.
@@ -216,6 +221,9 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	if key.localFiles {
 		caps |= protocol.ClientLocalFiles
 	}
+	if p.trackGTID {
+		caps |= protocol.ClientSessionTrack
+	}
 	g, err := protocol.ClientHandshake(c, protocol.ClientConfig{
 		User:         p.user,
 		Password:     p.password,
@@ -228,11 +236,37 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		nc.Close()
 		return nil, err
 	}
+	bc := &BackendConn{Conn: c, backend: p.backend, pool: p, key: key, status: g.Status,
+		mariadb: strings.Contains(g.ServerVersion, "MariaDB")}
+	if p.trackGTID && g.Capabilities&protocol.ClientSessionTrack != 0 {
+		c.SessionTrack = true
+		if err := bc.trackGTIDs(); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("enabling GTID session tracking on %s: %w", p.backend.Address, err)
+		}
+	}
 	_ = nc.SetDeadline(time.Time{})
 	if p.onGreeting != nil {
 		p.onGreeting(g)
 	}
-	return &BackendConn{Conn: c, backend: p.backend, pool: p, key: key, status: g.Status}, nil
+	return bc, nil
+}
+
+// These make the server report the GTID of each transaction the connection
+// commits in the OK packet that ends it.
+const (
+	trackGTIDMariaDB = "SET SESSION session_track_system_variables = 'last_gtid'"
+	trackGTIDMySQL   = "SET SESSION session_track_gtids = OWN_GTID"
+)
+
+// trackGTIDs switches GTID tracking on; COM_RESET_CONNECTION switches it
+// off again, so reset calls it too.
+func (bc *BackendConn) trackGTIDs() error {
+	q := trackGTIDMySQL
+	if bc.mariadb {
+		q = trackGTIDMariaDB
+	}
+	return bc.simpleCommand(bc.command(protocol.ComQuery, q), protocol.ResponseResult)
 }
 
 // Put takes bc back as it is: the state it carries is replayable and the
@@ -308,6 +342,9 @@ func (bc *BackendConn) reset(timeout time.Duration) bool {
 	bc.status = st
 	bc.vars = bc.vars[:0]
 	clear(bc.stmts)
+	if bc.SessionTrack && bc.trackGTIDs() != nil {
+		return false
+	}
 	return true
 }
 

@@ -133,6 +133,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 			p.user, p.password = cc.User, cc.Password
 			p.dialTimeout, p.waitTimeout = cfg.Proxy.ConnectTimeout.Duration, wait
 			p.tls, p.tlsRequired = t, required
+			p.trackGTID = cc.Consistency == "causal"
 			if b.Role == health.RoleMaster {
 				p.onGreeting = func(g *protocol.Greeting) { s.learnVersion(g.ServerVersion) }
 			}

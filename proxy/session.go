@@ -63,6 +63,10 @@ type Session struct {
 	// ROW_COUNT() from the session's last OK packets.
 	lastInsertID uint64
 	rowCount     int64
+	// consistency is the cluster's read consistency; lastGTID the GTID of
+	// the session's last committed transaction (tracked in causal mode).
+	consistency consistency
+	lastGTID    []byte
 	// aside makes replica picks use their own wheel position (work that
 	// is not a client statement).
 	aside      bool
@@ -172,6 +176,7 @@ func (s *Session) handshake(ctx context.Context) error {
 		localFiles: login.Capabilities&protocol.ClientLocalFiles != 0,
 	}
 	s.cluster = s.srv.topo.Current().Clusters[0]
+	s.consistency = consistencyOf(s.srv.cfg.Cluster(s.cluster.Name).Consistency)
 	s.caps = login.Capabilities
 	if err := s.checkSchema(login.Database); err != nil {
 		_ = s.client.WriteErr(err)
@@ -506,6 +511,12 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			// SHOW WARNINGS / @@error_count may ask about this one.
 			s.holdWarnings = res.Warnings > 0 || res.Err != nil
 			s.noteResult(res)
+			if len(bc.LastGTID) > 0 {
+				// A transaction of this session committed: causal reads
+				// wait for it.
+				s.lastGTID = append(s.lastGTID[:0], bc.LastGTID...)
+				bc.LastGTID = bc.LastGTID[:0]
+			}
 			if res.HasStatus {
 				bc.status = res.Status
 				s.lastStatus = res.Status
@@ -837,4 +848,27 @@ func (s *Session) pin(p router.Pin) {
 		}
 		s.pins |= p
 	}
+}
+
+// consistency is what a session's reads may see ([[cluster]] consistency).
+type consistency uint8
+
+const (
+	// consistencyEventual: any serving replica.
+	consistencyEventual consistency = iota
+	// consistencyCausal: after a session's write, only replicas that have
+	// applied it; the master until one has.
+	consistencyCausal
+	// consistencyStrong: the master.
+	consistencyStrong
+)
+
+func consistencyOf(s string) consistency {
+	switch s {
+	case "causal":
+		return consistencyCausal
+	case "strong":
+		return consistencyStrong
+	}
+	return consistencyEventual
 }

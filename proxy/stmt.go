@@ -50,7 +50,7 @@ func (s *Session) route(plan *router.Plan) router.Target {
 	// A session with temporary tables, or with session state sluice did
 	// not track, reads on the master, where they live.
 	temp := s.pins&(router.PinTempTable|router.PinUntracked) != 0
-	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes && !temp {
+	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes && !temp && s.consistency != consistencyStrong {
 		return router.TargetReplica
 	}
 	return router.TargetMaster
