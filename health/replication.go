@@ -28,8 +28,9 @@ const waitChunk = 500 * time.Millisecond
 const waitMargin = 50 * time.Millisecond
 
 // Credentials say how sluice logs in to a cluster's servers for control work: the cluster's
-// service account (which needs REPLICATION SLAVE ADMIN / REPLICATION CLIENT, READ_ONLY ADMIN
-// or SUPER, and, on MySQL, SYSTEM_VARIABLES_ADMIN or SUPER to change read_only).
+// service account. On MariaDB it needs REPLICATION SLAVE ADMIN, SLAVE MONITOR, READ_ONLY ADMIN
+// and RELOAD (RESET SLAVE); on MySQL REPLICATION_SLAVE_ADMIN, REPLICATION CLIENT,
+// SYSTEM_VARIABLES_ADMIN and RELOAD.
 type Credentials struct {
 	User, Password string
 	// TLS, when not nil, is used for the connection (the server must offer TLS).
