@@ -22,11 +22,16 @@
 // ALL PRIVILEGES includes READ ONLY ADMIN (SUPER on MySQL), so the service user can still write
 // to a replica.
 //
+// Options.SemiSync adds semi-synchronous replication (AFTER_SYNC) for failover tests. A server
+// that was killed comes back on the same port and data dir with Server.Start; after a failover
+// test promoted a replica, Topology.Master still names the original master and
+// WaitReplicated still waits for it.
+//
 // # Concurrency
 //
 // Topology.Stop, Topology.WaitReplicated and Topology.Servers may be called from any goroutine.
 // For a Server, Start, Stop and Kill are serialised internally (concurrent calls run one after
-// another); Running, PID, Addr, DSN, RootDB, Exec and ReplicaStatus are safe to call
+// another); Running, PID, Addr, DSN, RootDB, Exec, ReplicaStatus, Status and Variable are safe to call
 // concurrently with each other and with the lifecycle methods, though queries naturally fail
 // while the server is down. The *sql.DB from RootDB is shared: do not Close it.
 //

@@ -30,8 +30,8 @@ const (
 // fields are fixed once Start (the package function) returns; read them from any goroutine.
 //
 // Start, Stop and Kill are serialised by the Server (calling them from several goroutines is
-// safe, they run one after another). Running, PID, Addr, DSN, RootDB, Exec and ReplicaStatus are
-// safe to call concurrently with each other and with the lifecycle methods.
+// safe, they run one after another). Running, PID, Addr, DSN, RootDB, Exec, ReplicaStatus, Status
+// and Variable are safe to call concurrently with each other and with the lifecycle methods.
 type Server struct {
 	Name     string // "master", "replica1", ..., "auth"
 	Port     int
@@ -43,6 +43,7 @@ type Server struct {
 	dir      string // instance directory holding the data dir, pid file and error log
 	pidFile  string
 	readOnly bool
+	semiSync bool // Options.SemiSync: semi-sync options on the command line
 	tls      TLSFiles
 	bin      *serverBinary
 	logf     func(string, ...any)
@@ -228,6 +229,15 @@ func (s *Server) args() []string {
 	}
 	if s.readOnly {
 		a = append(a, "--read-only=1")
+	}
+	if s.semiSync {
+		// Every server gets both sides' settings, so any of them can be promoted or repointed;
+		// only rpl_semi_sync_master_enabled is switched on at run time (see Options.SemiSync).
+		a = append(a,
+			"--rpl-semi-sync-slave-enabled=ON",
+			"--rpl-semi-sync-master-wait-point=AFTER_SYNC",
+			"--rpl-semi-sync-master-timeout="+strconv.FormatInt(SemiSyncTimeout.Milliseconds(), 10),
+		)
 	}
 	if s.tls.Cert != "" {
 		a = append(a, "--ssl-ca="+s.tls.CA, "--ssl-cert="+s.tls.Cert, "--ssl-key="+s.tls.Key)
@@ -496,4 +506,35 @@ func (s *Server) ReplicaStatus(ctx context.Context) (map[string]string, error) {
 func quote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`, "\n", `\n`, "\r", `\r`, "\x1a", `\Z`)
 	return "'" + r.Replace(s) + "'"
+}
+
+// Status returns the value of one global status variable (SHOW GLOBAL STATUS), read as root.
+// A variable the server does not have is an error naming it.
+func (s *Server) Status(ctx context.Context, name string) (string, error) {
+	m, err := s.queryRow(ctx, "SHOW GLOBAL STATUS LIKE "+quote(likeExact(name)))
+	if err != nil {
+		return "", err
+	}
+	if m == nil {
+		return "", fmt.Errorf("sandbox: %s: no status variable %s", s.Name, name)
+	}
+	return m["Value"], nil
+}
+
+// Variable returns the value of one global system variable (SHOW GLOBAL VARIABLES), read as
+// root. A variable the server does not have is an error naming it.
+func (s *Server) Variable(ctx context.Context, name string) (string, error) {
+	m, err := s.queryRow(ctx, "SHOW GLOBAL VARIABLES LIKE "+quote(likeExact(name)))
+	if err != nil {
+		return "", err
+	}
+	if m == nil {
+		return "", fmt.Errorf("sandbox: %s: no system variable %s", s.Name, name)
+	}
+	return m["Value"], nil
+}
+
+// likeExact escapes LIKE wildcards, so a variable name matches only itself.
+func likeExact(name string) string {
+	return strings.NewReplacer(`\`, `\\`, "_", `\_`, "%", `\%`).Replace(name)
 }

@@ -40,10 +40,31 @@ type Options struct {
 	// AppUser/AppPassword (default "app"/"app") is the application's login: created only on
 	// the auth server, with ALL PRIVILEGES ON *.* there.
 	AppUser, AppPassword string
+	// SemiSync turns on semi-synchronous replication (MariaDB only): every server starts with
+	// rpl_semi_sync_slave_enabled=ON, rpl_semi_sync_master_wait_point=AFTER_SYNC and
+	// rpl_semi_sync_master_timeout=SemiSyncTimeout, and once the replicas have caught up Start
+	// sets rpl_semi_sync_master_enabled=ON on the master and waits until every replica is
+	// connected as a semi-sync replica. From then on a commit on the master returns only after
+	// one replica has the transaction in its relay log. Master-side semi-sync is switched on
+	// at run time, not on the command line, because the accounts Start creates first would
+	// otherwise wait out the timeout with no replica connected yet; a master restarted with
+	// Server.Start therefore comes back with semi-sync off (the replica side stays on for
+	// every server, so a promoted replica only needs rpl_semi_sync_master_enabled=ON).
+	SemiSync bool
 	// Logf receives progress messages (for example t.Logf); nil means silent. It is only
 	// called from inside Start, Topology.Stop and Server.Start.
 	Logf func(format string, args ...any)
 }
+
+// SemiSyncTimeout is rpl_semi_sync_master_timeout under Options.SemiSync: how long a commit on
+// the master waits for a replica's acknowledgement before the master gives up and falls back
+// to asynchronous replication. One acknowledgement from either replica ends the wait, which on
+// loopback takes milliseconds even on a loaded machine; the timeout only matters when no replica
+// acknowledges at all. 30 s is far longer than any failover test's write window (a kill -9 of
+// the master happens within seconds of the load starting, and the fallback would let an
+// acknowledged write exist on the dead master alone), and still short enough that a test whose
+// replicas are broken fails on its own deadlines instead of hanging until go test's timeout.
+const SemiSyncTimeout = 30 * time.Second
 
 func (o Options) withDefaults() Options {
 	switch {
@@ -68,6 +89,9 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
+	if o.SemiSync && o.Replicas == 0 { // after withDefaults: none asked for
+		return errors.New("sandbox: SemiSync needs at least one replica")
+	}
 	for _, u := range []string{o.ServiceUser, o.AppUser} {
 		switch u {
 		case "root", replUser, "mariadb.sys", "mysql.sys", "mysql.session", "mysql.infoschema":
@@ -116,6 +140,9 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.SemiSync && bin.flavor != flavorMariaDB {
+		return nil, fmt.Errorf("sandbox: SemiSync is implemented for MariaDB only (server is %s)", bin.version)
+	}
 	t := &Topology{Opts: opts, bin: bin}
 	if t.Opts.BaseDir == "" {
 		d, err := os.MkdirTemp("", "sluice-sandbox-*")
@@ -157,6 +184,7 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 	mk := func(name string, id uint32, readOnly bool) *Server {
 		s := newServer(bin, filepath.Join(t.Opts.BaseDir, name), socketDir, name, id, readOnly, logf)
 		s.tls = t.TLS
+		s.semiSync = opts.SemiSync && name != "auth"
 		return s
 	}
 	t.Master = mk("master", 1, false)
@@ -182,6 +210,11 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 	}
 	if err := t.WaitReplicated(ctx); err != nil {
 		return nil, err
+	}
+	if opts.SemiSync {
+		if err := t.enableSemiSync(ctx); err != nil {
+			return nil, err
+		}
 	}
 	logf("sandbox: topology up in %v (master %s, %d replicas, auth %s, dir %s)",
 		time.Since(begin).Round(time.Millisecond), t.Master.Addr(), len(t.Replicas), t.Auth.Addr(), t.Opts.BaseDir)
@@ -327,6 +360,44 @@ func changeMaster(f flavor, masterPort int) []string {
 			masterPort, quote(replUser), quote(replPassword)),
 		"START REPLICA",
 	}
+}
+
+// enableSemiSync switches master-side semi-sync on and waits until every replica's IO thread is
+// counted as a semi-sync replica (Rpl_semi_sync_master_clients), so the first write after Start
+// already waits for an acknowledgement. The replicas asked for semi-sync when they connected
+// (rpl_semi_sync_slave_enabled is on from the start), and MariaDB counts them even though the
+// master side was still off then.
+func (t *Topology) enableSemiSync(ctx context.Context) error {
+	if err := t.Master.Exec(ctx, "SET GLOBAL rpl_semi_sync_master_enabled = ON"); err != nil {
+		return err
+	}
+	for {
+		n, err := t.Master.semiSyncClients(ctx)
+		if err != nil {
+			return err
+		}
+		if n >= len(t.Replicas) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox: %s: %d of %d replicas connected as semi-sync replicas: %w", t.Master.Name, n, len(t.Replicas), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// semiSyncClients reads Rpl_semi_sync_master_clients.
+func (s *Server) semiSyncClients(ctx context.Context) (int, error) {
+	v, err := s.Status(ctx, "Rpl_semi_sync_master_clients")
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox: %s: Rpl_semi_sync_master_clients = %q: %w", s.Name, v, err)
+	}
+	return n, nil
 }
 
 // Servers returns the master, the replicas in order, and the auth server.

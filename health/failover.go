@@ -1,0 +1,701 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of the Failover fields that are 0.
+const (
+	// DefaultConfirmWait: how long Run gives the replicas to notice that the master is gone.
+	DefaultConfirmWait = time.Second
+	// DefaultApplyTimeout: how long the chosen replica gets to apply its relay log.
+	DefaultApplyTimeout = 10 * time.Second
+)
+
+// confirmPoll is how often the confirm step re-reads the replicas while it waits.
+const confirmPoll = 100 * time.Millisecond
+
+// Reasons Run gives up without promoting. Each is wrapped with details naming the cluster and
+// the servers involved; test with errors.Is.
+var (
+	// ErrBlocked: the cluster failed over less than Failover.Block ago.
+	ErrBlocked = errors.New("failover blocked")
+	// ErrMasterReachable: sluice can log in to the master.
+	ErrMasterReachable = errors.New("the master is reachable")
+	// ErrNotConfirmed: a replica still receives from the master, or no replica could be
+	// asked; the master may be cut off from sluice alone.
+	ErrNotConfirmed = errors.New("the replicas do not confirm that the master is down")
+	// ErrInProgress: another sluice instance holds the failover lock of the cluster.
+	ErrInProgress = errors.New("a failover of this cluster is already in progress")
+	// ErrNoQuorum: the failover lock could not be taken on a majority of the reachable servers.
+	ErrNoQuorum = errors.New("failover lock not held on a majority of the reachable servers")
+	// ErrNoCandidate: no reachable replica can be promoted.
+	ErrNoCandidate = errors.New("no replica can be promoted")
+	// ErrApplyTimeout: the chosen replica did not apply its relay log within ApplyTimeout.
+	ErrApplyTimeout = errors.New("the chosen replica did not apply what it received in time")
+	// ErrAmbiguousMaster: more than one server is writable and replicates from no one, so
+	// sluice cannot tell which is the master; it must refuse writes rather than guess.
+	ErrAmbiguousMaster = errors.New("cannot tell which server is the master")
+	// ErrNoMaster: no reachable server is writable and replicates from no one.
+	ErrNoMaster = errors.New("no server is a writable master")
+)
+
+// Failover is one automatic failover of one cluster: the inputs of Run. The caller fills it
+// from the configuration, the live topology and the state file, and owns it; Run only reads
+// it, so one Failover may be run again (the next probe round) or from several goroutines.
+//
+// Run's sequence:
+//  1. Block: refuse within Block of LastFailover.
+//  2. Survey: log in to the master (a ping) and to every replica (read_only, GTID
+//     positions, replication status), all at once.
+//  3. Already done: a replica that is writable and replicates from no one was promoted by
+//     another sluice instance; Run reports it (OutcomeFollowed) instead of promoting. With
+//     the master reachable as well, or several such replicas, Run returns ErrAmbiguousMaster.
+//  4. Confirm: the master must be unreachable from sluice (else ErrMasterReachable) AND every
+//     reachable replica's IO thread must have lost it (not "Yes"); Run re-reads the replicas
+//     for up to ConfirmWait, repeating step 3 each time, then gives up with ErrNotConfirmed.
+//     A partition between sluice and the master alone therefore never promotes.
+//  5. Lock: GET_LOCK(FailoverLockName(Cluster), 0) on the reachable servers in configured
+//     order; a lock held elsewhere ends Run with ErrInProgress, fewer than a majority with
+//     ErrNoQuorum. The locks are held on Run's connections until it returns.
+//  6. Under the lock, the replicas are read again (another instance may have finished
+//     meanwhile) and steps 3 and 4 are repeated.
+//  7. Choose the replica that received the most (its received GTID set contains the others'),
+//     ties going to the first in Replicas; replicas whose SQL thread is stopped are skipped.
+//  8. Apply: wait up to ApplyTimeout until it has applied everything it received.
+//  9. Promote it (STOP SLAVE; RESET SLAVE ALL; read_only OFF) and repoint every other reachable
+//     replica to it with GTID auto-positioning.
+type Failover struct {
+	Cluster string
+	// Master is the address sluice knows the failed master by.
+	Master string
+	// Replicas are the cluster's replica addresses in configured order (ties go to the first).
+	// The promoted replica's address is also what the others are repointed to, so it must be
+	// an address the replicas can reach it by.
+	Replicas    []string
+	Credentials Credentials
+	// Epoch is the topology epoch before the failover; the Result carries Epoch+1.
+	Epoch uint64
+	// LastFailover is when this cluster last failed over (FailoverState.LastFailover), zero
+	// when never; Block is failover_block. Run refuses with ErrBlocked within Block of it.
+	LastFailover time.Time
+	Block        time.Duration
+	// ConfirmWait and ApplyTimeout: 0 means DefaultConfirmWait and DefaultApplyTimeout.
+	ConfirmWait  time.Duration
+	ApplyTimeout time.Duration
+	// Now, when set, replaces time.Now (for the Block check and the Result's times).
+	Now func() time.Time
+}
+
+// Outcome is what a successful Run did.
+type Outcome string
+
+const (
+	// OutcomePromoted: this Run promoted a replica.
+	OutcomePromoted Outcome = "promoted"
+	// OutcomeFollowed: another sluice instance had already promoted one; this Run found it.
+	OutcomeFollowed Outcome = "followed"
+)
+
+// Result is the record of one failover, for the log and the state file. It is a plain value
+// owned by the caller once Run returns.
+type Result struct {
+	Cluster   string    `json:"cluster"`
+	Outcome   Outcome   `json:"outcome"`
+	Epoch     uint64    `json:"epoch"`
+	OldMaster string    `json:"old_master"`
+	NewMaster string    `json:"new_master"`
+	Flavor    string    `json:"flavor,omitempty"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished"`
+	// Servers is what each replica reported before the promotion (after the lock).
+	Servers []ServerReport `json:"servers,omitempty"`
+	// PromotedAt is the new master's binlog GTID position right after its promotion: every
+	// transaction it had. A transaction the old master has beyond it is errant.
+	PromotedAt string `json:"promoted_at,omitempty"`
+	// Repointed are the replicas now replicating from NewMaster; NotRepointed the others with
+	// the reason (unreachable, or the error).
+	Repointed    []string          `json:"repointed,omitempty"`
+	NotRepointed map[string]string `json:"not_repointed,omitempty"`
+	// Skipped are replicas that could not be chosen, with the reason.
+	Skipped map[string]string `json:"skipped,omitempty"`
+	// Steps time each step of Run in order.
+	Steps []Step `json:"steps"`
+	// Errant lists transactions found on the old master but not on the new one when the old
+	// master came back and was fenced (FailoverState.RecordFence fills it); "" when none or
+	// not known yet.
+	Errant string `json:"errant,omitempty"`
+}
+
+// ServerReport is one replica as the failover saw it. GTID sets are in their flavor's notation.
+type ServerReport struct {
+	Addr        string `json:"addr"`
+	Error       string `json:"error,omitempty"` // unreachable: why
+	ReadOnly    bool   `json:"read_only"`
+	Replicating bool   `json:"replicating"`
+	IORunning   string `json:"io_running,omitempty"`
+	LastIOError string `json:"last_io_error,omitempty"`
+	Received    string `json:"received,omitempty"`
+	Executed    string `json:"executed,omitempty"`
+	BinlogPos   string `json:"binlog_pos,omitempty"`
+}
+
+// Step is how long one step of Run took.
+type Step struct {
+	Name string        `json:"name"`
+	Took time.Duration `json:"took_ns"`
+}
+
+// PromotedPosition parses PromotedAt.
+func (r *Result) PromotedPosition() (GTIDSet, error) {
+	f := FlavorMariaDB
+	if r.Flavor == FlavorMySQL.String() {
+		f = FlavorMySQL
+	}
+	return ParseGTID(f, r.PromotedAt)
+}
+
+// Took returns the duration of the named step, 0 when it did not run.
+func (r *Result) Took(step string) time.Duration {
+	for _, s := range r.Steps {
+		if s.Name == step {
+			return s.Took
+		}
+	}
+	return 0
+}
+
+// member is one server during Run: its control connection (nil when unreachable) and state.
+type member struct {
+	addr   string
+	conn   *ControlConn
+	err    error // dial or state error: unreachable
+	st     ServerState
+	locked bool
+}
+
+func (m *member) reachable() bool { return m.err == nil }
+
+func (m *member) report() ServerReport {
+	r := ServerReport{Addr: m.addr}
+	if m.err != nil {
+		r.Error = m.err.Error()
+		return r
+	}
+	rs := m.st.Replica
+	r.ReadOnly, r.Replicating, r.IORunning, r.LastIOError = m.st.ReadOnly, rs.Configured, rs.IORunning, rs.LastIOError
+	r.Received, r.Executed, r.BinlogPos = rs.Received.String(), rs.Executed.String(), m.st.BinlogPos.String()
+	return r
+}
+
+// refresh re-reads the state of a reachable member; a failure makes it unreachable.
+func (m *member) refresh(ctx context.Context) {
+	if m.conn == nil {
+		return
+	}
+	st, err := m.conn.State(ctx)
+	if err != nil {
+		m.err = err
+		return
+	}
+	m.st, m.err = st, nil
+}
+
+func (f *Failover) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+func (f *Failover) errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("health: cluster %s: %w: %s", f.Cluster, sentinel, fmt.Sprintf(format, args...))
+}
+
+// Run carries out the failover sequence described at Failover. It returns a Result with
+// OutcomePromoted or OutcomeFollowed, or an error wrapping one of the Err* reasons above (or a
+// connection error from a step that cannot be undone, such as Promote). ctx bounds the whole
+// sequence; every connection Run opened is closed, and so every lock released, when it returns.
+func (f *Failover) Run(ctx context.Context) (*Result, error) {
+	res := &Result{Cluster: f.Cluster, OldMaster: f.Master, Started: f.now()}
+	stepStart := time.Now()
+	step := func(name string) {
+		now := time.Now()
+		res.Steps = append(res.Steps, Step{Name: name, Took: now.Sub(stepStart)})
+		stepStart = now
+	}
+	finish := func(outcome Outcome, newMaster string) (*Result, error) {
+		res.Outcome, res.NewMaster, res.Epoch, res.Finished = outcome, newMaster, f.Epoch+1, f.now()
+		return res, nil
+	}
+
+	if f.Block > 0 && !f.LastFailover.IsZero() {
+		if until := f.LastFailover.Add(f.Block); res.Started.Before(until) {
+			return nil, f.errorf(ErrBlocked, "the last failover was at %s; none before %s (failover_block %v)",
+				f.LastFailover.Format(time.RFC3339), until.Format(time.RFC3339), f.Block)
+		}
+	}
+
+	// Survey.
+	members := make([]*member, len(f.Replicas))
+	for i, a := range f.Replicas {
+		members[i] = &member{addr: a}
+	}
+	defer func() {
+		for _, m := range members {
+			if m.conn != nil {
+				m.conn.Close()
+			}
+		}
+	}()
+	var masterErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { masterErr = ping(ctx, f.Master, f.Credentials) })
+	for _, m := range members {
+		wg.Go(func() {
+			m.conn, m.err = Dial(ctx, m.addr, f.Credentials)
+			if m.err == nil {
+				m.refresh(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	step("survey")
+	for _, m := range members {
+		if m.reachable() && res.Flavor == "" {
+			res.Flavor = m.st.Flavor.String()
+		}
+	}
+
+	// Confirm: the master is gone for sluice and for every replica that can be asked. While
+	// Run waits, another instance may finish a failover (its repointed replicas receive
+	// again, from the new master), so that is checked on every round too.
+	confirmWait := f.ConfirmWait
+	if confirmWait <= 0 {
+		confirmWait = DefaultConfirmWait
+	}
+	deadline := time.Now().Add(confirmWait)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("health: cluster %s: confirming the master is down: %w", f.Cluster, err)
+		}
+		if addr, err := f.promotedElsewhere(masterErr, members); err != nil {
+			return nil, err
+		} else if addr != "" {
+			res.Servers = reports(members)
+			return finish(OutcomeFollowed, addr)
+		}
+		if masterErr == nil {
+			return nil, f.errorf(ErrMasterReachable, "sluice logged in to %s", f.Master)
+		}
+		err := confirmMasterDown(members)
+		if err == nil {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			return nil, f.errorf(ErrNotConfirmed, "%v; sluice cannot reach %s: %v", err, f.Master, masterErr)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(confirmPoll):
+		}
+		refreshAll(ctx, members)
+	}
+	step("confirm")
+
+	// Lock on the reachable servers, in configured order.
+	lock := FailoverLockName(f.Cluster)
+	var targets []*member
+	for _, m := range members {
+		if m.reachable() {
+			targets = append(targets, m)
+		}
+	}
+	got := 0
+	for _, m := range targets {
+		ok, err := m.conn.TryLock(ctx, lock)
+		if err != nil {
+			continue // counts against the majority
+		}
+		if !ok {
+			return nil, f.errorf(ErrInProgress, "lock %s is held on %s", lock, m.addr)
+		}
+		m.locked = true
+		got++
+	}
+	if !hasMajority(got, len(targets)) {
+		return nil, f.errorf(ErrNoQuorum, "lock %s taken on %d of %d reachable servers", lock, got, len(targets))
+	}
+	step("lock")
+
+	// Under the lock: another instance may have finished between our survey and our lock.
+	refreshAll(ctx, members)
+	if addr, err := f.promotedElsewhere(masterErr, members); err != nil {
+		return nil, err
+	} else if addr != "" {
+		res.Servers = reports(members)
+		unlockAll(ctx, members, lock)
+		return finish(OutcomeFollowed, addr)
+	}
+	if err := confirmMasterDown(members); err != nil {
+		return nil, f.errorf(ErrNotConfirmed, "%v (after taking the lock)", err)
+	}
+	res.Servers = reports(members)
+	step("resurvey")
+
+	ci, skipped := chooseCandidate(members)
+	if len(skipped) > 0 {
+		res.Skipped = skipped
+	}
+	if ci < 0 {
+		return nil, f.errorf(ErrNoCandidate, "%s", describeSkipped(f.Replicas, skipped))
+	}
+	cand := members[ci]
+	// The others are repointed to the address sluice knows the candidate by.
+	host, portStr, err := net.SplitHostPort(cand.addr)
+	if err != nil {
+		return nil, fmt.Errorf("health: cluster %s: replica address %q: %w", f.Cluster, cand.addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("health: cluster %s: replica address %q: port: %w", f.Cluster, cand.addr, err)
+	}
+	step("choose")
+
+	applyTimeout := f.ApplyTimeout
+	if applyTimeout <= 0 {
+		applyTimeout = DefaultApplyTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, applyTimeout)
+	err = cand.conn.WaitExecuted(actx, cand.st.Replica.Received)
+	cancel()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, f.errorf(ErrApplyTimeout, "%s had not applied %s after %v: %v", cand.addr, cand.st.Replica.Received, applyTimeout, err)
+		}
+		return nil, fmt.Errorf("health: cluster %s: waiting for %s to apply its relay log: %w", f.Cluster, cand.addr, err)
+	}
+	step("apply")
+
+	if err := cand.conn.Promote(ctx); err != nil {
+		return nil, fmt.Errorf("health: cluster %s: promoting %s: %w", f.Cluster, cand.addr, err)
+	}
+	cand.refresh(ctx)
+	if cand.reachable() {
+		res.PromotedAt = cand.st.BinlogPos.String()
+	}
+	step("promote")
+
+	for _, m := range members {
+		if m == cand {
+			continue
+		}
+		why := ""
+		switch {
+		case !m.reachable():
+			why = "unreachable: " + m.err.Error()
+		case !m.st.Replica.Configured:
+			why = "replicates from no one"
+		default:
+			if rerr := m.conn.Repoint(ctx, host, port); rerr != nil {
+				why = rerr.Error()
+			}
+		}
+		if why == "" {
+			res.Repointed = append(res.Repointed, m.addr)
+			continue
+		}
+		if res.NotRepointed == nil {
+			res.NotRepointed = map[string]string{}
+		}
+		res.NotRepointed[m.addr] = why
+	}
+	step("repoint")
+	unlockAll(ctx, members, lock)
+	return finish(OutcomePromoted, cand.addr)
+}
+
+// ping logs in to addr and pings it.
+func ping(ctx context.Context, addr string, cred Credentials) error {
+	c, err := Dial(ctx, addr, cred)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Ping(ctx)
+}
+
+func refreshAll(ctx context.Context, members []*member) {
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() { m.refresh(ctx) })
+	}
+	wg.Wait()
+}
+
+func unlockAll(ctx context.Context, members []*member, lock string) {
+	for _, m := range members {
+		if m.locked && m.reachable() {
+			_ = m.conn.Unlock(ctx, lock) // Close releases it anyway
+			m.locked = false
+		}
+	}
+}
+
+func reports(members []*member) []ServerReport {
+	out := make([]ServerReport, len(members))
+	for i, m := range members {
+		out[i] = m.report()
+	}
+	return out
+}
+
+// promotedElsewhere looks for a replica another sluice instance promoted: writable and
+// replicating from no one. It returns its address, "" when there is none, or
+// ErrAmbiguousMaster when there are several or when the master itself is still reachable
+// (two writable servers replicating from no one: sluice must not guess).
+func (f *Failover) promotedElsewhere(masterErr error, members []*member) (string, error) {
+	var promoted []string
+	for _, m := range members {
+		if m.reachable() && !m.st.ReadOnly && !m.st.Replica.Configured {
+			promoted = append(promoted, m.addr)
+		}
+	}
+	switch {
+	case len(promoted) == 0:
+		return "", nil
+	case len(promoted) > 1:
+		return "", f.errorf(ErrAmbiguousMaster, "replicas %s are all writable and replicate from no one", strings.Join(promoted, ", "))
+	case masterErr == nil:
+		return "", f.errorf(ErrAmbiguousMaster, "replica %s is writable and replicates from no one, and the master %s is reachable", promoted[0], f.Master)
+	}
+	return promoted[0], nil
+}
+
+// confirmMasterDown checks that every reachable replica that replicates has lost its master
+// (IO thread not "Yes") and that at least one replica confirms.
+func confirmMasterDown(members []*member) error {
+	confirmed := 0
+	var alive []string
+	for _, m := range members {
+		if !m.reachable() || !m.st.Replica.Configured {
+			continue
+		}
+		if m.st.Replica.IOConnected() {
+			alive = append(alive, m.addr)
+			continue
+		}
+		confirmed++
+	}
+	if len(alive) > 0 {
+		return fmt.Errorf("the IO thread of %s still receives from the master", strings.Join(alive, ", "))
+	}
+	if confirmed == 0 {
+		return errors.New("no reachable replica replicates from the master")
+	}
+	return nil
+}
+
+// hasMajority reports whether got locks are a majority of n servers.
+func hasMajority(got, n int) bool { return n > 0 && got*2 > n }
+
+// chooseCandidate picks the replica to promote: reachable, replicating, SQL thread running,
+// with the most advanced received GTID set (one that contains every other candidate's; when
+// none does, the one holding the most transactions); ties go to the earlier member. It returns
+// -1 when there is none, and the members it skipped with the reason.
+func chooseCandidate(members []*member) (int, map[string]string) {
+	best := -1
+	skipped := map[string]string{}
+	for i, m := range members {
+		switch {
+		case !m.reachable():
+			skipped[m.addr] = "unreachable: " + m.err.Error()
+			continue
+		case !m.st.Replica.Configured:
+			skipped[m.addr] = "replicates from no one"
+			continue
+		case !m.st.Replica.SQLRunning:
+			skipped[m.addr] = fmt.Sprintf("SQL thread not running (error %d: %s)", m.st.Replica.LastSQLErrno, m.st.Replica.LastSQLError)
+			continue
+		}
+		if best < 0 || moreAdvanced(m.st.Replica.Received, members[best].st.Replica.Received) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		for i, m := range members {
+			if i != best && m.reachable() && m.st.Replica.Configured && m.st.Replica.SQLRunning {
+				if !members[best].st.Replica.Received.Contains(m.st.Replica.Received) {
+					skipped[m.addr] = "received transactions the chosen replica lacks: " +
+						m.st.Replica.Received.Missing(members[best].st.Replica.Received)
+				}
+			}
+		}
+	}
+	if len(skipped) == 0 {
+		skipped = nil
+	}
+	return best, skipped
+}
+
+// moreAdvanced reports whether a is strictly ahead of b: it contains b and more, or, when the
+// two diverged, holds more transactions.
+func moreAdvanced(a, b GTIDSet) bool {
+	ac, bc := a.Contains(b), b.Contains(a)
+	switch {
+	case ac && bc:
+		return false
+	case ac:
+		return true
+	case bc:
+		return false
+	}
+	return a.Count() > b.Count()
+}
+
+func describeSkipped(order []string, skipped map[string]string) string {
+	if len(skipped) == 0 {
+		return "no replica configured"
+	}
+	var parts []string
+	for _, a := range order {
+		if why, ok := skipped[a]; ok {
+			parts = append(parts, a+": "+why)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// FenceResult is what FenceOldMaster found on a master that came back after a failover.
+type FenceResult struct {
+	Addr string `json:"addr"`
+	// WasWritable: read_only was off when sluice found it.
+	WasWritable bool `json:"was_writable"`
+	// BinlogPos is its binlog GTID position.
+	BinlogPos string `json:"binlog_pos"`
+	// Errant is what it has beyond the new master's position at promotion ("" when nothing):
+	// transactions no client should have seen acknowledged, which a DBA must look at before
+	// the server rejoins.
+	Errant string `json:"errant,omitempty"`
+}
+
+// FenceOldMaster connects to a master that was failed over and has come back, turns
+// read_only (super_read_only on MySQL) on, and compares its binlog with promotedAt, the new
+// master's position when it was promoted (Result.PromotedPosition). Sluice sends the fenced
+// server no traffic until a DBA puts it back.
+func FenceOldMaster(ctx context.Context, addr string, cred Credentials, promotedAt GTIDSet) (FenceResult, error) {
+	fr := FenceResult{Addr: addr}
+	c, err := Dial(ctx, addr, cred)
+	if err != nil {
+		return fr, err
+	}
+	defer c.Close()
+	st, err := c.State(ctx)
+	if err != nil {
+		return fr, err
+	}
+	fr.WasWritable = !st.ReadOnly
+	if err := c.Fence(ctx); err != nil {
+		return fr, fmt.Errorf("health: fencing old master: %w", err)
+	}
+	fr.BinlogPos = st.BinlogPos.String()
+	fr.Errant = st.BinlogPos.Missing(promotedAt)
+	return fr, nil
+}
+
+// Discovery is what Discover found: which server is the master, and what else needs a
+// DBA's or sluice's attention. It is a plain value.
+type Discovery struct {
+	// Master is the writable server that replicates from no one.
+	Master string
+	// Stale are other writable servers that replicate from no one while Master is known:
+	// old masters to fence.
+	Stale []string
+	// WritableReplicas replicate from a master but are not read-only: to report, and to set
+	// read-only when enforce_read_only is on.
+	WritableReplicas []string
+	// Unreachable servers with the reason.
+	Unreachable map[string]string
+}
+
+// Discover logs in to every server of a cluster (addrs: the master and the replicas, any
+// order) and works out which one is the master. known is the master a previous failover
+// recorded (FailoverState.Master), or "" when there is none; the configured master must not
+// be passed here, it is what a failover may have replaced. With exactly one writable server
+// that replicates from no one, that is the master. With several, known settles it when it is
+// one of them and no replica's IO thread is connected to another; otherwise Discover returns
+// ErrAmbiguousMaster, and the caller must refuse writes to the cluster rather than guess.
+// With none it returns ErrNoMaster. The Discovery is filled in either case.
+func Discover(ctx context.Context, cluster string, addrs []string, known string, cred Credentials) (Discovery, error) {
+	members := make([]*member, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		m := &member{addr: a}
+		members[i] = m
+		wg.Go(func() {
+			m.conn, m.err = Dial(ctx, m.addr, cred)
+			if m.err == nil {
+				m.refresh(ctx)
+				m.conn.Close()
+			}
+		})
+	}
+	wg.Wait()
+	return discover(cluster, members, known)
+}
+
+// discover is Discover's decision over the servers' states.
+func discover(cluster string, members []*member, known string) (Discovery, error) {
+	var d Discovery
+	var writable []string
+	for _, m := range members {
+		switch {
+		case !m.reachable():
+			if d.Unreachable == nil {
+				d.Unreachable = map[string]string{}
+			}
+			d.Unreachable[m.addr] = m.err.Error()
+		case m.st.ReadOnly:
+		case m.st.Replica.Configured:
+			d.WritableReplicas = append(d.WritableReplicas, m.addr)
+		default:
+			writable = append(writable, m.addr)
+		}
+	}
+	switch {
+	case len(writable) == 1:
+		d.Master = writable[0]
+		return d, nil
+	case len(writable) == 0:
+		return d, fmt.Errorf("health: cluster %s: %w", cluster, ErrNoMaster)
+	}
+	if known != "" && slices.Contains(writable, known) {
+		// Trust the record unless a replica actually follows another of them.
+		for _, m := range members {
+			if !m.reachable() || !m.st.Replica.IOConnected() {
+				continue
+			}
+			src := net.JoinHostPort(m.st.Replica.MasterHost, strconv.Itoa(m.st.Replica.MasterPort))
+			if src != known && slices.Contains(writable, src) {
+				return d, fmt.Errorf("health: cluster %s: %w: %s are writable and replicate from no one; the record names %s but %s replicates from %s",
+					cluster, ErrAmbiguousMaster, strings.Join(writable, ", "), known, m.addr, src)
+			}
+		}
+		d.Master = known
+		for _, w := range writable {
+			if w != known {
+				d.Stale = append(d.Stale, w)
+			}
+		}
+		return d, nil
+	}
+	return d, fmt.Errorf("health: cluster %s: %w: %s are writable and replicate from no one", cluster, ErrAmbiguousMaster, strings.Join(writable, ", "))
+}

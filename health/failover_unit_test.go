@@ -1,0 +1,268 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The decisions of the failover sequence over server states, without servers. The sequence
+// itself runs against real servers in failover_test.go and tests/failover_test.go.
+
+// replica is a reachable MariaDB replica with IO thread state io ("" for a server that
+// replicates from no one) that received recv.
+func replica(addr, io, recv string) *member {
+	m := &member{addr: addr}
+	m.st.Flavor = FlavorMariaDB
+	m.st.ReadOnly = true
+	if io != "" {
+		m.st.Replica = ReplicaStatus{Configured: true, IORunning: io, SQLRunning: true, MasterHost: "10.0.0.1", MasterPort: 3306,
+			Received: MustParseGTID(FlavorMariaDB, recv), Executed: MustParseGTID(FlavorMariaDB, recv)}
+	}
+	return m
+}
+
+func unreachable(addr string) *member {
+	return &member{addr: addr, err: errors.New("connection refused")}
+}
+
+func writable(m *member) *member { m.st.ReadOnly = false; return m }
+
+func TestConfirmMasterDown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		members []*member
+		want    string // "" = confirmed, else error substring
+	}{
+		{"all lost it", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "No", "0-1-5")}, ""},
+		{"one unreachable", []*member{unreachable("a"), replica("b", "Connecting", "0-1-5")}, ""},
+		{"one still receives", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "Yes", "0-1-5")}, "IO thread of b still receives"},
+		{"none reachable", []*member{unreachable("a"), unreachable("b")}, "no reachable replica"},
+		{"none replicates", []*member{replica("a", "", ""), unreachable("b")}, "no reachable replica"},
+		{"a standalone one is ignored", []*member{replica("a", "", ""), replica("b", "Preparing", "0-1-5")}, ""},
+	} {
+		err := confirmMasterDown(tc.members)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestHasMajority(t *testing.T) {
+	for _, tc := range []struct {
+		got, n int
+		want   bool
+	}{{0, 0, false}, {1, 1, true}, {1, 2, false}, {2, 2, true}, {2, 3, true}, {1, 3, false}, {2, 4, false}, {3, 4, true}} {
+		if hasMajority(tc.got, tc.n) != tc.want {
+			t.Errorf("hasMajority(%d, %d) = %v", tc.got, tc.n, !tc.want)
+		}
+	}
+}
+
+func TestChooseCandidate(t *testing.T) {
+	sqlStopped := replica("c", "Connecting", "0-1-9")
+	sqlStopped.st.Replica.SQLRunning, sqlStopped.st.Replica.LastSQLErrno = false, 1062
+	for _, tc := range []struct {
+		name    string
+		members []*member
+		want    int
+		skipped []string // addresses, with a reason each
+	}{
+		{"most advanced", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "Connecting", "0-1-7")}, 1, []string{}},
+		{"tie goes to configured order", []*member{replica("a", "Connecting", "0-1-7"), replica("b", "Connecting", "0-1-7")}, 0, []string{}},
+		{"server id does not matter", []*member{replica("a", "Connecting", "0-1-7"), replica("b", "Connecting", "0-2-7")}, 0, []string{}},
+		{"unreachable skipped", []*member{unreachable("a"), replica("b", "Connecting", "0-1-3")}, 1, []string{"a"}},
+		{"SQL thread stopped skipped", []*member{replica("a", "Connecting", "0-1-3"), replica("b", "Connecting", "0-1-4"), sqlStopped}, 1, []string{"c"}},
+		{"standalone skipped", []*member{replica("a", "", ""), replica("b", "No", "0-1-1")}, 1, []string{"a"}},
+		{"diverged: more transactions wins, the other is reported", []*member{
+			replica("a", "Connecting", "0-1-5,1-1-1"), replica("b", "Connecting", "0-1-9")}, 1, []string{"a"}},
+		{"nobody", []*member{unreachable("a"), replica("b", "", "")}, -1, []string{"a", "b"}},
+	} {
+		got, skipped := chooseCandidate(tc.members)
+		if got != tc.want {
+			t.Errorf("%s: chose %d, want %d", tc.name, got, tc.want)
+		}
+		var addrs []string
+		for a, why := range skipped {
+			if why == "" {
+				t.Errorf("%s: %s skipped without a reason", tc.name, a)
+			}
+			addrs = append(addrs, a)
+		}
+		if len(addrs) != len(tc.skipped) {
+			t.Errorf("%s: skipped %v, want %v", tc.name, skipped, tc.skipped)
+		}
+		for _, a := range tc.skipped {
+			if _, ok := skipped[a]; !ok {
+				t.Errorf("%s: %s not in skipped %v", tc.name, a, skipped)
+			}
+		}
+	}
+}
+
+func TestPromotedElsewhere(t *testing.T) {
+	f := &Failover{Cluster: "main", Master: "m:3306"}
+	down := errors.New("refused")
+	for _, tc := range []struct {
+		name      string
+		masterErr error
+		members   []*member
+		want      string
+		wantErr   error
+	}{
+		{"nothing promoted", down, []*member{replica("a", "Connecting", "0-1-1"), replica("b", "Connecting", "0-1-1")}, "", nil},
+		{"a writable replica that still replicates is not a master", down, []*member{writable(replica("a", "Connecting", "0-1-1"))}, "", nil},
+		{"promoted by another instance", down, []*member{writable(replica("a", "", "")), replica("b", "Yes", "0-1-1")}, "a", nil},
+		{"read-only standalone is not promoted", down, []*member{replica("a", "", "")}, "", nil},
+		{"two promoted", down, []*member{writable(replica("a", "", "")), writable(replica("b", "", ""))}, "", ErrAmbiguousMaster},
+		{"promoted while the master is reachable", nil, []*member{writable(replica("a", "", ""))}, "", ErrAmbiguousMaster},
+	} {
+		got, err := f.promotedElsewhere(tc.masterErr, tc.members)
+		if got != tc.want || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+			t.Errorf("%s: %q, %v; want %q, %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	master := func(addr string) *member { return writable(replica(addr, "", "")) }
+	following := func(addr, src string) *member {
+		m := replica(addr, "Yes", "0-1-1")
+		m.st.Replica.MasterHost, m.st.Replica.MasterPort = strings.Split(src, ":")[0], 3306
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		members  []*member
+		known    string
+		want     Discovery
+		wantErr  error
+		errNames []string
+	}{
+		{"plain", []*member{master("m:3306"), following("r1:3306", "m:3306")}, "",
+			Discovery{Master: "m:3306"}, nil, nil},
+		{"writable replica reported", []*member{master("m:3306"), writable(following("r1:3306", "m:3306"))}, "",
+			Discovery{Master: "m:3306", WritableReplicas: []string{"r1:3306"}}, nil, nil},
+		{"unreachable reported", []*member{unreachable("m:3306"), master("r1:3306")}, "",
+			Discovery{Master: "r1:3306", Unreachable: map[string]string{"m:3306": "connection refused"}}, nil, nil},
+		{"two writable, no record", []*member{master("m:3306"), master("r1:3306"), following("r2:3306", "r1:3306")}, "",
+			Discovery{}, ErrAmbiguousMaster, []string{"m:3306", "r1:3306"}},
+		{"two writable, the record settles it", []*member{master("m:3306"), master("r1:3306"), following("r2:3306", "r1:3306")}, "r1:3306",
+			Discovery{Master: "r1:3306", Stale: []string{"m:3306"}}, nil, nil},
+		{"two writable, a replica contradicts the record", []*member{master("m:3306"), master("r1:3306"), following("r2:3306", "m:3306")}, "r1:3306",
+			Discovery{}, ErrAmbiguousMaster, []string{"r2:3306 replicates from m:3306"}},
+		{"all read-only", []*member{replica("m:3306", "", ""), following("r1:3306", "m:3306")}, "",
+			Discovery{}, ErrNoMaster, nil},
+	} {
+		got, err := discover("main", tc.members, tc.known)
+		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+			t.Errorf("%s: error %v, want %v", tc.name, err, tc.wantErr)
+		}
+		for _, n := range tc.errNames {
+			if err == nil || !strings.Contains(err.Error(), n) {
+				t.Errorf("%s: error %v does not name %s", tc.name, err, n)
+			}
+		}
+		if tc.wantErr == nil && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestFailoverBlocked: within failover_block of the last failover Run refuses before it
+// contacts any server (the addresses here do not exist).
+func TestFailoverBlocked(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	f := &Failover{Cluster: "main", Master: "192.0.2.1:3306", Replicas: []string{"192.0.2.2:3306"},
+		LastFailover: now.Add(-5 * time.Minute), Block: 10 * time.Minute, Now: func() time.Time { return now }}
+	_, err := f.Run(context.Background())
+	if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), "2026-05-01T12:05:00Z") || !strings.Contains(err.Error(), "main") {
+		t.Fatalf("Run within the block: %v", err)
+	}
+}
+
+func TestFailoverState(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok, err := ReadFailoverState(dir, "main"); ok || err != nil {
+		t.Fatalf("no file: ok %v, %v", ok, err)
+	}
+	var s FailoverState
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	r1 := &Result{Cluster: "main", Outcome: OutcomePromoted, Epoch: 2, OldMaster: "m:1", NewMaster: "r1:1", Flavor: "mariadb",
+		Started: t0, Finished: t0.Add(time.Second), PromotedAt: "0-2-10",
+		Steps: []Step{{"survey", 3 * time.Millisecond}, {"promote", 40 * time.Millisecond}}}
+	s.Record(r1)
+	if s.Cluster != "main" || s.Epoch != 2 || s.Master != "r1:1" || !reflect.DeepEqual(s.Fenced, []string{"m:1"}) || !s.LastFailover.Equal(r1.Finished) {
+		t.Fatalf("after Record: %+v", s)
+	}
+	s.RecordFence(FenceResult{Addr: "m:1", Errant: "domain 0 seq 11 (last 0-1-11)"})
+	if s.History[0].Errant == "" {
+		t.Error("RecordFence did not reach the history")
+	}
+	// A second failover back to m:1 unfences it and fences r1:1.
+	s.Record(&Result{Cluster: "main", Outcome: OutcomeFollowed, Epoch: 3, OldMaster: "r1:1", NewMaster: "m:1", Finished: t0.Add(time.Hour)})
+	if !reflect.DeepEqual(s.Fenced, []string{"r1:1"}) || s.Master != "m:1" || s.Epoch != 3 {
+		t.Fatalf("after the second Record: %+v", s)
+	}
+	if err := WriteFailoverState(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := ReadFailoverState(dir, "main")
+	if err != nil || !ok {
+		t.Fatalf("read back: %v %v", ok, err)
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, s)
+	}
+	if pos, err := got.History[0].PromotedPosition(); err != nil || pos.String() != "0-2-10" {
+		t.Errorf("PromotedPosition = %v, %v", pos, err)
+	}
+	if got.History[0].Took("promote") != 40*time.Millisecond || got.History[0].Took("nope") != 0 {
+		t.Errorf("Took: %v", got.History[0].Steps)
+	}
+	// Overwriting leaves one file and no temporaries.
+	s.Unfence("r1:1")
+	if err := WriteFailoverState(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "failover-main.json" {
+		t.Errorf("state dir holds %v", entries)
+	}
+	if got, _, _ := ReadFailoverState(dir, "main"); len(got.Fenced) != 0 {
+		t.Errorf("Unfence not saved: %v", got.Fenced)
+	}
+	for range maxHistory + 5 {
+		s.Record(&Result{Cluster: "main", OldMaster: "a", NewMaster: "b"})
+	}
+	if len(s.History) != maxHistory {
+		t.Errorf("history holds %d", len(s.History))
+	}
+
+	if p := FailoverStatePath("/x", "a/b c"); p != "/x/failover-a_b_c.json" {
+		t.Errorf("FailoverStatePath = %s", p)
+	}
+	if err := WriteFailoverState(filepath.Join(dir, "missing"), s); err == nil {
+		t.Error("writing into a missing dir succeeded")
+	}
+	if err := WriteFailoverState(dir, FailoverState{}); err == nil {
+		t.Error("state without a cluster was written")
+	}
+	if err := os.WriteFile(FailoverStatePath(dir, "bad"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadFailoverState(dir, "bad"); err == nil || !strings.Contains(err.Error(), "failover-bad.json") {
+		t.Errorf("bad file: %v", err)
+	}
+	if err := os.WriteFile(FailoverStatePath(dir, "other"), []byte(`{"cluster":"main"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadFailoverState(dir, "other"); err == nil || !strings.Contains(err.Error(), `"main"`) {
+		t.Errorf("file of another cluster: %v", err)
+	}
+}
