@@ -62,6 +62,9 @@ func (c *Config) Describe() string {
 			cl.Name, cl.Balance, cl.MaxReplicationLag, len(cl.Replicas))
 		line("  user %q, %s", cl.User, passwordSource(cl.Password, cl.PasswordEnv, cl.PasswordFile))
 		line("  pool_size %d, pool_wait_timeout %s", cl.PoolSize, cl.PoolWaitTimeout)
+		if !cl.ReadsFallBackToMaster {
+			line("  reads_fall_back_to_master false: reads fail when no replica can serve them")
+		}
 		if cl.TLS != "" && cl.TLS != "off" {
 			line("  tls %s", strings.TrimPrefix(tlsNote(cl.TLS, cl.TLSCA), ", tls "))
 		}
