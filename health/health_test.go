@@ -604,6 +604,8 @@ func TestJudgeLag(t *testing.T) {
 		{"io stopped, master unknown", maria(false, true, -1, "0-1-40", "0-1-40"), nil, time.Time{}, false, 0, time.Time{}, ""},
 		{"other domain ahead", maria(true, false, -1, "0-1-40,1-2-9", "0-1-40,1-2-3"), master, t0.Add(-6 * time.Second), true, 6 * time.Second, t0.Add(-6 * time.Second), ""},
 		{"not replicating", &Status{SecondsBehind: -1}, master, t0, true, -1, time.Time{}, "not configured"},
+		{"replication status refused", &Status{SecondsBehind: -1, ReplicationError: "SHOW ALL SLAVES STATUS: error 1227: denied"},
+			master, t0, true, -1, time.Time{}, "needs SLAVE MONITOR"},
 		{"mysql sql stopped behind", &Status{Flavor: FlavorMySQL, Replicating: true, IORunning: true, SecondsBehind: -1,
 			ReceivedGTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-50", AppliedGTID: "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-49"},
 			nil, t0.Add(-6 * time.Second), true, 6 * time.Second, t0.Add(-6 * time.Second), ""},

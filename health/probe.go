@@ -286,7 +286,8 @@ func (w *worker) pollAgent(ctx context.Context, st *Status) {
 var errProbe = errors.New("probe")
 
 // query probes the server over the control connection, dialling it first
-// when there is none. Any failure closes the connection.
+// when there is none. A failure, or a refused replication status, closes
+// the connection.
 func (w *worker) query(ctx context.Context) (*Status, error) {
 	if w.conn == nil {
 		if err := w.dial(ctx); err != nil {
@@ -294,8 +295,12 @@ func (w *worker) query(ctx context.Context) (*Status, error) {
 		}
 	}
 	st, err := w.read()
-	if err != nil {
+	if err != nil || st.ReplicationError != "" {
+		// A refusal may be a missing global privilege: those are read at
+		// login, so the next probe logs in again to see a new GRANT.
 		w.closeConn()
+	}
+	if err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -374,10 +379,17 @@ func (w *worker) read() (*Status, error) {
 	st.AppliedGTID, _ = r.GetString(0, 2)
 
 	r, err = c.Execute(replStatus)
-	if err != nil {
+	var refused *mysql.MyError
+	switch {
+	case errors.As(err, &refused):
+		// The server answers but will not say (typically a missing
+		// privilege): it is alive, its replication state is unknown.
+		st.ReplicationError = fmt.Sprintf("%s: error %d: %s", replStatus, refused.Code, refused.Message)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %s: %w", errProbe, replStatus, err)
+	default:
+		readReplication(r.Resultset, st)
 	}
-	readReplication(r.Resultset, st)
 
 	r, err = c.Execute("SHOW GLOBAL STATUS LIKE 'Threads_running'")
 	if err != nil {

@@ -42,6 +42,10 @@ type Status struct {
 	// ReadOnly is @@global.read_only.
 	ReadOnly bool
 
+	// ReplicationError is the server's refusal of the replication status
+	// query (a missing privilege), or "" when it answered; the replication
+	// fields below are then unknown.
+	ReplicationError string
 	// Replicating: the server has replication configured (SHOW ALL SLAVES
 	// STATUS or SHOW REPLICA STATUS returned a row). With several
 	// replication sources the fields below combine them: a thread runs
@@ -92,6 +96,13 @@ type Status struct {
 // prober's memory of when it first saw the replica's applied position
 // behind without a lag figure from the server; judgeLag updates it.
 func judgeLag(st, master *Status, maxLag time.Duration, behindSince *time.Time, now time.Time) {
+	if st.ReplicationError != "" {
+		*behindSince = time.Time{}
+		st.Lag, st.Lagging = -1, true
+		st.LagNote = "cannot read the replication status (the service account needs SLAVE MONITOR on MariaDB 10.5 " +
+			"and later, REPLICATION CLIENT on MySQL and older MariaDB): " + st.ReplicationError
+		return
+	}
 	if !st.Replicating {
 		*behindSince = time.Time{}
 		st.Lag, st.Lagging, st.LagNote = -1, true, "replication is not configured"

@@ -34,6 +34,8 @@ type healthSetup struct {
 	health   []string
 	// replicaAddrs replaces the topology's replica addresses when set.
 	replicaAddrs []string
+	// user and password replace the topology's service account when set.
+	user, password string
 }
 
 // healthConfig is a sluice configuration for topo shaped by h, on free
@@ -42,8 +44,12 @@ func healthConfig(topo *sandbox.Topology, h healthSetup) string {
 	var b strings.Builder
 	b.WriteString("[proxy]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n")
 	fmt.Fprintf(&b, "\n[auth]\nbackend = \"mysql\"\naddress = %q\n", topo.Auth.Addr())
+	user, password := topo.Opts.ServiceUser, topo.Opts.ServicePassword
+	if h.user != "" {
+		user, password = h.user, h.password
+	}
 	fmt.Fprintf(&b, "\n[[cluster]]\nname = \"main\"\nuser = %q\npassword = %q\nmaster = %q\n",
-		topo.Opts.ServiceUser, topo.Opts.ServicePassword, topo.Master.Addr())
+		user, password, topo.Master.Addr())
 	for _, k := range h.cluster {
 		b.WriteString(k + "\n")
 	}
@@ -577,5 +583,45 @@ func TestSessionKeepsReplicaWithinRound(t *testing.T) {
 		if !env.replicaIDs[id] {
 			t.Fatalf("read served by %d, not a replica", id)
 		}
+	}
+}
+
+// TestProbeWithoutReplicationPrivilege runs sluice with a service account
+// that may not read the replication status: the backends stay reachable
+// (the master up), but the replicas' lag cannot be checked, so they are
+// lagging, say why, and reads go to the master. Granted SLAVE MONITOR,
+// the replicas come back.
+func TestProbeWithoutReplicationPrivilege(t *testing.T) {
+	master := mustRoot(t, env.topo.Master)
+	const user = "sluice_probe_min"
+	mustExec(t, master, "CREATE OR REPLACE USER "+user+"@'%' IDENTIFIED BY 'min'")
+	mustExec(t, master, "GRANT SELECT ON sluice_test.* TO "+user+"@'%'")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = master.ExecContext(ctx, "DROP USER IF EXISTS "+user+"@'%'")
+		if err := env.topo.WaitReplicated(ctx); err != nil {
+			t.Errorf("replicas did not catch up after the test: %v", err)
+		}
+	})
+	if err := env.topo.WaitReplicated(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	srv := startHealthProxy(t, env.topo, healthSetup{user: user, password: "min", health: []string{`interval = "100ms"`}})
+	waitState(t, srv, env.topo.Master.Addr(), health.StateUp)
+	for _, r := range env.topo.Replicas {
+		b := waitState(t, srv, r.Addr(), health.StateLagging)
+		if st := b.Status(); !strings.Contains(st.LagNote, "SLAVE MONITOR") || !strings.Contains(st.LagNote, "1227") {
+			t.Fatalf("%s lagging for another reason: %s", r.Name, st.LagNote)
+		}
+	}
+	t.Logf("note: %s", backendOf(t, srv, env.topo.Replicas[0].Addr()).Status().LagNote)
+	ctx := ctxT(t)
+	if id := serverID(t, ctx, conn(t, appDBAt(t, srv.Addr().String())), ""); id != env.masterID {
+		t.Fatalf("read with no checkable replica went to %d, want the master", id)
+	}
+	mustExec(t, master, "GRANT SLAVE MONITOR ON *.* TO "+user+"@'%'")
+	for _, r := range env.topo.Replicas {
+		waitState(t, srv, r.Addr(), health.StateUp)
 	}
 }
