@@ -14,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health/loadavg"
 )
 
@@ -33,8 +34,10 @@ import (
 //
 // A round ends when every backend has finished a probe started in it;
 // Topology.Round counts them. The Prober only writes Backend states and
-// statuses and the round counter. Set its fields before Run and do not
-// change them afterwards.
+// statuses and the round counter. Backends that a new snapshot adds get a
+// worker at the next interval; those it drops lose theirs. Set its fields
+// before Run and do not change them afterwards; Run gives a zero Interval
+// or Timeout conf's default and a FailuresBeforeDown below 1 the value 1.
 type Prober struct {
 	Topology           *Topology
 	Interval           time.Duration
@@ -63,6 +66,15 @@ type Prober struct {
 func (p *Prober) Run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if p.Interval <= 0 {
+		p.Interval = conf.DefaultHealthInterval
+	}
+	if p.Timeout <= 0 {
+		p.Timeout = conf.DefaultHealthTimeout
+	}
+	if p.FailuresBeforeDown < 1 {
+		p.FailuresBeforeDown = 1
+	}
 	httpc := &http.Client{Transport: &http.Transport{
 		Proxy:               nil,
 		MaxIdleConnsPerHost: 1,
@@ -99,17 +111,18 @@ func (p *Prober) Run(ctx context.Context) {
 	t := time.NewTicker(p.Interval)
 	defer t.Stop()
 	for {
-		// Follow the snapshot: a worker per backend it holds.
+		// Follow the snapshot: a worker per backend it holds, told at
+		// each probe which cluster the backend is in now.
 		snap := p.Topology.Current()
-		seen := map[*Backend]bool{}
+		seen := map[*Backend]*Cluster{}
 		for _, c := range snap.Clusters {
 			for _, b := range c.Backends() {
-				seen[b] = true
+				seen[b] = c
 				if workers[b] != nil {
 					continue
 				}
 				wctx, wcancel := context.WithCancel(ctx)
-				w := &worker{p: p, b: b, c: c, http: httpc, cancel: wcancel, trigger: make(chan uint64, 1)}
+				w := &worker{p: p, b: b, http: httpc, cancel: wcancel, trigger: make(chan probeRequest, 1)}
 				workers[b] = w
 				running++
 				go func() {
@@ -126,7 +139,7 @@ func (p *Prober) Run(ctx context.Context) {
 			}
 		}
 		for b, w := range workers {
-			if !seen[b] {
+			if seen[b] == nil {
 				w.cancel()
 				delete(workers, b)
 				delete(pending, w)
@@ -140,9 +153,9 @@ func (p *Prober) Run(ctx context.Context) {
 		}
 		// Start a probe on every worker that is free; a busy one (a
 		// backend that does not answer) just misses this tick.
-		for _, w := range workers {
+		for b, w := range workers {
 			select {
-			case w.trigger <- tick:
+			case w.trigger <- probeRequest{tick, seen[b]}:
 			default:
 			}
 		}
@@ -168,15 +181,24 @@ func (p *Prober) Run(ctx context.Context) {
 	}
 }
 
-// worker probes one backend. Its fields are owned by its goroutine.
+// probeRequest asks a worker for a probe in round tick; c is the
+// backend's cluster in the current snapshot.
+type probeRequest struct {
+	tick uint64
+	c    *Cluster
+}
+
+// worker probes one backend. Its fields are owned by its goroutine, except
+// trigger and cancel, which the Prober's loop uses.
 type worker struct {
 	p       *Prober
 	b       *Backend
-	c       *Cluster
 	http    *http.Client
 	cancel  context.CancelFunc
-	trigger chan uint64
+	trigger chan probeRequest
 
+	// c is the backend's cluster as of the current probe.
+	c           *Cluster
 	conn        *client.Conn
 	version     string
 	behindSince time.Time
@@ -191,9 +213,10 @@ func (w *worker) run(ctx context.Context, report func(tick uint64) bool) {
 		select {
 		case <-ctx.Done():
 			return
-		case tick := <-w.trigger:
+		case req := <-w.trigger:
+			w.c = req.c
 			w.probe(ctx)
-			if !report(tick) {
+			if !report(req.tick) {
 				return
 			}
 		}
