@@ -23,6 +23,7 @@ all: build
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/sluice
+	$(GO) build -o bin/sluice-agent ./cmd/sluice-agent
 
 deps:
 	bash scripts/deps.sh server

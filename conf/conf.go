@@ -168,6 +168,10 @@ type Cluster struct {
 	Balance string `toml:"balance"`
 	// MaxReplicationLag is the lag beyond which a replica takes no reads.
 	MaxReplicationLag Duration `toml:"max_replication_lag"`
+	// ReadsFallBackToMaster sends reads to the master when no replica can
+	// serve them; when false such reads fail. Parse defaults it to true
+	// (DefaultReadsFallBackToMaster).
+	ReadsFallBackToMaster bool `toml:"reads_fall_back_to_master"`
 	// PoolSize caps the data connections sluice keeps open to each backend
 	// of the cluster; sessions share them statement by statement.
 	PoolSize int `toml:"pool_size"`
@@ -250,26 +254,28 @@ const (
 	DefaultLogLevel             = "info"
 	DefaultMaxClientConnections = 10000
 	// MaxThreads bounds proxy.threads.
-	MaxThreads                = 1024
-	DefaultMaxAllowedPacket   = 64 << 20
-	DefaultHandshakeTimeout   = 10 * time.Second
-	DefaultConnectTimeout     = 2 * time.Second
-	DefaultMaxPreparedStmts   = 1024
-	DefaultTLSMode            = "off"
-	DefaultPoolSize           = 128
-	DefaultPoolWaitTimeout    = 5 * time.Second
-	DefaultAuthBackend        = "mysql"
-	DefaultAdminUser          = "admin"
-	DefaultBalance            = "round-robin"
-	DefaultConsistency        = "eventual"
-	DefaultMaxReplicationLag  = 5 * time.Second
-	DefaultReplicaWeight      = 1
-	DefaultHealthInterval     = 500 * time.Millisecond
-	DefaultHealthTimeout      = time.Second
-	DefaultFailuresBeforeDown = 3
-	DefaultAutoFailover       = true
-	DefaultFailoverBlock      = 10 * time.Minute
-	DefaultTablesPerCluster   = 1
+	MaxThreads               = 1024
+	DefaultMaxAllowedPacket  = 64 << 20
+	DefaultHandshakeTimeout  = 10 * time.Second
+	DefaultConnectTimeout    = 2 * time.Second
+	DefaultMaxPreparedStmts  = 1024
+	DefaultTLSMode           = "off"
+	DefaultPoolSize          = 128
+	DefaultPoolWaitTimeout   = 5 * time.Second
+	DefaultAuthBackend       = "mysql"
+	DefaultAdminUser         = "admin"
+	DefaultBalance           = "round-robin"
+	DefaultConsistency       = "eventual"
+	DefaultMaxReplicationLag = 5 * time.Second
+	// DefaultReadsFallBackToMaster is cluster.reads_fall_back_to_master's.
+	DefaultReadsFallBackToMaster = true
+	DefaultReplicaWeight         = 1
+	DefaultHealthInterval        = 500 * time.Millisecond
+	DefaultHealthTimeout         = time.Second
+	DefaultFailuresBeforeDown    = 3
+	DefaultAutoFailover          = true
+	DefaultFailoverBlock         = 10 * time.Minute
+	DefaultTablesPerCluster      = 1
 )
 
 // Limits of max_allowed_packet, in bytes.

@@ -85,6 +85,7 @@ clusters = ["main"]
 		{"cluster[0].balance", c.Clusters[0].Balance, "round-robin"},
 		{"cluster[0].max_replication_lag", c.Clusters[0].MaxReplicationLag.Duration, 5 * time.Second},
 		{"cluster[0].consistency", c.Clusters[0].Consistency, "eventual"},
+		{"cluster[0].reads_fall_back_to_master", c.Clusters[0].ReadsFallBackToMaster, true},
 		{"cluster[0].password", c.Clusters[0].Password, ""},
 		{"cluster[0].replica[0].weight", c.Clusters[0].Replicas[0].Weight, 1},
 		{"shard[0].tables_per_cluster", c.Shards[0].TablesPerCluster, 1},
@@ -113,6 +114,7 @@ failover_block = "0s"
 `+auth+cluster("main", "127.0.0.1:3306",
 		`balance = "weighted"`,
 		`max_replication_lag = "250ms"`,
+		`reads_fall_back_to_master = false`,
 		`  [[cluster.replica]]`,
 		`  address = "127.0.0.1:3307"`,
 		`  weight = 7`,
@@ -129,7 +131,8 @@ failover_block = "0s"
 		t.Errorf("health = %+v", c.Health)
 	}
 	cl := c.Clusters[0]
-	if cl.Balance != "weighted" || cl.MaxReplicationLag.Duration != 250*time.Millisecond || cl.Replicas[0].Weight != 7 {
+	if cl.Balance != "weighted" || cl.MaxReplicationLag.Duration != 250*time.Millisecond || cl.Replicas[0].Weight != 7 ||
+		cl.ReadsFallBackToMaster {
 		t.Errorf("cluster = %+v", cl)
 	}
 }
@@ -229,6 +232,8 @@ func TestValidationErrors(t *testing.T) {
 			`cluster[0] ("main"): consistency: unknown value "session" (want "eventual", "causal" or "strong")`},
 		{"zero replication lag", auth + cluster("main", "127.0.0.1:3306", `max_replication_lag = "0s"`),
 			`cluster[0] ("main"): max_replication_lag must be > 0 (got 0s)`},
+		{"no master fallback without replicas", auth + cluster("main", "127.0.0.1:3306", `reads_fall_back_to_master = false`),
+			`cluster[0] ("main"): reads_fall_back_to_master = false needs at least one [[cluster.replica]]`},
 		{"master without port", auth + cluster("main", "db.example"),
 			`cluster[0] ("main"): master: "db.example" is not host:port (missing port in address)`},
 		{"master without host", auth + cluster("main", ":3306"), `cluster[0] ("main"): master: ":3306" has no host`},
@@ -648,6 +653,7 @@ password = "`+adminSecret+`"
 `+auth+cluster("db1", "10.0.0.1:3306",
 		`password_env = "SLUICE_CONF_TEST_BACKEND"`,
 		`balance = "least-load"`,
+		`reads_fall_back_to_master = false`,
 		"[[cluster.replica]]", `address = "10.0.0.2:3306"`, "weight = 3",
 		`agent = "http://sluice:`+agentPassword+`@10.0.0.2:9107"`,
 		"[[cluster.replica]]", `address = "10.0.0.3:3306"`,
@@ -661,6 +667,7 @@ password = "`+adminSecret+`"
 		"  master   10.0.0.1:3306\n",
 		"  replica  10.0.0.2:3306  weight 3  agent http://sluice:xxxxx@10.0.0.2:9107\n",
 		"  replica  10.0.0.3:3306  weight 1\n",
+		"  reads_fall_back_to_master false: reads fail when no replica can serve them\n",
 		`cluster "db2": balance round-robin`,
 		"  user \"sluice\", password from file " + secretFile + "\n",
 		"  master   10.0.1.1:3306\n",

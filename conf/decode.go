@@ -392,6 +392,9 @@ func applyElementDefaults(c *Config, raw map[string]any) {
 		if _, ok := rawCluster["max_replication_lag"]; !ok {
 			cl.MaxReplicationLag = Duration{DefaultMaxReplicationLag}
 		}
+		if _, ok := rawCluster["reads_fall_back_to_master"]; !ok {
+			cl.ReadsFallBackToMaster = DefaultReadsFallBackToMaster
+		}
 		replicas := tables(rawCluster, "replica")
 		for j := range cl.Replicas {
 			if j < len(replicas) {

@@ -66,6 +66,9 @@ func (c *Config) Describe() string {
 			consistency = DefaultConsistency
 		}
 		line("  pool_size %d, pool_wait_timeout %s, consistency %s", cl.PoolSize, cl.PoolWaitTimeout, consistency)
+		if !cl.ReadsFallBackToMaster {
+			line("  reads_fall_back_to_master false: reads fail when no replica can serve them")
+		}
 		if cl.TLS != "" && cl.TLS != "off" {
 			line("  tls %s", strings.TrimPrefix(tlsNote(cl.TLS, cl.TLSCA), ", tls "))
 		}

@@ -238,6 +238,11 @@ func (c *Config) validateClusters(p *problems) {
 		if cl.MaxReplicationLag.Duration <= 0 {
 			p.add("%s: max_replication_lag must be > 0 (got %s)", label, cl.MaxReplicationLag)
 		}
+		if !cl.ReadsFallBackToMaster && len(cl.Replicas) == 0 {
+			// Without replicas every read goes to the master; a cluster
+			// that refuses them there would refuse every read.
+			p.add("%s: reads_fall_back_to_master = false needs at least one [[cluster.replica]]", label)
+		}
 		for j, r := range cl.Replicas {
 			key := fmt.Sprintf("replica[%d]", j)
 			if r.Address == "" {

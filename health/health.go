@@ -1,16 +1,17 @@
 // Package health owns what sluice knows about its backends: their roles and
-// states, the balancer that picks a replica for a read, the prober that
-// watches every backend, and the immutable topology snapshots the data plane
-// reads per statement.
+// states, what the last probe read from each (replication state, load), the
+// balancers that pick a replica for a read, the prober that watches every
+// backend, and the immutable topology snapshots the data plane reads.
 //
-// A Snapshot is immutable; a Backend's state is atomic. Topology publishes a
-// new Snapshot (with a higher epoch) when the set of backends changes, and
-// Backend states change in place. Everything here is safe for concurrent use,
-// and nothing here blocks the data plane: the data plane only loads atomics.
+// A Snapshot is immutable; a Backend's state, its last Status and its
+// in-use counter are atomics. Topology publishes a new Snapshot (with a
+// higher epoch) when the set of backends changes, and counts finished probe
+// rounds. Everything here is safe for concurrent use, and nothing here
+// blocks the data plane: the data plane only loads atomics.
 package health
 
 import (
-	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -32,39 +33,65 @@ func (r Role) String() string {
 	return "replica"
 }
 
-// State is a backend's serving state.
+// State is a backend's serving state. Only an up replica gets reads.
 type State uint32
 
 const (
 	// StateUp: serving.
 	StateUp State = iota
-	// StateDown: failed its probes or a connection attempt; gets no reads.
+	// StateDown: failed failures_before_down probes in a row, or the data
+	// plane could not connect to it; gets no reads.
 	StateDown
+	// StateLagging: answers probes but replicates too far behind
+	// (max_replication_lag), or not at all; gets no reads.
+	StateLagging
+	// StateFenced: cut off by failover (an old master that must take no
+	// traffic). Set with Hold; probes do not lift it.
+	StateFenced
+	// StateOffline: taken out by an administrator. Set with Hold; probes do
+	// not lift it.
+	StateOffline
 )
 
+var stateNames = [...]string{"up", "down", "lagging", "fenced", "offline"}
+
 func (s State) String() string {
-	if s == StateUp {
-		return "up"
+	if int(s) < len(stateNames) {
+		return stateNames[s]
 	}
-	return "down"
+	return "unknown"
 }
 
-// Backend is one MariaDB/MySQL server of a cluster.
+// held reports whether s is set by Hold and kept until Release.
+func (s State) held() bool { return s == StateFenced || s == StateOffline }
+
+// Backend is one MariaDB/MySQL server of a cluster. Its identity fields are
+// fixed; its state, failures, last Status and in-use count are atomics
+// written by the prober, the data plane (ReportFailure, the pools' in-use
+// count) and Hold/Release, and read by anyone.
 type Backend struct {
 	Cluster string
 	Address string
 	Role    Role
 	Weight  int
+	// Agent is the URL of the sluice-agent on the backend's host, or "".
+	Agent string
 
-	state    atomic.Uint32
+	state atomic.Uint32
+	// probed is the state the probes and the data plane decide (up,
+	// lagging or down), whatever Hold says; Release returns to it.
+	probed   atomic.Uint32
 	failures atomic.Int32
 	lastErr  atomic.Pointer[string]
+	status   atomic.Pointer[Status]
+	inUse    atomic.Int64
 }
 
 // State returns the current state.
 func (b *Backend) State() State { return State(b.state.Load()) }
 
-// Up reports whether the backend may serve.
+// Up reports whether the backend may serve reads: its state is up (not
+// lagging, down, fenced or offline).
 func (b *Backend) Up() bool { return b.State() == StateUp }
 
 // LastError returns the most recent failure reason, or "".
@@ -75,68 +102,127 @@ func (b *Backend) LastError() string {
 	return ""
 }
 
-// ReportFailure records a failed connection or probe. The data plane calls
-// it when it cannot reach the backend, so a dead replica leaves rotation at
-// once instead of after the next probes. It reports whether the backend
-// went down with this call.
+// Status returns what the last successful probe read, or nil before the
+// first one. The Status is immutable.
+func (b *Backend) Status() *Status { return b.status.Load() }
+
+// InUse returns how many data connections to the backend are lent to
+// sessions right now.
+func (b *Backend) InUse() int64 { return b.inUse.Load() }
+
+// ConnLent counts a data connection lent to a session; the proxy's pool
+// calls it, and ConnReturned when the connection comes back or closes.
+func (b *Backend) ConnLent() { b.inUse.Add(1) }
+
+// ConnReturned undoes one ConnLent.
+func (b *Backend) ConnReturned() { b.inUse.Add(-1) }
+
+// ReportFailure records a failed connection. The data plane calls it when
+// it cannot reach the backend, so a dead replica leaves rotation at once
+// instead of after the next probes. It reports whether the backend went
+// down with this call (a fenced or offline backend stays as it is).
 func (b *Backend) ReportFailure(err error) bool {
 	msg := err.Error()
 	b.lastErr.Store(&msg)
 	b.failures.Add(1)
-	return b.state.Swap(uint32(StateDown)) == uint32(StateUp)
+	b.probed.Store(uint32(StateDown))
+	_, changed := b.settle(StateDown)
+	return changed
 }
 
-// ReportSuccess records a successful probe or connection; it reports whether
-// the backend came back up with this call.
-func (b *Backend) ReportSuccess() bool {
-	b.failures.Store(0)
-	return b.state.Swap(uint32(StateUp)) != uint32(StateUp)
+// settle moves the state to to unless Hold keeps it fenced or offline. It
+// returns the state it replaced and whether it changed.
+func (b *Backend) settle(to State) (State, bool) {
+	for {
+		cur := State(b.state.Load())
+		if cur == to || cur.held() {
+			return cur, false
+		}
+		if b.state.CompareAndSwap(uint32(cur), uint32(to)) {
+			return cur, true
+		}
+	}
 }
 
-// Cluster is one master with its replicas.
+// Hold sets the backend fenced (failover) or offline (admin), whatever the
+// probes find, until Release. Any other state is ignored. It returns the
+// state it replaced.
+func (b *Backend) Hold(s State) State {
+	if !s.held() {
+		return b.State()
+	}
+	return State(b.state.Swap(uint32(s)))
+}
+
+// Release ends a Hold: the backend takes the state the probes last found
+// (up, lagging or down). It returns the new state.
+func (b *Backend) Release() State {
+	for {
+		cur := b.state.Load()
+		if !State(cur).held() {
+			return State(cur)
+		}
+		to := b.probed.Load()
+		if b.state.CompareAndSwap(cur, to) {
+			return State(to)
+		}
+	}
+}
+
+// Cluster is one master with its replicas, and how reads are spread over
+// them. Its fields are fixed once its Snapshot is published.
 type Cluster struct {
 	Name     string
 	Master   *Backend
 	Replicas []*Backend
-	// wheel lists replica indexes, each repeated by its weight, so an
-	// atomic counter gives weighted round robin without a lock.
-	wheel     []int
-	next      atomic.Uint64
-	nextAside atomic.Uint64
+	// Balance names the balancer (conf's cluster.balance).
+	Balance string
+	// MaxReplicationLag: a replica further behind is lagging.
+	MaxReplicationLag time.Duration
+	// ReadsFallBackToMaster: with no replica able to serve, reads go to
+	// the master; when false they fail.
+	ReadsFallBackToMaster bool
+
+	user, password string
+	balancer       Balancer
+	// aside picks for work that is not a client statement; see
+	// PickReplicaAside.
+	aside Balancer
 }
 
-// PickReplica returns the next up replica by weighted round robin, skipping
-// skip (a replica that just failed), or nil when no replica can serve.
+// PickReplica returns a replica that is up for a read, chosen by the
+// cluster's balancer, never skip (a replica that just failed); nil when no
+// replica can serve.
 func (c *Cluster) PickReplica(skip *Backend) *Backend {
-	return c.pick(&c.next, skip)
+	return c.balancer.Pick(skip)
 }
 
-// PickReplicaAside is PickReplica on a wheel position of its own, for work
-// that is not a client statement (the schema check at login): it must not
-// shift the rotation of statements, or sessions that all do the same
-// amount of such work end up in step on one replica.
+// PickReplicaAside is PickReplica on a balancer of its own, for work that
+// is not a client statement (the schema check at login): it must not shift
+// the rotation of statements, or sessions that all do the same amount of
+// such work end up in step on one replica.
 func (c *Cluster) PickReplicaAside(skip *Backend) *Backend {
-	return c.pick(&c.nextAside, skip)
-}
-
-func (c *Cluster) pick(counter *atomic.Uint64, skip *Backend) *Backend {
-	n := len(c.wheel)
-	if n == 0 {
-		return nil
-	}
-	start := counter.Add(1)
-	for i := range n {
-		b := c.Replicas[c.wheel[(start+uint64(i))%uint64(n)]]
-		if b != skip && b.Up() {
-			return b
-		}
-	}
-	return nil
+	return c.aside.Pick(skip)
 }
 
 // Backends returns the master and the replicas.
 func (c *Cluster) Backends() []*Backend {
 	return append([]*Backend{c.Master}, c.Replicas...)
+}
+
+// ReplicaStates describes each replica's state for messages, in
+// configuration order: "127.0.0.1:3307 lagging, 127.0.0.1:3308 down".
+func (c *Cluster) ReplicaStates() string {
+	var sb strings.Builder
+	for i, r := range c.Replicas {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(r.Address)
+		sb.WriteByte(' ')
+		sb.WriteString(r.State().String())
+	}
+	return sb.String()
 }
 
 // Snapshot is an immutable view of the topology. The data plane loads the
@@ -156,24 +242,37 @@ func (s *Snapshot) Cluster(name string) *Cluster {
 	return nil
 }
 
-// Topology holds the current Snapshot.
+// Topology holds the current Snapshot and counts probe rounds.
 type Topology struct {
-	cur atomic.Pointer[Snapshot]
+	cur   atomic.Pointer[Snapshot]
+	round atomic.Uint64
 }
 
-// NewTopology builds the first snapshot (epoch 1) from the configuration;
-// every backend starts up.
+// NewTopology builds the first snapshot (epoch 1) from a validated
+// configuration; every backend starts up.
 func NewTopology(cfg *conf.Config) *Topology {
 	s := &Snapshot{Epoch: 1}
 	for _, cc := range cfg.Clusters {
-		c := &Cluster{Name: cc.Name, Master: &Backend{Cluster: cc.Name, Address: cc.Master, Role: RoleMaster, Weight: 1}}
-		for _, r := range cc.Replicas {
-			w := max(r.Weight, 1)
-			c.Replicas = append(c.Replicas, &Backend{Cluster: cc.Name, Address: r.Address, Role: RoleReplica, Weight: w})
-			for range w {
-				c.wheel = append(c.wheel, len(c.Replicas)-1)
-			}
+		c := &Cluster{
+			Name:                  cc.Name,
+			Master:                &Backend{Cluster: cc.Name, Address: cc.Master, Role: RoleMaster, Weight: 1},
+			Balance:               cc.Balance,
+			MaxReplicationLag:     cc.MaxReplicationLag.Duration,
+			ReadsFallBackToMaster: cc.ReadsFallBackToMaster,
+			user:                  cc.User,
+			password:              cc.Password,
 		}
+		if c.MaxReplicationLag <= 0 {
+			c.MaxReplicationLag = conf.DefaultMaxReplicationLag
+		}
+		for _, r := range cc.Replicas {
+			c.Replicas = append(c.Replicas, &Backend{Cluster: cc.Name, Address: r.Address, Role: RoleReplica,
+				Weight: max(r.Weight, 1), Agent: r.Agent})
+		}
+		// conf validated the name; an unknown one (a Config built in
+		// code) gets the default.
+		c.balancer, _ = NewBalancer(cc.Balance, c.Replicas)
+		c.aside, _ = NewBalancer(cc.Balance, c.Replicas)
 		s.Clusters = append(s.Clusters, c)
 	}
 	t := &Topology{}
@@ -184,58 +283,8 @@ func NewTopology(cfg *conf.Config) *Topology {
 // Current returns the current snapshot.
 func (t *Topology) Current() *Snapshot { return t.cur.Load() }
 
-// Prober checks every backend of the current snapshot each Interval with
-// Check. A backend goes down after FailuresBeforeDown failed checks in a row
-// and up after one good one. It only writes Backend states.
-type Prober struct {
-	Topology           *Topology
-	Interval           time.Duration
-	FailuresBeforeDown int
-	// Check probes one backend; it must give up by itself (a timeout).
-	// The proxy supplies it: a login with the cluster's service account
-	// and a COM_PING, so the servers never see half-open handshakes.
-	Check func(ctx context.Context, b *Backend) error
-	// OnChange, when set, is called after a backend changes state.
-	OnChange func(b *Backend, up bool, reason string)
-}
-
-// Run probes until ctx is done.
-func (p *Prober) Run(ctx context.Context) {
-	t := time.NewTicker(p.Interval)
-	defer t.Stop()
-	for {
-		snap := p.Topology.Current()
-		for _, c := range snap.Clusters {
-			for _, b := range c.Backends() {
-				if ctx.Err() != nil {
-					return
-				}
-				p.probe(ctx, b)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (p *Prober) probe(ctx context.Context, b *Backend) {
-	err := p.Check(ctx, b)
-	if err == nil {
-		if b.ReportSuccess() && p.OnChange != nil {
-			p.OnChange(b, true, "probe succeeded")
-		}
-		return
-	}
-	if ctx.Err() != nil {
-		return
-	}
-	if int(b.failures.Add(1)) >= p.FailuresBeforeDown || !b.Up() {
-		b.failures.Add(-1) // ReportFailure counts it again
-		if b.ReportFailure(err) && p.OnChange != nil {
-			p.OnChange(b, false, err.Error())
-		}
-	}
-}
+// Round returns how many probe rounds have finished: a round ends when
+// every backend has finished a probe (and its agent poll) started in it.
+// The data plane compares it to the round it last picked a replica in to
+// rebalance once per round.
+func (t *Topology) Round() uint64 { return t.round.Load() }

@@ -38,6 +38,9 @@ type BackendConn struct {
 	stmts map[uint32]backendStmt
 	// idleSince is when the connection last went back to its pool.
 	idleSince time.Time
+	// lent: the pool lent it to a session and counts it in its backend's
+	// in-use connections (health.Backend.InUse) until it comes back.
+	lent bool
 }
 
 // idleCheckAfter is how long a connection may rest in its pool before it is
@@ -135,6 +138,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 			// A connection the server closed while it idled (wait_timeout,
 			// KILL, a restart) is dropped here, not handed to a client.
 			if time.Since(bc.idleSince) < idleCheckAfter || bc.CheckIdle() == nil {
+				bc.lend()
 				return bc, nil
 			}
 			bc.discard()
@@ -148,6 +152,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 				p.release()
 				return nil, err
 			}
+			bc.lend()
 			return bc, nil
 		}
 		p.mu.Unlock()
@@ -272,6 +277,7 @@ func (bc *BackendConn) trackGTIDs() error {
 // Put takes bc back as it is: the state it carries is replayable and the
 // next borrower adjusts it. A broken connection is closed instead.
 func (p *Pool) Put(bc *BackendConn) {
+	bc.giveBack()
 	if bc.broken {
 		bc.discard()
 		return
@@ -317,8 +323,23 @@ func (p *Pool) Close() {
 	}
 }
 
+// lend counts bc in its backend's in-use connections.
+func (bc *BackendConn) lend() {
+	bc.lent = true
+	bc.backend.ConnLent()
+}
+
+// giveBack ends what lend counted, once.
+func (bc *BackendConn) giveBack() {
+	if bc.lent {
+		bc.lent = false
+		bc.backend.ConnReturned()
+	}
+}
+
 // discard closes bc and frees its slot in the pool.
 func (bc *BackendConn) discard() {
+	bc.giveBack()
 	bc.broken = true
 	bc.Conn.Close()
 	if bc.pool != nil {

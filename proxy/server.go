@@ -14,13 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/auth"
@@ -57,8 +58,11 @@ type Server struct {
 	ln          net.Listener
 	metricsAddr net.Addr
 	metrics     *metrics
-	nextID      atomic.Uint32
-	version     atomic.Pointer[string]
+	// stateChanges counts backend state changes by cluster, backend and
+	// new state.
+	stateChanges *prometheus.CounterVec
+	nextID       atomic.Uint32
+	version      atomic.Pointer[string]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -109,6 +113,22 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		sessions: make(map[uint32]*Session),
 		metrics:  newMetrics(),
 		tls:      stls,
+	}
+	s.stateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_backend_state_changes_total",
+		Help: "Backend state changes (up, lagging, down, fenced, offline), by cluster, backend and the new state.",
+	}, []string{"cluster", "backend", "to"})
+	s.metrics.reg.MustRegister(s.stateChanges)
+	for _, cc := range cfg.Clusters {
+		if cc.Balance != health.BalanceRoundRobin {
+			continue
+		}
+		for _, r := range cc.Replicas {
+			if r.Weight != 1 {
+				log.Warn("replica weights are ignored with balance = \"round-robin\"; use \"weighted\"",
+					zap.String("cluster", cc.Name), zap.String("backend", r.Address), zap.Int("weight", r.Weight))
+			}
+		}
 	}
 	s.clientCaps = sluiceCapabilities
 	if cfg.Proxy.LocalInfile {
@@ -199,11 +219,29 @@ func (s *Server) Start() error {
 	prober := &health.Prober{
 		Topology:           s.topo,
 		Interval:           s.cfg.Health.Interval.Duration,
+		Timeout:            s.cfg.Health.Timeout.Duration,
 		FailuresBeforeDown: s.cfg.Health.FailuresBeforeDown,
-		Check:              s.checkBackend,
-		OnChange: func(b *health.Backend, up bool, reason string) {
-			s.log.Warn("backend state changed", zap.String("cluster", b.Cluster), zap.String("backend", b.Address),
-				zap.String("role", b.Role.String()), zap.Bool("up", up), zap.String("reason", reason))
+		TLS: func(b *health.Backend) *tls.Config {
+			// A backend that must be reached over TLS is probed over TLS.
+			if p := s.pools[b.Address]; p != nil && p.tlsRequired {
+				return p.tls
+			}
+			return nil
+		},
+		OnChange: s.backendStateChanged,
+		OnStatus: func(b *health.Backend, st *health.Status) {
+			if b.Role == health.RoleMaster {
+				s.learnVersion(st.Version)
+			}
+		},
+		OnAgent: func(b *health.Backend, err error) {
+			if err != nil {
+				s.log.Warn("load agent failing, balancing on Threads_running", zap.String("cluster", b.Cluster),
+					zap.String("backend", b.Address), zap.String("agent", redactAgent(b.Agent)), zap.Error(err))
+				return
+			}
+			s.log.Info("load agent answers again", zap.String("cluster", b.Cluster),
+				zap.String("backend", b.Address), zap.String("agent", redactAgent(b.Agent)))
 		},
 	}
 	s.wg.Add(2)
@@ -212,32 +250,26 @@ func (s *Server) Start() error {
 	return nil
 }
 
-// checkBackend is the health probe: a control-plane login with the
-// cluster's service account (go-mysql's client), a ping, a quit. A full
-// login rather than a bare TCP connect keeps the servers from counting
-// half-open handshakes against max_connect_errors.
-func (s *Server) checkBackend(ctx context.Context, b *health.Backend) error {
-	p := s.pools[b.Address]
-	timeout := s.cfg.Health.Timeout.Duration
-	c, err := client.ConnectWithContext(ctx, b.Address, p.user, p.password, "", timeout, func(c *client.Conn) error {
-		c.ReadTimeout, c.WriteTimeout = timeout, timeout
-		if p.tlsRequired {
-			// A backend that must be reached over TLS is probed over TLS.
-			c.SetTLSConfig(p.tls)
-		}
-		return nil
-	})
+// backendStateChanged logs and counts a backend's state change; the prober
+// and the data plane call it.
+func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, reason string) {
+	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
+	log := s.log.Warn
+	if to == health.StateUp {
+		log = s.log.Info
+	}
+	log("backend state changed", zap.String("cluster", b.Cluster), zap.String("backend", b.Address),
+		zap.String("role", b.Role.String()), zap.String("from", from.String()), zap.String("to", to.String()),
+		zap.Bool("up", to == health.StateUp), zap.String("reason", reason))
+}
+
+// redactAgent hides a password in an agent URL for logs.
+func redactAgent(agent string) string {
+	u, err := url.Parse(agent)
 	if err != nil {
-		return err
+		return "(unparsable URL)"
 	}
-	defer c.Close()
-	if b.Role == health.RoleMaster {
-		s.learnVersion(c.GetServerVersion())
-	}
-	if err := c.Ping(); err != nil {
-		return err
-	}
-	return c.Quit()
+	return u.Redacted()
 }
 
 // Serve accepts clients until Close.

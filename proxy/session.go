@@ -46,8 +46,10 @@ type Session struct {
 	master  *BackendConn
 	replica *BackendConn
 	// readFrom is the replica the session reads from: it borrows a new
-	// connection to it per statement but stays with it while it is up.
-	readFrom *health.Backend
+	// connection to it per statement and stays with it while it is up and
+	// no probe round ended since readRound, when it was picked.
+	readFrom  *health.Backend
+	readRound uint64
 	// last ran the session's previous statement: SHOW WARNINGS and the
 	// like must ask it.
 	last *BackendConn
@@ -568,9 +570,11 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 }
 
 // backendFor returns the session's data connection for target, opening it
-// on first use. Reads go to the session's replica (readFrom) while it is up;
-// otherwise one is picked by weighted round robin among the up replicas
-// (never skip), and the master serves when none can.
+// on first use. Reads go to the session's replica (readFrom) while it is up
+// (not lagging, down, fenced or offline) and no probe round ended since it
+// was picked; otherwise the cluster's balancer picks an up replica (never
+// skip). When none can serve, reads go to the master, or fail when the
+// cluster has reads_fall_back_to_master = false.
 func (s *Session) backendFor(target router.Target, skip *health.Backend) (*BackendConn, error) {
 	if target == router.TargetReplica {
 		if r := s.replica; r != nil {
@@ -580,12 +584,16 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			s.putBack(r, s.pinned())
 			s.replica = nil
 		}
-		// The session's replica comes first, so its reads never go back in
-		// time by landing on a replica that lags more than the last one.
+		// The session's replica comes first, so its reads do not go back
+		// in time by landing on a replica that lags more than the last
+		// one; once per probe round it is picked afresh, so balancing
+		// follows the loads and states the round found.
+		round := s.srv.topo.Round()
 		sticky := s.readFrom
-		if sticky != nil && (s.aside || sticky == skip || !sticky.Up()) {
+		if sticky != nil && (s.aside || sticky == skip || !sticky.Up() || s.readRound != round) {
 			sticky = nil
 		}
+		exhausted := false
 		for range len(s.cluster.Replicas) + 1 {
 			b := sticky
 			sticky = nil
@@ -603,7 +611,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			if err == nil {
 				s.replica = bc
 				if !s.aside {
-					s.readFrom = b
+					s.readFrom, s.readRound = b, round
 				}
 				return bc, nil
 			}
@@ -611,14 +619,27 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			if errors.Is(err, ErrPoolExhausted) {
 				// Busy, not broken: try the next replica, then the master.
 				s.log().Warn("replica pool exhausted", zap.String("backend", b.Address))
+				exhausted = true
 				continue
 			}
 			s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
+			from := b.State()
 			if b.ReportFailure(err) {
 				s.log().Warn("replica unreachable, taken out of rotation", zap.String("backend", b.Address), zap.Error(err))
+				s.srv.backendStateChanged(b, from, health.StateDown, err.Error())
 			}
 		}
-		// No replica can serve: reads go to the master.
+		// No replica can serve: reads go to the master, unless the
+		// cluster says they must not (the login's schema check still may).
+		if !s.cluster.ReadsFallBackToMaster && !s.aside && len(s.cluster.Replicas) > 0 {
+			busy := ""
+			if exhausted {
+				busy = "; the pools of the replicas that are up are exhausted"
+			}
+			return nil, protocol.NewError(protocol.ErCouldNotConnect,
+				"sluice: no replica of cluster %s can serve the read (%s%s) and reads_fall_back_to_master is false",
+				s.cluster.Name, s.cluster.ReplicaStates(), busy)
+		}
 	}
 	if s.master != nil {
 		return s.master, nil
