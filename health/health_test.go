@@ -580,10 +580,10 @@ balance = "least-load"
 func TestJudgeLag(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	maria := func(io, sql bool, behind int64, received, applied string) *Status {
-		return &Status{Replicating: true, IORunning: io, SQLRunning: sql, SecondsBehind: behind,
+		return &Status{Flavor: FlavorMariaDB, Replicating: true, IORunning: io, SQLRunning: sql, SecondsBehind: behind,
 			ReceivedGTID: received, AppliedGTID: applied}
 	}
-	master := &Status{ExecutedGTID: "0-1-50"}
+	master := &Status{Flavor: FlavorMariaDB, ExecutedGTID: "0-1-50"}
 	for _, tc := range []struct {
 		name        string
 		st          *Status
@@ -627,43 +627,29 @@ func TestJudgeLag(t *testing.T) {
 	}
 }
 
-func TestLagSeqAhead(t *testing.T) {
+func TestGTIDAhead(t *testing.T) {
+	const u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 	for _, tc := range []struct {
+		f    Flavor
 		a, b string
 		want bool
 	}{
-		{"0-1-5", "0-1-5", false},
-		{"0-1-6", "0-1-5", true},
-		{"0-2-6", "0-1-5", true}, // another server wrote later in the domain
-		{"0-1-5", "0-1-6", false},
-		{"0-1-5,1-1-3", "0-1-5", true},
-		{"0-1-5", "0-1-5,1-1-3", false},
-		{"", "0-1-5", false},
-		{"junk, 0-1-7", "0-1-5", true},
+		{FlavorMariaDB, "0-1-5", "0-1-5", false},
+		{FlavorMariaDB, "0-1-6", "0-1-5", true},
+		{FlavorMariaDB, "0-2-6", "0-1-5", true}, // another server wrote later in the domain
+		{FlavorMariaDB, "0-1-5", "0-1-6", false},
+		{FlavorMariaDB, "0-1-5,1-1-3", "0-1-5", true},
+		{FlavorMariaDB, "0-1-5", "0-1-5,1-1-3", false},
+		{FlavorMariaDB, "", "0-1-5", false},
+		{FlavorMariaDB, "junk", "0-1-5", false}, // unparsable: not judged by GTIDs
+		{FlavorMySQL, u + ":3-7", u + ":1-10", false},
+		{FlavorMySQL, u + ":3-8", u + ":1-5:6-10", false}, // adjacent intervals merge
+		{FlavorMySQL, u + ":3-8", u + ":1-5:7-10", true},
+		{FlavorMySQL, u + ":11", u + ":1-10", true},
+		{FlavorMySQL, "", u + ":1-10", false},
 	} {
-		if got := lagSeqAhead(tc.a, tc.b); got != tc.want {
-			t.Errorf("lagSeqAhead(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
-func TestLagSetCovers(t *testing.T) {
-	const u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
-	for _, tc := range []struct {
-		have, want string
-		ok         bool
-	}{
-		{u + ":1-10", u + ":3-7", true},
-		{u + ":1-5:6-10", u + ":3-8", true}, // adjacent intervals merge
-		{u + ":1-5:7-10", u + ":3-8", false},
-		{u + ":1-10", u + ":11", false},
-		{u + ":1-10", "other:1", false},
-		{u + ":1-10", "", true},
-		{u + ":tag:1-10", u + ":tag:5", true},
-		{u + ":1-10", u + ":tag:5", false},
-	} {
-		if got := lagSetCovers(tc.have, tc.want); got != tc.ok {
-			t.Errorf("lagSetCovers(%q, %q) = %v, want %v", tc.have, tc.want, got, tc.ok)
+		if got := gtidAhead(tc.f, tc.a, tc.b); got != tc.want {
+			t.Errorf("gtidAhead(%v, %q, %q) = %v, want %v", tc.f, tc.a, tc.b, got, tc.want)
 		}
 	}
 }

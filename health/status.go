@@ -2,8 +2,6 @@ package health
 
 import (
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -127,10 +125,7 @@ func judgeLag(st, master *Status, maxLag time.Duration, behindSince *time.Time, 
 // that st received or, when its IO thread is stopped, that master executed;
 // the string says what was compared.
 func gtidBehind(st, master *Status) (bool, string) {
-	ahead := lagSeqAhead
-	if st.Flavor == FlavorMySQL {
-		ahead = func(a, b string) bool { return !lagSetCovers(b, a) }
-	}
+	ahead := func(a, b string) bool { return gtidAhead(st.Flavor, a, b) }
 	if ahead(st.ReceivedGTID, st.AppliedGTID) {
 		return true, "received " + oneLine(st.ReceivedGTID) + ", applied " + oneLine(st.AppliedGTID)
 	}
@@ -142,139 +137,17 @@ func gtidBehind(st, master *Status) (bool, string) {
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "") }
 
-// lagSeqAhead compares two MariaDB GTID positions ("0-1-42,1-2-7": one
-// domain-server-sequence per domain): it reports whether a holds a domain
-// whose sequence number is higher than b's for that domain (a missing
-// domain counts as 0). Sequence numbers grow within a domain whatever
-// server wrote them, so this says a has transactions b lacks.
-func lagSeqAhead(a, b string) bool {
-	have := lagDomainSeqs(b)
-	for d, seq := range lagDomainSeqs(a) {
-		if seq > have[d] {
-			return true
-		}
-	}
-	return false
-}
-
-// lagDomainSeqs maps each domain of a MariaDB GTID position to its highest
-// sequence number; malformed entries are ignored.
-func lagDomainSeqs(pos string) map[uint64]uint64 {
-	out := map[uint64]uint64{}
-	for _, g := range strings.Split(pos, ",") {
-		parts := strings.Split(strings.TrimSpace(g), "-")
-		if len(parts) != 3 {
-			continue
-		}
-		d, err1 := strconv.ParseUint(parts[0], 10, 32)
-		seq, err2 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		out[d] = max(out[d], seq)
-	}
-	return out
-}
-
-// lagInterval is an inclusive range of MySQL GTID transaction numbers.
-type lagInterval struct{ lo, hi uint64 }
-
-// lagSetCovers reports whether the MySQL GTID set have contains every
-// transaction of want. Sets are "uuid:1-5:7,uuid2:1-3" (MySQL 8.3 tags as
-// "uuid:tag:1-5"), with optional whitespace and newlines.
-func lagSetCovers(have, want string) bool {
-	h := lagParseSet(have)
-	for src, ivs := range lagParseSet(want) {
-		got := h[src]
-		for _, iv := range ivs {
-			if !lagCovered(got, iv) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// lagCovered reports whether iv lies in the union of the sorted, merged
-// intervals ivs.
-func lagCovered(ivs []lagInterval, iv lagInterval) bool {
-	next := iv.lo
-	for _, r := range ivs {
-		if r.lo > next {
-			break
-		}
-		if r.hi >= next {
-			if r.hi >= iv.hi {
-				return true
-			}
-			next = r.hi + 1
-		}
-	}
-	return false
-}
-
-// lagParseSet parses a MySQL GTID set into sorted, merged intervals per
-// source (uuid, or uuid:tag); malformed parts are ignored.
-func lagParseSet(set string) map[string][]lagInterval {
-	out := map[string][]lagInterval{}
-	set = strings.Map(func(r rune) rune {
-		if r == ' ' || r == '\n' || r == '\r' || r == '\t' {
-			return -1
-		}
-		return r
-	}, set)
-	for _, part := range strings.Split(set, ",") {
-		f := strings.Split(part, ":")
-		if len(f) < 2 || f[0] == "" {
-			continue
-		}
-		src := strings.ToLower(f[0])
-		for _, tok := range f[1:] {
-			lo, hi, ok := lagParseInterval(tok)
-			if !ok {
-				// A tag: the intervals after it belong to uuid:tag.
-				src = strings.ToLower(f[0]) + ":" + tok
-				continue
-			}
-			out[src] = append(out[src], lagInterval{lo, hi})
-		}
-	}
-	for src, ivs := range out {
-		slices.SortFunc(ivs, func(a, b lagInterval) int {
-			switch {
-			case a.lo < b.lo:
-				return -1
-			case a.lo > b.lo:
-				return 1
-			}
-			return 0
-		})
-		merged := ivs[:0]
-		for _, iv := range ivs {
-			if n := len(merged); n > 0 && iv.lo <= merged[n-1].hi+1 {
-				merged[n-1].hi = max(merged[n-1].hi, iv.hi)
-				continue
-			}
-			merged = append(merged, iv)
-		}
-		out[src] = merged
-	}
-	return out
-}
-
-// lagParseInterval parses "5" or "1-5".
-func lagParseInterval(tok string) (lo, hi uint64, ok bool) {
-	a, b, isRange := strings.Cut(tok, "-")
-	lo, err := strconv.ParseUint(a, 10, 64)
+// gtidAhead reports whether GTID position or set a holds transactions b
+// lacks. Positions the probe read but cannot parse count as not ahead: the
+// lag is then judged by Seconds_Behind_Master alone.
+func gtidAhead(f Flavor, a, b string) bool {
+	ga, err := ParseGTID(f, a)
 	if err != nil {
-		return 0, 0, false
+		return false
 	}
-	if !isRange {
-		return lo, lo, true
+	gb, err := ParseGTID(f, b)
+	if err != nil {
+		return false
 	}
-	hi, err = strconv.ParseUint(b, 10, 64)
-	if err != nil || hi < lo {
-		return 0, 0, false
-	}
-	return lo, hi, true
+	return !gb.Contains(ga)
 }
