@@ -69,6 +69,9 @@ type Session struct {
 	// the session's last committed transaction (tracked in causal mode).
 	consistency consistency
 	lastGTID    []byte
+	// appliedOn had applied lastGTID as of probe round appliedRound.
+	appliedOn    *health.Backend
+	appliedRound uint64
 	// aside makes replica picks use their own wheel position (work that
 	// is not a client statement).
 	aside      bool
@@ -518,6 +521,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 				// wait for it.
 				s.lastGTID = append(s.lastGTID[:0], bc.LastGTID...)
 				bc.LastGTID = bc.LastGTID[:0]
+				s.appliedOn = nil
 			}
 			if res.HasStatus {
 				bc.status = res.Status
@@ -577,8 +581,9 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 // cluster has reads_fall_back_to_master = false.
 func (s *Session) backendFor(target router.Target, skip *health.Backend) (*BackendConn, error) {
 	if target == router.TargetReplica {
+		causal := s.consistency == consistencyCausal && len(s.lastGTID) > 0 && !s.aside
 		if r := s.replica; r != nil {
-			if r.backend != skip && r.backend.Up() {
+			if r.backend != skip && r.backend.Up() && (!causal || s.hasApplied(r.backend)) {
 				return r, nil
 			}
 			s.putBack(r, s.pinned())
@@ -591,6 +596,9 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 		round := s.srv.topo.Round()
 		sticky := s.readFrom
 		if sticky != nil && (s.aside || sticky == skip || !sticky.Up() || s.readRound != round) {
+			sticky = nil
+		}
+		if causal && sticky != nil && !s.hasApplied(sticky) {
 			sticky = nil
 		}
 		exhausted := false
@@ -606,6 +614,11 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			}
 			if b == nil {
 				break
+			}
+			if causal && !s.hasApplied(b) {
+				// Not there yet: another replica may be, else the master.
+				skip = b
+				continue
 			}
 			bc, err := s.srv.pools[b.Address].Get(s.srv.ctx, s.key, s.schema == "")
 			if err == nil {
@@ -631,7 +644,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 		}
 		// No replica can serve: reads go to the master, unless the
 		// cluster says they must not (the login's schema check still may).
-		if !s.cluster.ReadsFallBackToMaster && !s.aside && len(s.cluster.Replicas) > 0 {
+		if !s.cluster.ReadsFallBackToMaster && !s.aside && !causal && len(s.cluster.Replicas) > 0 {
 			busy := ""
 			if exhausted {
 				busy = "; the pools of the replicas that are up are exhausted"
@@ -663,6 +676,30 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 	}
 	s.master = bc
 	return bc, nil
+}
+
+// hasApplied reports whether replica b had applied the session's last
+// committed transaction when it was last probed (causal reads). The answer
+// for the session's replica is kept until the session writes again or
+// re-picks, so a read parses GTIDs at most once per probe round.
+func (s *Session) hasApplied(b *health.Backend) bool {
+	if s.appliedOn == b && s.appliedRound == s.srv.topo.Round() {
+		return true
+	}
+	st := b.Status()
+	if st == nil {
+		return false
+	}
+	have, err := health.ParseGTID(st.Flavor, st.AppliedGTID)
+	if err != nil {
+		return false
+	}
+	want, err := health.ParseGTID(st.Flavor, string(s.lastGTID))
+	if err != nil || !have.Contains(want) {
+		return false
+	}
+	s.appliedOn, s.appliedRound = b, s.srv.topo.Round()
+	return true
 }
 
 // sync replays the session state bc lacks: schema, multi-statement option
