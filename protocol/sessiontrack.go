@@ -88,35 +88,41 @@ func readLenEncBytes(b []byte) ([]byte, int, error) {
 	return b[n : n+int(v)], n + int(v), nil
 }
 
-// TrackedVariable returns the value a session state information block
-// reports for the system variable name (SESSION_TRACK_SYSTEM_VARIABLES
-// entries), the last one when it appears more than once.
-func TrackedVariable(state []byte, name string) ([]byte, bool) {
+// lastEntry returns the data of the last well-formed entry of type typ in
+// a session state information block (a sequence of type byte, then
+// length-encoded data) that value accepts, and what value made of it.
+func lastEntry(state []byte, typ byte, value func(data []byte) ([]byte, bool)) ([]byte, bool) {
 	var val []byte
 	found := false
 	for len(state) > 0 {
-		typ := state[0]
+		t := state[0]
 		data, n, err := readLenEncBytes(state[1:])
 		if err != nil {
-			return val, found
+			break
 		}
 		state = state[1+n:]
-		if typ != SessionTrackSystemVariables {
+		if t != typ {
 			continue
 		}
-		k, kn, err := readLenEncBytes(data)
-		if err != nil {
-			continue
-		}
-		v, _, err := readLenEncBytes(data[kn:])
-		if err != nil {
-			continue
-		}
-		if bytes.EqualFold(k, []byte(name)) {
+		if v, ok := value(data); ok {
 			val, found = v, true
 		}
 	}
 	return val, found
+}
+
+// TrackedVariable returns the value a session state information block
+// reports for the system variable name (SESSION_TRACK_SYSTEM_VARIABLES
+// entries), the last one when it appears more than once.
+func TrackedVariable(state []byte, name string) ([]byte, bool) {
+	return lastEntry(state, SessionTrackSystemVariables, func(data []byte) ([]byte, bool) {
+		k, kn, err := readLenEncBytes(data)
+		if err != nil || !bytes.EqualFold(k, []byte(name)) {
+			return nil, false
+		}
+		v, _, err := readLenEncBytes(data[kn:])
+		return v, err == nil
+	})
 }
 
 // AppendOKWithoutState appends to dst the OK packet t came from as a client
@@ -137,22 +143,12 @@ func TrackedGTID(state []byte) ([]byte, bool) {
 	if v, ok := TrackedVariable(state, "last_gtid"); ok && len(v) > 0 {
 		return v, true
 	}
-	var val []byte
-	found := false
-	for len(state) > 0 {
-		typ := state[0]
-		data, n, err := readLenEncBytes(state[1:])
-		if err != nil {
-			break
-		}
-		state = state[1+n:]
-		if typ != SessionTrackGTIDs || len(data) < 1 {
-			continue
+	return lastEntry(state, SessionTrackGTIDs, func(data []byte) ([]byte, bool) {
+		if len(data) < 1 {
+			return nil, false
 		}
 		// One byte of encoding specification, then the GTID set.
-		if g, _, err := readLenEncBytes(data[1:]); err == nil && len(g) > 0 {
-			val, found = g, true
-		}
-	}
-	return val, found
+		g, _, err := readLenEncBytes(data[1:])
+		return g, err == nil && len(g) > 0
+	})
 }

@@ -196,3 +196,15 @@ func FuzzParseOKTail(f *testing.F) {
 		}
 	})
 }
+
+// TestTrackedGTIDAllocates nothing: causal sessions decode every write's OK.
+func TestTrackedGTIDAllocatesNothing(t *testing.T) {
+	state := append(sysVarEntry("autocommit", "ON"), sysVarEntry("last_gtid", "0-1-42")...)
+	if n := testing.AllocsPerRun(100, func() {
+		if g, ok := TrackedGTID(state); !ok || len(g) == 0 {
+			t.Fatal("no GTID")
+		}
+	}); n != 0 {
+		t.Fatalf("TrackedGTID: %v allocs per call", n)
+	}
+}
