@@ -54,6 +54,12 @@ type Conn struct {
 	LastGTID []byte
 	// okBuf holds an OK packet rewritten for this (client) connection.
 	okBuf []byte
+
+	// A lean connection waits for a command by reading into first;
+	// src hands those bytes to the read buffer, then reads nc.
+	first            [leanFirstRead]byte
+	firstN, firstOff int
+	src              leanSource
 }
 
 // NewConn wraps nc.
@@ -65,23 +71,66 @@ func NewConn(nc net.Conn) *Conn {
 	}
 }
 
-// NewLeanConn wraps nc for a peer that idles most of the time (a client):
-// a small read buffer of its own (commands are small; bigger payloads are
-// read past it), and a write buffer from a shared pool while a command is
-// answered, given back by Idle. An idle lean connection holds about
-// leanReadBufferSize bytes of buffers.
+// NewLeanConn wraps nc for a peer that idles most of the time (a client).
+// Its read and write buffers come from shared pools while a command is read
+// and answered, and Idle gives them back. Waiting for the next command it
+// reads into a small array of its own, so an idle lean connection holds no
+// buffer; a command that fits the array (leanFirstRead bytes with its
+// header) costs one read, a bigger one a second.
 func NewLeanConn(nc net.Conn) *Conn {
-	return &Conn{nc: nc, br: bufio.NewReaderSize(nc, leanReadBufferSize), lean: true}
+	c := &Conn{nc: nc, lean: true}
+	c.src.c = c
+	return c
 }
 
-// leanReadBufferSize is a lean connection's read buffer: a typical command
-// fits, so one read syscall gets header and payload together.
+// leanReadBufferSize is a lean connection's read buffer (while it has one).
 const leanReadBufferSize = 1024
 
-var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferSize) }}
+// leanFirstRead is how much a lean connection reads while it waits for a
+// command: typical OLTP statements fit.
+const leanFirstRead = 256
 
-// reader returns the read buffer.
+var (
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferSize) }}
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, leanReadBufferSize) }}
+)
+
+// leanSource feeds a lean connection's read buffer: first the bytes the
+// wait for a command read, then the network connection.
+type leanSource struct{ c *Conn }
+
+func (s leanSource) Read(p []byte) (int, error) {
+	c := s.c
+	if c.firstOff < c.firstN {
+		n := copy(p, c.first[c.firstOff:c.firstN])
+		c.firstOff += n
+		return n, nil
+	}
+	return c.nc.Read(p)
+}
+
+// reader returns the read buffer; for a lean connection that has none,
+// await must run first.
 func (c *Conn) reader() *bufio.Reader { return c.br }
+
+// await makes sure a lean connection has a read buffer, waiting for the
+// peer's next bytes without one.
+func (c *Conn) await() error {
+	if c.br != nil {
+		return nil
+	}
+	n, err := c.nc.Read(c.first[:])
+	if n == 0 {
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return err
+	}
+	c.firstN, c.firstOff = n, 0
+	c.br = readerPool.Get().(*bufio.Reader)
+	c.br.Reset(c.src)
+	return nil
+}
 
 // writer returns the write buffer, taking one from the pool if needed.
 func (c *Conn) writer() *bufio.Writer {
@@ -92,9 +141,10 @@ func (c *Conn) writer() *bufio.Writer {
 	return c.bw
 }
 
-// Idle gives a lean connection's empty write buffer back to its pool, and
-// drops a large packet buffer; the next write takes a buffer again. It does
-// nothing for other connections, or while the buffer holds data.
+// Idle gives a lean connection's empty write and read buffers back to
+// their pools and drops a large packet buffer; the next write or read
+// takes a buffer again. It does nothing for other connections, or for a
+// buffer that holds data.
 func (c *Conn) Idle() {
 	if !c.lean {
 		return
@@ -103,6 +153,11 @@ func (c *Conn) Idle() {
 		c.bw.Reset(nil)
 		writerPool.Put(c.bw)
 		c.bw = nil
+	}
+	if c.br != nil && c.br.Buffered() == 0 && c.firstOff == c.firstN {
+		c.br.Reset(nil)
+		readerPool.Put(c.br)
+		c.br = nil
 	}
 	if cap(c.buf) > 4096 {
 		c.buf = nil
@@ -132,13 +187,17 @@ func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
 
 // Buffered reports how many bytes are read ahead and not yet consumed.
 func (c *Conn) Buffered() int {
-	if c.br == nil {
-		return 0
+	n := c.firstN - c.firstOff
+	if c.br != nil {
+		n += c.br.Buffered()
 	}
-	return c.br.Buffered()
+	return n
 }
 
 func (c *Conn) readHeader() (int, error) {
+	if err := c.await(); err != nil {
+		return 0, err
+	}
 	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
 		return 0, err
 	}

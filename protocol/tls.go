@@ -43,7 +43,7 @@ func (c *Conn) readAhead() net.Conn {
 	if c.Buffered() == 0 {
 		return c.nc
 	}
-	pending := make([]byte, c.br.Buffered())
+	pending := make([]byte, c.Buffered())
 	_, _ = io.ReadFull(c.br, pending)
 	return &prefixConn{Conn: c.nc, prefix: pending}
 }
@@ -66,7 +66,11 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 func (c *Conn) setNetConn(nc net.Conn) {
 	c.nc = nc
 	if c.br != nil {
-		c.br.Reset(nc)
+		if c.lean {
+			c.br.Reset(c.src)
+		} else {
+			c.br.Reset(nc)
+		}
 	}
 	if c.bw != nil {
 		c.bw.Reset(nc)
