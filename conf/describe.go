@@ -52,7 +52,7 @@ func (c *Config) Describe() string {
 	h := &c.Health
 	failover := "off"
 	if h.AutoFailover {
-		failover = fmt.Sprintf("on, failover_block %s", h.FailoverBlock)
+		failover = fmt.Sprintf("on, failover_block %s, failover_write_wait %s", h.FailoverBlock, h.FailoverWriteWait)
 	}
 	line("health: interval %s, timeout %s, failures_before_down %d, auto_failover %s",
 		h.Interval, h.Timeout, h.FailuresBeforeDown, failover)
