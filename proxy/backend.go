@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-proxy/sluice/health"
@@ -66,7 +67,11 @@ var ErrPoolExhausted = errors.New("connection pool exhausted")
 // connection per statement and give it back, so many clients share few
 // connections. It is safe for concurrent use.
 type Pool struct {
-	backend     *health.Backend
+	// backend is the Backend of the pool's address in the current
+	// snapshot; a failover replaces it (SetBackend), and a connection
+	// takes the current one when it is lent.
+	backend     atomic.Pointer[health.Backend]
+	addr        string
 	user        string
 	password    string
 	dialTimeout time.Duration
@@ -87,12 +92,51 @@ type Pool struct {
 	open   int
 	closes int // connections closed so far (broken, dead while idle, recycled)
 	idle   map[poolKey][]*BackendConn
+	// lent are the connections lent to sessions right now, for CloseLent.
+	lent   map[*BackendConn]struct{}
 	closed bool
 }
 
 // newPool builds a Pool; size must be positive.
 func newPool(b *health.Backend, size int) *Pool {
-	return &Pool{backend: b, size: size, avail: make(chan struct{}, size)}
+	p := &Pool{addr: b.Address, size: size, avail: make(chan struct{}, size), lent: make(map[*BackendConn]struct{}, size)}
+	p.backend.Store(b)
+	return p
+}
+
+// Backend returns the Backend the pool's connections are lent for now.
+func (p *Pool) Backend() *health.Backend { return p.backend.Load() }
+
+// SetBackend makes b, a Backend of the pool's address in a new snapshot,
+// the one connections are lent for from now on (with its role).
+func (p *Pool) SetBackend(b *health.Backend) { p.backend.Store(b) }
+
+// CloseLent closes the network connections of everything the pool has lent
+// and every idle one: a session blocked reading from a dead server fails at
+// once (its statement gets an ERR) instead of hanging until TCP gives up.
+// The sessions discard the broken connections as usual. It returns how many
+// lent connections it closed.
+func (p *Pool) CloseLent() int {
+	p.mu.Lock()
+	lent := make([]*BackendConn, 0, len(p.lent))
+	for bc := range p.lent {
+		lent = append(lent, bc)
+	}
+	var idle []*BackendConn
+	for k, l := range p.idle {
+		idle = append(idle, l...)
+		delete(p.idle, k)
+	}
+	p.mu.Unlock()
+	for _, bc := range lent {
+		// Only the socket: the session owns bc and discards it when its
+		// I/O fails.
+		_ = bc.Conn.NetConn().Close()
+	}
+	for _, bc := range idle {
+		bc.discard()
+	}
+	return len(lent)
 }
 
 // Get lends a connection with key: an idle one (checked to be alive), or a
@@ -138,7 +182,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 			// A connection the server closed while it idled (wait_timeout,
 			// KILL, a restart) is dropped here, not handed to a client.
 			if time.Since(bc.idleSince) < idleCheckAfter || bc.CheckIdle() == nil {
-				bc.lend()
+				p.lend(bc)
 				return bc, nil
 			}
 			bc.discard()
@@ -152,7 +196,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 				p.release()
 				return nil, err
 			}
-			bc.lend()
+			p.lend(bc)
 			return bc, nil
 		}
 		p.mu.Unlock()
@@ -162,7 +206,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 		select {
 		case <-p.avail:
 		case <-timer.C:
-			return nil, fmt.Errorf("%w: %d connections to %s in use for %v", ErrPoolExhausted, p.size, p.backend.Address, p.waitTimeout)
+			return nil, fmt.Errorf("%w: %d connections to %s in use for %v", ErrPoolExhausted, p.size, p.addr, p.waitTimeout)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -212,7 +256,7 @@ func (p *Pool) Stats() (open, idle, closes int) {
 
 func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	d := net.Dialer{Timeout: p.dialTimeout, KeepAlive: 30 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", p.backend.Address)
+	nc, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -241,13 +285,13 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		nc.Close()
 		return nil, err
 	}
-	bc := &BackendConn{Conn: c, backend: p.backend, pool: p, key: key, status: g.Status,
+	bc := &BackendConn{Conn: c, backend: p.Backend(), pool: p, key: key, status: g.Status,
 		mariadb: strings.Contains(g.ServerVersion, "MariaDB")}
 	if p.trackGTID && g.Capabilities&protocol.ClientSessionTrack != 0 {
 		c.SessionTrack = true
 		if err := bc.trackGTIDs(); err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("enabling GTID session tracking on %s: %w", p.backend.Address, err)
+			return nil, fmt.Errorf("enabling GTID session tracking on %s: %w", p.addr, err)
 		}
 	}
 	_ = nc.SetDeadline(time.Time{})
@@ -323,10 +367,16 @@ func (p *Pool) Close() {
 	}
 }
 
-// lend counts bc in its backend's in-use connections.
-func (bc *BackendConn) lend() {
+// lend counts bc in the pool's current backend's in-use connections and
+// in the pool's lent set; bc serves as that backend (its role) until it
+// comes back.
+func (p *Pool) lend(bc *BackendConn) {
+	bc.backend = p.Backend()
 	bc.lent = true
 	bc.backend.ConnLent()
+	p.mu.Lock()
+	p.lent[bc] = struct{}{}
+	p.mu.Unlock()
 }
 
 // giveBack ends what lend counted, once.
@@ -334,6 +384,11 @@ func (bc *BackendConn) giveBack() {
 	if bc.lent {
 		bc.lent = false
 		bc.backend.ConnReturned()
+		if p := bc.pool; p != nil {
+			p.mu.Lock()
+			delete(p.lent, bc)
+			p.mu.Unlock()
+		}
 	}
 }
 
