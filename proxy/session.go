@@ -654,14 +654,21 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	var timer *time.Timer
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	// A master sluice could not connect to that the prober still finds up
-	// after two rounds was a blip: try it again.
-	round := s.srv.topo.Round()
+	// A master sluice could not connect to that a probe finds alive after
+	// the failure was a blip: try it again.
+	failedAt := time.Now()
+	alive := func() bool {
+		if failed == nil || s.cluster.Master != failed || !failed.Up() || s.cluster.WritesRefused != "" {
+			return false
+		}
+		st := failed.Status()
+		return st != nil && st.Time.After(failedAt)
+	}
 	for {
 		changed := s.srv.topo.Changed()
 		snap := s.srv.topo.Current()
 		s.cluster = snap.Clusters[s.clusterIdx]
-		if ready() || (failed != nil && s.cluster.Master == failed && failed.Up() && s.srv.topo.Round() >= round+2 && s.cluster.WritesRefused == "") {
+		if ready() || alive() {
 			return nil
 		}
 		if timer == nil {
