@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,46 @@ func TestPromoteRepointsPools(t *testing.T) {
 	srv.followSnapshot(snap)
 	if b := srv.pools["127.0.0.1:3"].Backend(); b != snap.Cluster("main").Master || b.Role != health.RoleMaster {
 		t.Fatalf("pool of the new master lends for %+v", b)
+	}
+}
+
+// TestCloseLentUnblocksReaders: a session blocked reading from a lent connection fails at
+// once when the pool closes what it lent (the master went down), and idle connections go too.
+func TestCloseLentUnblocksReaders(t *testing.T) {
+	srv := failoverServer(t, "")
+	p := srv.pools["127.0.0.1:2"]
+	client, server := net.Pipe()
+	defer server.Close()
+	bc := &BackendConn{Conn: protocol.NewConn(client), pool: p}
+	p.mu.Lock()
+	p.open++
+	p.mu.Unlock()
+	p.lend(bc)
+	if bc.backend != p.Backend() || p.Backend().InUse() != 1 {
+		t.Fatalf("lend: backend %v, in use %d", bc.backend, p.Backend().InUse())
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := bc.ReadPacket()
+		read <- err
+	}()
+	if n := p.CloseLent(); n != 1 {
+		t.Fatalf("CloseLent closed %d lent connections, want 1", n)
+	}
+	select {
+	case err := <-read:
+		if err == nil {
+			t.Fatal("the blocked read succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked read still hangs after CloseLent")
+	}
+	bc.broken = true
+	p.Put(bc)
+	if open, idle, _ := p.Stats(); open != 0 || idle != 0 || p.Backend().InUse() != 0 {
+		t.Fatalf("after the session gave the broken connection back: open %d, idle %d, in use %d", open, idle, p.Backend().InUse())
+	}
+	if n := p.CloseLent(); n != 0 {
+		t.Fatalf("CloseLent after the return closed %d", n)
 	}
 }
