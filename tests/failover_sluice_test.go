@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,15 +30,20 @@ import (
 
 // failoverSluice starts an in-process sluice in front of topo with automatic failover and a
 // state directory of its own; its log is recorded (and printed with SLUICE_TEST_LOG).
-func failoverSluice(t *testing.T, topo *sandbox.Topology) (*proxy.Server, *observer.ObservedLogs, string) {
+// failover_write_wait is writeWait ("10s" when empty).
+func failoverSluice(t *testing.T, topo *sandbox.Topology, writeWait ...string) (*proxy.Server, *observer.ObservedLogs, string) {
 	t.Helper()
 	dir := t.TempDir()
+	wait := "10s"
+	if len(writeWait) > 0 {
+		wait = writeWait[0]
+	}
 	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(sandbox.SluiceOptions{
 		Listen: "127.0.0.1:0",
 		ProxyKeys: []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`,
 			fmt.Sprintf("state_dir = %q", dir)},
 		HealthKeys: []string{`interval = "500ms"`, `failures_before_down = 3`, `auto_failover = true`,
-			`failover_write_wait = "10s"`},
+			fmt.Sprintf("failover_write_wait = %q", wait)},
 	})))
 	if err != nil {
 		t.Fatal(err)
@@ -425,5 +431,75 @@ func TestTwoSluicesOnePromotion(t *testing.T) {
 	}
 	if missing, rows := missingOn(t, ctx, serviceDB(t, topo, newMaster), all); len(missing) > 0 {
 		t.Errorf("%d of %d acknowledged inserts missing on the new master (%d rows), first: %v", len(missing), len(all), rows, missing[:min(len(missing), 10)])
+	}
+}
+
+// TestFrozenMasterStatementsFail: the master hangs (SIGSTOP: its sockets stay open, nothing
+// answers). A statement already sent to it through sluice does not hang: once the probes mark
+// the master down, sluice closes the connections it lent to it and the client gets ERR 2013.
+// The replicas still hold their connections to the frozen master, so nothing is promoted; a
+// new write waits failover_write_wait and then fails with ERR 2003 naming the cluster. Thawed,
+// the master takes writes again.
+func TestFrozenMasterStatementsFail(t *testing.T) {
+	topo, _ := failoverTopology(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := topo.Master.Exec(ctx, "CREATE TABLE sluice_test.acked (id BIGINT PRIMARY KEY, writer INT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	srv, _, _ := failoverSluice(t, topo, "2s")
+	quietDriver(t)
+	o := topo.Opts
+	db, err := sql.Open("mysql", dsn(srv.Addr().String(), o.AppUser, o.AppPassword, sandbox.TestDatabase, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mustExec(t, db, "INSERT INTO acked (id, writer) VALUES (1, 0)")
+	epoch := srv.Topology().Current().Epoch
+	master := srv.Topology().Current().Cluster("main").Master
+
+	if err := topo.Master.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := topo.Master.Thaw(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer thaw()
+
+	// The client's own read timeout (30 s in dsn) is far beyond detection (3 probes of 1 s).
+	_, err = db.ExecContext(ctx, "INSERT INTO acked (id, writer) VALUES (2, 0)")
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 2013 {
+		t.Fatalf("statement in flight on the frozen master: %v, want ERR 2013 from sluice", err)
+	}
+	t.Logf("in flight: %v", err)
+	if s := master.State(); s != health.StateDown {
+		t.Errorf("master state %s, want down", s)
+	}
+
+	_, err = db.ExecContext(ctx, "INSERT INTO acked (id, writer) VALUES (3, 0)")
+	if !errors.As(err, &me) || me.Number != 2003 || !strings.Contains(me.Message, "cluster main") ||
+		!strings.Contains(me.Message, "failover_write_wait 2s") {
+		t.Fatalf("new write with the master down: %v, want ERR 2003 naming the cluster", err)
+	}
+	t.Logf("new write: %v", err)
+	if e := srv.Topology().Current().Epoch; e != epoch {
+		t.Errorf("epoch %d -> %d: a failover happened although the replicas still see the master", epoch, e)
+	}
+
+	thaw()
+	eventually(t, ctx, "writes through sluice again", func() error {
+		_, err := db.ExecContext(ctx, "INSERT INTO acked (id, writer) VALUES (4, 0)")
+		return err
+	})
+	if srv.Topology().Current().Cluster("main").Master != master {
+		t.Error("the master changed")
 	}
 }
