@@ -648,7 +648,8 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	}
 	h := &s.srv.cfg.Health
 	wait := h.FailoverWriteWait.Duration
-	if !h.AutoFailover {
+	if !h.AutoFailover || s.cluster.WritesRefused != "" {
+		// Refused writes wait for nothing: no failover settles them.
 		wait = 0
 	}
 	var timer *time.Timer
@@ -701,7 +702,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 			why += " (" + e + ")"
 		}
 	}
-	if wait > 0 {
+	if wait > 0 && c.WritesRefused == "" {
 		why += fmt.Sprintf("; no failover gave it a master within failover_write_wait %v", wait)
 	}
 	return protocol.NewError(protocol.ErCouldNotConnect, "sluice: cluster %s has no master to take the statement: %s", c.Name, why)
