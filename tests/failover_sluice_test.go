@@ -38,6 +38,13 @@ func failoverSluice(t *testing.T, topo *sandbox.Topology, writeWait ...string) (
 	if len(writeWait) > 0 {
 		wait = writeWait[0]
 	}
+	srv, logs := failoverSluiceIn(t, topo, dir, wait)
+	return srv, logs, dir
+}
+
+// failoverSluiceIn is failoverSluice with state_dir dir ("" for none) and failover_write_wait wait.
+func failoverSluiceIn(t *testing.T, topo *sandbox.Topology, dir, wait string) (*proxy.Server, *observer.ObservedLogs) {
+	t.Helper()
 	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(sandbox.SluiceOptions{
 		Listen: "127.0.0.1:0",
 		ProxyKeys: []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`,
@@ -62,7 +69,7 @@ func failoverSluice(t *testing.T, topo *sandbox.Topology, writeWait ...string) (
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	return srv, logs, dir
+	return srv, logs
 }
 
 // sluiceWriters runs n clients that insert through sluice at addr until stopped, each with
@@ -337,6 +344,56 @@ func TestFailoverThroughSluice(t *testing.T) {
 		st, _, err := health.ReadFailoverState(dir, "main")
 		if err != nil || len(st.Fenced) != 1 || st.Fenced[0] != old.Addr() {
 			t.Errorf("state file after the fence: %+v, %v", st, err)
+		}
+	})
+
+	// A restarted sluice (same configuration, naming the old master) starts from the state
+	// file's master, and keeps the old master fenced.
+	t.Run("RestartUsesStateFile", func(t *testing.T) {
+		srv.Close()
+		srv2, _ := failoverSluiceIn(t, topo, dir, "10s")
+		c := srv2.Topology().Current().Cluster("main")
+		if c.Master.Address != newMaster.Addr() || len(c.Fenced) != 1 || c.Fenced[0].Address != old.Addr() ||
+			c.Fenced[0].State() != health.StateFenced {
+			t.Fatalf("after restart: master %s, fenced %v", c.Master.Address, c.Fenced)
+		}
+		db2, err := sql.Open("mysql", dsn(srv2.Addr().String(), o.AppUser, o.AppPassword, sandbox.TestDatabase, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db2.Close()
+		mustExec(t, db2, "INSERT INTO acked (id, writer) VALUES (-2, -2)")
+		if missing, _ := missingOn(t, ctx, serviceDB(t, topo, newMaster), []int64{-2}); len(missing) > 0 {
+			t.Error("the write after the restart is not on the new master")
+		}
+	})
+
+	// Without a state file, two writable servers that replicate from no one leave sluice
+	// unable to tell the master: it refuses writes rather than guess.
+	t.Run("AmbiguousAtStartRefusesWrites", func(t *testing.T) {
+		if err := old.Exec(ctx, "SET GLOBAL read_only = OFF"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := old.Exec(ctx, "SET GLOBAL read_only = ON"); err != nil {
+				t.Error(err)
+			}
+		}()
+		srv3, _ := failoverSluiceIn(t, topo, "", "1s")
+		db3, err := sql.Open("mysql", dsn(srv3.Addr().String(), o.AppUser, o.AppPassword, sandbox.TestDatabase, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db3.Close()
+		_, err = db3.ExecContext(ctx, "INSERT INTO acked (id, writer) VALUES (-3, -3)")
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 2003 || !strings.Contains(me.Message, "cluster main") ||
+			!strings.Contains(me.Message, "cannot tell which server is the master") {
+			t.Fatalf("write with two writable masters: %v, want ERR 2003 refusing to guess", err)
+		}
+		t.Logf("refused: %v", err)
+		if err := db3.QueryRowContext(ctx, "SELECT 1").Scan(new(int)); err != nil {
+			t.Errorf("reads with writes refused: %v", err)
 		}
 	})
 }
