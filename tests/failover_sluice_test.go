@@ -481,6 +481,14 @@ func TestTwoSluicesOnePromotion(t *testing.T) {
 	if outcomes[health.OutcomePromoted] != 1 || outcomes[health.OutcomeFollowed] != 1 {
 		t.Errorf("outcomes %v, want one promoted and one followed", outcomes)
 	}
+	var promoted, followed float64
+	for _, in := range inst {
+		promoted += scrapeFrom(t, in.srv, `sluice_failovers_total{cluster="main",outcome="promoted"}`)
+		followed += scrapeFrom(t, in.srv, `sluice_failovers_total{cluster="main",outcome="followed"}`)
+	}
+	if promoted != 1 || followed != 1 {
+		t.Errorf("sluice_failovers_total: %v promoted, %v followed over both instances, want 1 and 1", promoted, followed)
+	}
 	newMaster := serverAt(t, topo, m0)
 	var all []int64
 	for _, in := range inst {
