@@ -262,6 +262,12 @@ func (s *Snapshot) Cluster(name string) *Cluster {
 // publish a new one, one writer at a time (mu), and close the channel
 // Changed returned so waiters wake.
 type Topology struct {
+	// OnPublish, when set, is called with each snapshot Promote or
+	// RefuseWrites builds, under the publish lock and before the snapshot
+	// becomes current, so what depends on it (the proxy's pools) is ready
+	// when the data plane first sees it. Set it before any publish.
+	OnPublish func(*Snapshot)
+
 	cur   atomic.Pointer[Snapshot]
 	round atomic.Uint64
 

@@ -15,6 +15,9 @@ func (t *Topology) Changed() <-chan struct{} { return *t.changed.Load() }
 
 // publish stores s as the current snapshot and wakes the waiters. The caller holds t.mu.
 func (t *Topology) publish(s *Snapshot) {
+	if t.OnPublish != nil {
+		t.OnPublish(s)
+	}
 	t.cur.Store(s)
 	ch := make(chan struct{})
 	old := t.changed.Swap(&ch)

@@ -161,3 +161,21 @@ func TestProberFollowsPromotion(t *testing.T) {
 		t.Fatalf("new master %s, want up", nm.State())
 	}
 }
+
+func TestOnPublishRunsBeforeTheSnapshotIsCurrent(t *testing.T) {
+	topo := testTopology(t, "round-robin", []int{1})
+	var seen *Snapshot
+	topo.OnPublish = func(s *Snapshot) {
+		if topo.Current() == s {
+			t.Error("OnPublish called after the snapshot became current")
+		}
+		seen = s
+	}
+	s, err := topo.Promote("main", "127.0.0.1:11", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen != s {
+		t.Fatal("OnPublish did not get the published snapshot")
+	}
+}

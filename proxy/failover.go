@@ -173,8 +173,8 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 	}
 }
 
-// publish makes a successful failover's new master the cluster's: a new snapshot, the pools
-// lending for the new roles, the old master's lent connections closed, the state file, the
+// publish makes a successful failover's new master the cluster's: a new snapshot (the pools
+// follow it, Server.followSnapshot), the old master's lent connections closed, the state file, the
 // log and the metric.
 func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 	snap, err := f.s.topo.Promote(res.Cluster, res.NewMaster, res)
@@ -182,7 +182,6 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 		log.Error("cannot switch to the new master", zap.String("new_master", res.NewMaster), zap.Error(err))
 		return
 	}
-	f.s.followSnapshot(snap)
 	if p := f.s.pools[res.OldMaster]; p != nil {
 		p.CloseLent()
 	}
@@ -291,7 +290,6 @@ func (f *failovers) recover() error {
 				zap.String("master", master), zap.Error(perr))
 			continue
 		}
-		f.s.followSnapshot(snap)
 		f.s.log.Warn("master from the failover state", zap.String("cluster", cc.Name), zap.String("master", master),
 			zap.String("configured_master", cc.Master), zap.Uint64("epoch", snap.Epoch))
 	}

@@ -153,7 +153,6 @@ func TestPromoteRepointsPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.followSnapshot(snap)
 	if b := srv.pools["127.0.0.1:3"].Backend(); b != snap.Cluster("main").Master || b.Role != health.RoleMaster {
 		t.Fatalf("pool of the new master lends for %+v", b)
 	}

@@ -121,6 +121,8 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	}, []string{"cluster", "backend", "to"})
 	s.metrics.reg.MustRegister(s.stateChanges)
 	s.failover = newFailovers(s)
+	// Pools lend for the roles of a new snapshot before sessions see it.
+	s.topo.OnPublish = s.followSnapshot
 	for _, cc := range cfg.Clusters {
 		if cc.Balance != health.BalanceRoundRobin {
 			continue
