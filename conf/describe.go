@@ -33,6 +33,9 @@ func (c *Config) Describe() string {
 		timeouts += fmt.Sprintf(", server_version %q", x.ServerVersion)
 	}
 	line("%s", timeouts)
+	if x.StateDir != "" {
+		line("  state_dir %s", x.StateDir)
+	}
 	if x.TLSCert != "" {
 		line("  tls to clients: cert %s, key %s, require_tls %v", x.TLSCert, x.TLSKey, x.RequireTLS)
 	}

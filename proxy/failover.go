@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -249,6 +251,14 @@ func (f *failovers) status(b *health.Backend, st *health.Status) {
 // the master, and two writable servers replicating from no one that the record cannot settle
 // refuse writes. Unreachable servers are left to the prober.
 func (f *failovers) recover() error {
+	if dir := f.s.cfg.Proxy.StateDir; dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			if err == nil {
+				err = errors.New("not a directory")
+			}
+			return fmt.Errorf("proxy.state_dir %s: %w", dir, err)
+		}
+	}
 	for _, cc := range f.s.cfg.Clusters {
 		var known string
 		if dir := f.s.cfg.Proxy.StateDir; dir != "" {

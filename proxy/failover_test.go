@@ -198,3 +198,30 @@ func TestCloseLentUnblocksReaders(t *testing.T) {
 		t.Fatalf("CloseLent after the return closed %d", n)
 	}
 }
+
+func TestStartRefusesMissingStateDir(t *testing.T) {
+	cfg, err := conf.Parse([]byte(`
+[proxy]
+listen = "127.0.0.1:0"
+metrics_listen = ""
+state_dir = "/nonexistent/sluice-state"
+[auth]
+address = "127.0.0.1:1"
+[[cluster]]
+name = "main"
+user = "sluice"
+master = "127.0.0.1:2"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	err = srv.Start()
+	if err == nil || !strings.Contains(err.Error(), "proxy.state_dir /nonexistent/sluice-state") {
+		t.Fatalf("Start = %v, want an error naming proxy.state_dir", err)
+	}
+}
