@@ -40,8 +40,10 @@ type BackendConn struct {
 	// idleSince is when the connection last went back to its pool.
 	idleSince time.Time
 	// lent: the pool lent it to a session and counts it in its backend's
-	// in-use connections (health.Backend.InUse) until it comes back.
-	lent bool
+	// in-use connections (health.Backend.InUse) until it comes back;
+	// lentAt is its index in the pool's lent list meanwhile.
+	lent   bool
+	lentAt int
 }
 
 // idleCheckAfter is how long a connection may rest in its pool before it is
@@ -92,14 +94,15 @@ type Pool struct {
 	open   int
 	closes int // connections closed so far (broken, dead while idle, recycled)
 	idle   map[poolKey][]*BackendConn
-	// lent are the connections lent to sessions right now, for CloseLent.
-	lent   map[*BackendConn]struct{}
+	// lent are the connections lent to sessions right now, for CloseLent;
+	// each knows its index (BackendConn.lentAt).
+	lent   []*BackendConn
 	closed bool
 }
 
 // newPool builds a Pool; size must be positive.
 func newPool(b *health.Backend, size int) *Pool {
-	p := &Pool{addr: b.Address, size: size, avail: make(chan struct{}, size), lent: make(map[*BackendConn]struct{}, size)}
+	p := &Pool{addr: b.Address, size: size, avail: make(chan struct{}, size), lent: make([]*BackendConn, 0, size)}
 	p.backend.Store(b)
 	return p
 }
@@ -118,10 +121,7 @@ func (p *Pool) SetBackend(b *health.Backend) { p.backend.Store(b) }
 // lent connections it closed.
 func (p *Pool) CloseLent() int {
 	p.mu.Lock()
-	lent := make([]*BackendConn, 0, len(p.lent))
-	for bc := range p.lent {
-		lent = append(lent, bc)
-	}
+	lent := append([]*BackendConn(nil), p.lent...)
 	var idle []*BackendConn
 	for k, l := range p.idle {
 		idle = append(idle, l...)
@@ -178,11 +178,11 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 		if pick >= 0 {
 			bc := l[pick]
 			p.idle[key] = append(l[:pick], l[pick+1:]...)
+			p.lendLocked(bc)
 			p.mu.Unlock()
 			// A connection the server closed while it idled (wait_timeout,
 			// KILL, a restart) is dropped here, not handed to a client.
 			if time.Since(bc.idleSince) < idleCheckAfter || bc.CheckIdle() == nil {
-				p.lend(bc)
 				return bc, nil
 			}
 			bc.discard()
@@ -196,7 +196,9 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 				p.release()
 				return nil, err
 			}
-			p.lend(bc)
+			p.mu.Lock()
+			p.lendLocked(bc)
+			p.mu.Unlock()
 			return bc, nil
 		}
 		p.mu.Unlock()
@@ -321,12 +323,12 @@ func (bc *BackendConn) trackGTIDs() error {
 // Put takes bc back as it is: the state it carries is replayable and the
 // next borrower adjusts it. A broken connection is closed instead.
 func (p *Pool) Put(bc *BackendConn) {
-	bc.giveBack()
 	if bc.broken {
 		bc.discard()
 		return
 	}
 	p.mu.Lock()
+	bc.giveBackLocked(p)
 	if p.closed {
 		p.mu.Unlock()
 		bc.discard()
@@ -367,28 +369,41 @@ func (p *Pool) Close() {
 	}
 }
 
-// lend counts bc in the pool's current backend's in-use connections and
-// in the pool's lent set; bc serves as that backend (its role) until it
-// comes back.
-func (p *Pool) lend(bc *BackendConn) {
+// lendLocked counts bc in the pool's current backend's in-use connections
+// and in the pool's lent set; bc serves as that backend (its role) until it
+// comes back. The caller holds p.mu.
+func (p *Pool) lendLocked(bc *BackendConn) {
 	bc.backend = p.Backend()
 	bc.lent = true
 	bc.backend.ConnLent()
-	p.mu.Lock()
-	p.lent[bc] = struct{}{}
-	p.mu.Unlock()
+	bc.lentAt = len(p.lent)
+	p.lent = append(p.lent, bc)
 }
 
-// giveBack ends what lend counted, once.
+// giveBack ends what lendLocked counted, once.
 func (bc *BackendConn) giveBack() {
+	if bc.lent {
+		if p := bc.pool; p != nil {
+			p.mu.Lock()
+			bc.giveBackLocked(p)
+			p.mu.Unlock()
+			return
+		}
+		bc.lent = false
+		bc.backend.ConnReturned()
+	}
+}
+
+// giveBackLocked is giveBack with p.mu, bc's pool's, held.
+func (bc *BackendConn) giveBackLocked(p *Pool) {
 	if bc.lent {
 		bc.lent = false
 		bc.backend.ConnReturned()
-		if p := bc.pool; p != nil {
-			p.mu.Lock()
-			delete(p.lent, bc)
-			p.mu.Unlock()
-		}
+		last := len(p.lent) - 1
+		moved := p.lent[last]
+		p.lent[bc.lentAt], moved.lentAt = moved, bc.lentAt
+		p.lent[last] = nil
+		p.lent = p.lent[:last]
 	}
 }
 

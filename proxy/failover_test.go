@@ -168,8 +168,8 @@ func TestCloseLentUnblocksReaders(t *testing.T) {
 	bc := &BackendConn{Conn: protocol.NewConn(client), pool: p}
 	p.mu.Lock()
 	p.open++
+	p.lendLocked(bc)
 	p.mu.Unlock()
-	p.lend(bc)
 	if bc.backend != p.Backend() || p.Backend().InUse() != 1 {
 		t.Fatalf("lend: backend %v, in use %d", bc.backend, p.Backend().InUse())
 	}

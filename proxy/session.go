@@ -792,7 +792,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 	if s.master != nil {
 		return s.master, nil
 	}
-	if s.srv.cfg.Health.AutoFailover || s.srv.topo.Current().Clusters[s.clusterIdx].WritesRefused != "" {
+	if c := s.srv.topo.Current().Clusters[s.clusterIdx]; c.WritesRefused != "" || (s.srv.cfg.Health.AutoFailover && !c.Master.Up()) {
 		if err := s.awaitMaster(nil, nil); err != nil {
 			return nil, err
 		}
