@@ -184,6 +184,11 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 		log.Error("cannot switch to the new master", zap.String("new_master", res.NewMaster), zap.Error(err))
 		return
 	}
+	for _, b := range snap.Cluster(res.Cluster).Fenced {
+		if b.Address == res.OldMaster {
+			f.s.backendStateChanged(b, health.StateDown, health.StateFenced, "failover: replaced by "+res.NewMaster)
+		}
+	}
 	if p := f.s.pools[res.OldMaster]; p != nil {
 		p.CloseLent()
 	}

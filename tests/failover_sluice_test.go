@@ -328,6 +328,9 @@ func TestFailoverThroughSluice(t *testing.T) {
 		if s := oldBackend.State(); s != health.StateFenced {
 			t.Errorf("old master's state %s, want fenced", s)
 		}
+		if n := scrapeFrom(t, srv, fmt.Sprintf(`sluice_backend_state_changes_total{backend=%q,cluster="main",to="fenced"}`, old.Addr())); n != 1 {
+			t.Errorf("state changes of the old master to fenced counted %v, want 1", n)
+		}
 		oldDB := serviceDB(t, topo, old)
 		before, err := countRows(ctx, oldDB)
 		if err != nil {
