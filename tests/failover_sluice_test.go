@@ -166,6 +166,26 @@ func missingOn(t *testing.T, ctx context.Context, db *sql.DB, ids []int64) ([]in
 	return missing, len(have)
 }
 
+// recordedFailover waits until sluice has written a failover to its state file under dir
+// (right after it published the new master, so possibly after writes resumed) and returns it.
+func recordedFailover(t *testing.T, ctx context.Context, dir string) health.FailoverState {
+	t.Helper()
+	var st health.FailoverState
+	eventually(t, ctx, "the failover in the state file", func() error {
+		var ok bool
+		var err error
+		st, ok, err = health.ReadFailoverState(dir, "main")
+		switch {
+		case err != nil:
+			return err
+		case !ok || len(st.History) == 0:
+			return errors.New("no failover recorded yet")
+		}
+		return nil
+	})
+	return st
+}
+
 func countRows(ctx context.Context, db *sql.DB) (int, error) {
 	var n int
 	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM acked").Scan(&n)
@@ -258,10 +278,7 @@ func TestFailoverThroughSluice(t *testing.T) {
 	}
 	// sluice's own record times detection (the failover starts when the probes mark the
 	// master down) and promotion; the test's polling (every 20ms) only bounds them.
-	st, ok, err := health.ReadFailoverState(dir, "main")
-	if err != nil || !ok || len(st.History) == 0 {
-		t.Fatalf("state file after the failover: %v %v", ok, err)
-	}
+	st := recordedFailover(t, ctx, dir)
 	res := st.History[len(st.History)-1]
 	t.Logf("drill: detection %v after kill -9 (probes every 500ms, down after 3 failures; seen by the test at %v)",
 		res.Started.Sub(killedAt).Round(time.Millisecond), detectedAt.Sub(killedAt).Round(time.Millisecond))
@@ -484,9 +501,9 @@ func TestTwoSluicesOnePromotion(t *testing.T) {
 	}
 	outcomes := map[health.Outcome]int{}
 	for i, in := range inst {
-		st, ok, err := health.ReadFailoverState(in.dir, "main")
-		if err != nil || !ok || st.Master != m0 || len(st.History) != 1 {
-			t.Fatalf("instance %d state: %+v %v %v", i, st, ok, err)
+		st := recordedFailover(t, ctx, in.dir)
+		if st.Master != m0 || len(st.History) != 1 {
+			t.Fatalf("instance %d state: %+v", i, st)
 		}
 		outcomes[st.History[0].Outcome]++
 		t.Logf("instance %d: %s %s -> %s, epoch %d", i, st.History[0].Outcome, st.History[0].OldMaster, st.History[0].NewMaster, st.Epoch)
@@ -494,14 +511,18 @@ func TestTwoSluicesOnePromotion(t *testing.T) {
 	if outcomes[health.OutcomePromoted] != 1 || outcomes[health.OutcomeFollowed] != 1 {
 		t.Errorf("outcomes %v, want one promoted and one followed", outcomes)
 	}
-	var promoted, followed float64
-	for _, in := range inst {
-		promoted += scrapeFrom(t, in.srv, `sluice_failovers_total{cluster="main",outcome="promoted"}`)
-		followed += scrapeFrom(t, in.srv, `sluice_failovers_total{cluster="main",outcome="followed"}`)
-	}
-	if promoted != 1 || followed != 1 {
-		t.Errorf("sluice_failovers_total: %v promoted, %v followed over both instances, want 1 and 1", promoted, followed)
-	}
+	// The counter follows the state file write.
+	eventually(t, ctx, "sluice_failovers_total counts one promoted and one followed over both instances", func() error {
+		var promoted, followed float64
+		for _, in := range inst {
+			promoted += scrapeFrom(t, in.srv, `sluice_failovers_total{cluster="main",outcome="promoted"}`)
+			followed += scrapeFrom(t, in.srv, `sluice_failovers_total{cluster="main",outcome="followed"}`)
+		}
+		if promoted != 1 || followed != 1 {
+			return fmt.Errorf("%v promoted, %v followed", promoted, followed)
+		}
+		return nil
+	})
 	newMaster := serverAt(t, topo, m0)
 	var all []int64
 	for _, in := range inst {
