@@ -82,7 +82,7 @@ bench:
 # master, and fails if an acknowledged write is missing there. For now the
 # writers talk to the servers directly; sluice is not in the path yet.
 failover-drill:
-	$(GO) test -count=1 -run '^TestFailoverKillMaster$$' -v ./tests
+	$(GO) test -count=1 -run '^TestFailoverThroughSluice$$' -v ./tests
 
 clean:
 	rm -rf bin

@@ -108,6 +108,9 @@ type Proxy struct {
 	TLSKey  string `toml:"tls_key"`
 	// RequireTLS refuses clients that do not switch to TLS.
 	RequireTLS bool `toml:"require_tls"`
+	// StateDir is the directory of the failover state files (one per
+	// cluster); "" keeps no state file.
+	StateDir string `toml:"state_dir"`
 }
 
 // Auth is the [auth] table: how client credentials are checked.
@@ -215,6 +218,10 @@ type Health struct {
 	// FailoverBlock is the time after a failover of a cluster during which no
 	// second automatic failover of it happens.
 	FailoverBlock Duration `toml:"failover_block"`
+	// FailoverWriteWait is how long a statement for a master that is down,
+	// fenced or unknown waits for a failover to give the cluster a master
+	// (auto_failover on) before it fails.
+	FailoverWriteWait Duration `toml:"failover_write_wait"`
 }
 
 // Shard is one [[shard]] rule. It is parsed and lightly validated; routing
@@ -275,6 +282,7 @@ const (
 	DefaultFailuresBeforeDown    = 3
 	DefaultAutoFailover          = true
 	DefaultFailoverBlock         = 10 * time.Minute
+	DefaultFailoverWriteWait     = 10 * time.Second
 	DefaultTablesPerCluster      = 1
 )
 
@@ -307,6 +315,7 @@ func defaults() *Config {
 			FailuresBeforeDown: DefaultFailuresBeforeDown,
 			AutoFailover:       DefaultAutoFailover,
 			FailoverBlock:      Duration{DefaultFailoverBlock},
+			FailoverWriteWait:  Duration{DefaultFailoverWriteWait},
 		},
 	}
 }

@@ -33,6 +33,9 @@ func (c *Config) Describe() string {
 		timeouts += fmt.Sprintf(", server_version %q", x.ServerVersion)
 	}
 	line("%s", timeouts)
+	if x.StateDir != "" {
+		line("  state_dir %s", x.StateDir)
+	}
 	if x.TLSCert != "" {
 		line("  tls to clients: cert %s, key %s, require_tls %v", x.TLSCert, x.TLSKey, x.RequireTLS)
 	}
@@ -52,7 +55,7 @@ func (c *Config) Describe() string {
 	h := &c.Health
 	failover := "off"
 	if h.AutoFailover {
-		failover = fmt.Sprintf("on, failover_block %s", h.FailoverBlock)
+		failover = fmt.Sprintf("on, failover_block %s, failover_write_wait %s", h.FailoverBlock, h.FailoverWriteWait)
 	}
 	line("health: interval %s, timeout %s, failures_before_down %d, auto_failover %s",
 		h.Interval, h.Timeout, h.FailuresBeforeDown, failover)

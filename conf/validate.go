@@ -305,6 +305,9 @@ func (c *Config) validateHealth(p *problems) {
 	if h.FailoverBlock.Duration < 0 {
 		p.add("health.failover_block must be >= 0 (got %s)", h.FailoverBlock)
 	}
+	if h.FailoverWriteWait.Duration < 0 {
+		p.add("health.failover_write_wait must be >= 0 (got %s)", h.FailoverWriteWait)
+	}
 }
 
 func (c *Config) validateShards(p *problems) {

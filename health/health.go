@@ -12,6 +12,7 @@ package health
 
 import (
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -175,6 +176,14 @@ type Cluster struct {
 	Name     string
 	Master   *Backend
 	Replicas []*Backend
+	// Fenced are old masters a failover replaced: they get no traffic
+	// (state fenced, Backend.Hold) but the prober still watches them, so
+	// sluice sees one come back and can set it read-only.
+	Fenced []*Backend
+	// WritesRefused, when not "", says why sluice cannot tell which server
+	// is the cluster's master (health.ErrAmbiguousMaster): statements for
+	// the master fail with it rather than guess.
+	WritesRefused string
 	// Balance names the balancer (conf's cluster.balance).
 	Balance string
 	// MaxReplicationLag: a replica further behind is lagging.
@@ -210,6 +219,12 @@ func (c *Cluster) Backends() []*Backend {
 	return append([]*Backend{c.Master}, c.Replicas...)
 }
 
+// Watched returns every backend the prober watches: the master, the
+// replicas and the fenced old masters.
+func (c *Cluster) Watched() []*Backend {
+	return append(c.Backends(), c.Fenced...)
+}
+
 // ReplicaStates describes each replica's state for messages, in
 // configuration order: "127.0.0.1:3307 lagging, 127.0.0.1:3308 down".
 func (c *Cluster) ReplicaStates() string {
@@ -242,10 +257,23 @@ func (s *Snapshot) Cluster(name string) *Cluster {
 	return nil
 }
 
-// Topology holds the current Snapshot and counts probe rounds.
+// Topology holds the current Snapshot and counts probe rounds. Readers load
+// the snapshot with Current (an atomic load); Promote and RefuseWrites
+// publish a new one, one writer at a time (mu), and close the channel
+// Changed returned so waiters wake.
 type Topology struct {
+	// OnPublish, when set, is called with each snapshot Promote or
+	// RefuseWrites builds, under the publish lock and before the snapshot
+	// becomes current, so what depends on it (the proxy's pools) is ready
+	// when the data plane first sees it. Set it before any publish.
+	OnPublish func(*Snapshot)
+
 	cur   atomic.Pointer[Snapshot]
 	round atomic.Uint64
+
+	mu sync.Mutex
+	// changed is closed and replaced on each publish.
+	changed atomic.Pointer[chan struct{}]
 }
 
 // NewTopology builds the first snapshot (epoch 1) from a validated
@@ -277,6 +305,8 @@ func NewTopology(cfg *conf.Config) *Topology {
 	}
 	t := &Topology{}
 	t.cur.Store(s)
+	ch := make(chan struct{})
+	t.changed.Store(&ch)
 	return t
 }
 

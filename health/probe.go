@@ -116,7 +116,7 @@ func (p *Prober) Run(ctx context.Context) {
 		snap := p.Topology.Current()
 		seen := map[*Backend]*Cluster{}
 		for _, c := range snap.Clusters {
-			for _, b := range c.Backends() {
+			for _, b := range c.Watched() {
 				seen[b] = c
 				if workers[b] != nil {
 					continue

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-proxy/sluice/health"
@@ -39,8 +40,10 @@ type BackendConn struct {
 	// idleSince is when the connection last went back to its pool.
 	idleSince time.Time
 	// lent: the pool lent it to a session and counts it in its backend's
-	// in-use connections (health.Backend.InUse) until it comes back.
-	lent bool
+	// in-use connections (health.Backend.InUse) until it comes back;
+	// lentAt is its index in the pool's lent list meanwhile.
+	lent   bool
+	lentAt int
 }
 
 // idleCheckAfter is how long a connection may rest in its pool before it is
@@ -66,7 +69,11 @@ var ErrPoolExhausted = errors.New("connection pool exhausted")
 // connection per statement and give it back, so many clients share few
 // connections. It is safe for concurrent use.
 type Pool struct {
-	backend     *health.Backend
+	// backend is the Backend of the pool's address in the current
+	// snapshot; a failover replaces it (SetBackend), and a connection
+	// takes the current one when it is lent.
+	backend     atomic.Pointer[health.Backend]
+	addr        string
 	user        string
 	password    string
 	dialTimeout time.Duration
@@ -87,12 +94,49 @@ type Pool struct {
 	open   int
 	closes int // connections closed so far (broken, dead while idle, recycled)
 	idle   map[poolKey][]*BackendConn
+	// lent are the connections lent to sessions right now, for CloseLent;
+	// each knows its index (BackendConn.lentAt).
+	lent   []*BackendConn
 	closed bool
 }
 
 // newPool builds a Pool; size must be positive.
 func newPool(b *health.Backend, size int) *Pool {
-	return &Pool{backend: b, size: size, avail: make(chan struct{}, size)}
+	p := &Pool{addr: b.Address, size: size, avail: make(chan struct{}, size), lent: make([]*BackendConn, 0, size)}
+	p.backend.Store(b)
+	return p
+}
+
+// Backend returns the Backend the pool's connections are lent for now.
+func (p *Pool) Backend() *health.Backend { return p.backend.Load() }
+
+// SetBackend makes b, a Backend of the pool's address in a new snapshot,
+// the one connections are lent for from now on (with its role).
+func (p *Pool) SetBackend(b *health.Backend) { p.backend.Store(b) }
+
+// CloseLent closes the network connections of everything the pool has lent
+// and every idle one: a session blocked reading from a dead server fails at
+// once (its statement gets an ERR) instead of hanging until TCP gives up.
+// The sessions discard the broken connections as usual. It returns how many
+// lent connections it closed.
+func (p *Pool) CloseLent() int {
+	p.mu.Lock()
+	lent := append([]*BackendConn(nil), p.lent...)
+	var idle []*BackendConn
+	for k, l := range p.idle {
+		idle = append(idle, l...)
+		delete(p.idle, k)
+	}
+	p.mu.Unlock()
+	for _, bc := range lent {
+		// Only the socket: the session owns bc and discards it when its
+		// I/O fails.
+		_ = bc.Conn.NetConn().Close()
+	}
+	for _, bc := range idle {
+		bc.discard()
+	}
+	return len(lent)
 }
 
 // Get lends a connection with key: an idle one (checked to be alive), or a
@@ -134,11 +178,11 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 		if pick >= 0 {
 			bc := l[pick]
 			p.idle[key] = append(l[:pick], l[pick+1:]...)
+			p.lendLocked(bc)
 			p.mu.Unlock()
 			// A connection the server closed while it idled (wait_timeout,
 			// KILL, a restart) is dropped here, not handed to a client.
 			if time.Since(bc.idleSince) < idleCheckAfter || bc.CheckIdle() == nil {
-				bc.lend()
 				return bc, nil
 			}
 			bc.discard()
@@ -152,7 +196,9 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 				p.release()
 				return nil, err
 			}
-			bc.lend()
+			p.mu.Lock()
+			p.lendLocked(bc)
+			p.mu.Unlock()
 			return bc, nil
 		}
 		p.mu.Unlock()
@@ -162,7 +208,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 		select {
 		case <-p.avail:
 		case <-timer.C:
-			return nil, fmt.Errorf("%w: %d connections to %s in use for %v", ErrPoolExhausted, p.size, p.backend.Address, p.waitTimeout)
+			return nil, fmt.Errorf("%w: %d connections to %s in use for %v", ErrPoolExhausted, p.size, p.addr, p.waitTimeout)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -212,7 +258,7 @@ func (p *Pool) Stats() (open, idle, closes int) {
 
 func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	d := net.Dialer{Timeout: p.dialTimeout, KeepAlive: 30 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", p.backend.Address)
+	nc, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -241,13 +287,13 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		nc.Close()
 		return nil, err
 	}
-	bc := &BackendConn{Conn: c, backend: p.backend, pool: p, key: key, status: g.Status,
+	bc := &BackendConn{Conn: c, backend: p.Backend(), pool: p, key: key, status: g.Status,
 		mariadb: strings.Contains(g.ServerVersion, "MariaDB")}
 	if p.trackGTID && g.Capabilities&protocol.ClientSessionTrack != 0 {
 		c.SessionTrack = true
 		if err := bc.trackGTIDs(); err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("enabling GTID session tracking on %s: %w", p.backend.Address, err)
+			return nil, fmt.Errorf("enabling GTID session tracking on %s: %w", p.addr, err)
 		}
 	}
 	_ = nc.SetDeadline(time.Time{})
@@ -277,12 +323,12 @@ func (bc *BackendConn) trackGTIDs() error {
 // Put takes bc back as it is: the state it carries is replayable and the
 // next borrower adjusts it. A broken connection is closed instead.
 func (p *Pool) Put(bc *BackendConn) {
-	bc.giveBack()
 	if bc.broken {
 		bc.discard()
 		return
 	}
 	p.mu.Lock()
+	bc.giveBackLocked(p)
 	if p.closed {
 		p.mu.Unlock()
 		bc.discard()
@@ -323,17 +369,41 @@ func (p *Pool) Close() {
 	}
 }
 
-// lend counts bc in its backend's in-use connections.
-func (bc *BackendConn) lend() {
+// lendLocked counts bc in the pool's current backend's in-use connections
+// and in the pool's lent set; bc serves as that backend (its role) until it
+// comes back. The caller holds p.mu.
+func (p *Pool) lendLocked(bc *BackendConn) {
+	bc.backend = p.Backend()
 	bc.lent = true
 	bc.backend.ConnLent()
+	bc.lentAt = len(p.lent)
+	p.lent = append(p.lent, bc)
 }
 
-// giveBack ends what lend counted, once.
+// giveBack ends what lendLocked counted, once.
 func (bc *BackendConn) giveBack() {
+	if bc.lent {
+		if p := bc.pool; p != nil {
+			p.mu.Lock()
+			bc.giveBackLocked(p)
+			p.mu.Unlock()
+			return
+		}
+		bc.lent = false
+		bc.backend.ConnReturned()
+	}
+}
+
+// giveBackLocked is giveBack with p.mu, bc's pool's, held.
+func (bc *BackendConn) giveBackLocked(p *Pool) {
 	if bc.lent {
 		bc.lent = false
 		bc.backend.ConnReturned()
+		last := len(p.lent) - 1
+		moved := p.lent[last]
+		p.lent[bc.lentAt], moved.lentAt = moved, bc.lentAt
+		p.lent[last] = nil
+		p.lent = p.lent[:last]
 	}
 }
 

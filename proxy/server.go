@@ -61,6 +61,7 @@ type Server struct {
 	// stateChanges counts backend state changes by cluster, backend and
 	// new state.
 	stateChanges *prometheus.CounterVec
+	failover     *failovers
 	nextID       atomic.Uint32
 	version      atomic.Pointer[string]
 
@@ -119,6 +120,9 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		Help: "Backend state changes (up, lagging, down, fenced, offline), by cluster, backend and the new state.",
 	}, []string{"cluster", "backend", "to"})
 	s.metrics.reg.MustRegister(s.stateChanges)
+	s.failover = newFailovers(s)
+	// Pools lend for the roles of a new snapshot before sessions see it.
+	s.topo.OnPublish = s.followSnapshot
 	for _, cc := range cfg.Clusters {
 		if cc.Balance != health.BalanceRoundRobin {
 			continue
@@ -216,6 +220,10 @@ func (s *Server) Start() error {
 		}
 		s.metricsAddr = addr
 	}
+	if err := s.failover.recover(); err != nil {
+		s.ln.Close()
+		return fmt.Errorf("proxy: %w", err)
+	}
 	prober := &health.Prober{
 		Topology:           s.topo,
 		Interval:           s.cfg.Health.Interval.Duration,
@@ -230,9 +238,10 @@ func (s *Server) Start() error {
 		},
 		OnChange: s.backendStateChanged,
 		OnStatus: func(b *health.Backend, st *health.Status) {
-			if b.Role == health.RoleMaster {
+			if b.Role == health.RoleMaster && b.State() != health.StateFenced {
 				s.learnVersion(st.Version)
 			}
+			s.failover.status(b, st)
 		},
 		OnAgent: func(b *health.Backend, err error) {
 			if err != nil {
@@ -250,9 +259,27 @@ func (s *Server) Start() error {
 	return nil
 }
 
+// followSnapshot points each pool at its address's Backend in snap, so
+// connections are lent for the roles snap gives (after a failover).
+func (s *Server) followSnapshot(snap *health.Snapshot) {
+	for _, c := range snap.Clusters {
+		for _, b := range c.Watched() {
+			if p := s.pools[b.Address]; p != nil {
+				p.SetBackend(b)
+			}
+		}
+	}
+}
+
 // backendStateChanged logs and counts a backend's state change; the prober
-// and the data plane call it.
+// and the data plane call it. A master going down closes what its pool lent
+// and may start a failover.
 func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, reason string) {
+	defer func() {
+		if to == health.StateDown && b.Role == health.RoleMaster {
+			s.failover.masterDown(b)
+		}
+	}()
 	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
 	log := s.log.Warn
 	if to == health.StateUp {

@@ -38,10 +38,15 @@ type Session struct {
 	id     uint32
 	client *protocol.Conn
 
-	user    string
-	caps    uint32 // the client's capabilities, limited to sluice's
-	key     poolKey
-	cluster *health.Cluster
+	user string
+	caps uint32 // the client's capabilities, limited to sluice's
+	key  poolKey
+	// cluster is the session's cluster in the snapshot of epoch epoch,
+	// loaded again per statement (followTopology); clusterIdx is its
+	// place in every snapshot's Clusters.
+	cluster    *health.Cluster
+	clusterIdx int
+	epoch      uint64
 
 	master  *BackendConn
 	replica *BackendConn
@@ -180,7 +185,9 @@ func (s *Session) handshake(ctx context.Context) error {
 		foundRows:  login.Capabilities&protocol.ClientFoundRows != 0,
 		localFiles: login.Capabilities&protocol.ClientLocalFiles != 0,
 	}
-	s.cluster = s.srv.topo.Current().Clusters[0]
+	snap := s.srv.topo.Current()
+	s.clusterIdx = 0
+	s.cluster, s.epoch = snap.Clusters[s.clusterIdx], snap.Epoch
 	s.consistency = consistencyOf(s.srv.cfg.Cluster(s.cluster.Name).Consistency)
 	s.caps = login.Capabilities
 	if err := s.checkSchema(login.Database); err != nil {
@@ -478,6 +485,9 @@ func (s *Session) send(bc *BackendConn, p []byte, clientSeq uint8, kind protocol
 // with nothing relayed yet goes to the client as it is. Only a failing
 // client ends the session (the returned error).
 func (s *Session) exchange(target router.Target, run func(*BackendConn) (protocol.RelayResult, error), after func(*BackendConn, protocol.RelayResult)) error {
+	if err := s.followTopology(); err != nil {
+		return err
+	}
 	var skip *health.Backend
 	for attempt := 0; ; attempt++ {
 		bc, err := s.backendFor(target, skip)
@@ -573,6 +583,131 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 	}
 }
 
+// followTopology loads the session's cluster from the current snapshot. When
+// a failover published a new one, a master connection to a server that is no
+// longer the master is dropped (inside a transaction the client gets the
+// lostInTransaction ERR and the session ends, the returned error), and a
+// replica connection or read replica that left the replicas is let go. The
+// common case is one atomic load.
+func (s *Session) followTopology() error {
+	snap := s.srv.topo.Current()
+	if snap.Epoch == s.epoch {
+		return nil
+	}
+	c := snap.Clusters[s.clusterIdx]
+	s.cluster, s.epoch = c, snap.Epoch
+	if bc := s.master; bc != nil && bc.backend != c.Master {
+		inTx := bc.inTransaction()
+		s.master = nil
+		s.forgetConn(bc)
+		bc.discard()
+		if inTx {
+			_ = s.client.WriteErr(lostInTransaction(bc))
+			return fmt.Errorf("master %s replaced by %s inside a transaction", bc.backend.Address, c.Master.Address)
+		}
+	}
+	isReplica := func(b *health.Backend) bool {
+		for _, r := range c.Replicas {
+			if r == b {
+				return true
+			}
+		}
+		return false
+	}
+	if bc := s.replica; bc != nil && !isReplica(bc.backend) {
+		s.replica = nil
+		s.forgetConn(bc)
+		bc.discard()
+	}
+	if s.readFrom != nil && !isReplica(s.readFrom) {
+		s.readFrom = nil
+	}
+	return nil
+}
+
+// awaitMaster waits, when the cluster's master cannot take a statement (down,
+// fenced, or writes refused) or failed is the master it could not connect to,
+// for a snapshot whose master can, up to failover_write_wait, so writes
+// pause through an automatic failover instead of failing. Without
+// auto_failover it does not wait. It returns nil once the session's cluster
+// (reloaded) has a master to try, else the ERR for the client.
+func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
+	ready := func() bool {
+		c := s.cluster
+		if c.WritesRefused != "" {
+			return false
+		}
+		if failed != nil && c.Master == failed {
+			return false
+		}
+		return c.Master.Up()
+	}
+	s.cluster = s.srv.topo.Current().Clusters[s.clusterIdx]
+	if failed == nil && ready() {
+		return nil
+	}
+	h := &s.srv.cfg.Health
+	wait := h.FailoverWriteWait.Duration
+	if !h.AutoFailover || s.cluster.WritesRefused != "" {
+		// Refused writes wait for nothing: no failover settles them.
+		wait = 0
+	}
+	var timer *time.Timer
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	// A master sluice could not connect to that a probe finds alive after
+	// the failure was a blip: try it again.
+	failedAt := time.Now()
+	alive := func() bool {
+		if failed == nil || s.cluster.Master != failed || !failed.Up() || s.cluster.WritesRefused != "" {
+			return false
+		}
+		st := failed.Status()
+		return st != nil && st.Time.After(failedAt)
+	}
+	for {
+		changed := s.srv.topo.Changed()
+		snap := s.srv.topo.Current()
+		s.cluster = snap.Clusters[s.clusterIdx]
+		if ready() || alive() {
+			return nil
+		}
+		if timer == nil {
+			if wait <= 0 {
+				break
+			}
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-changed:
+			continue
+		case <-tick.C:
+			continue
+		case <-s.srv.ctx.Done():
+		case <-timer.C:
+		}
+		break
+	}
+	c := s.cluster
+	why := ""
+	switch {
+	case c.WritesRefused != "":
+		why = c.WritesRefused
+	case cause != nil:
+		why = fmt.Sprintf("cannot connect to master %s: %v", c.Master.Address, cause)
+	default:
+		why = fmt.Sprintf("master %s is %s", c.Master.Address, c.Master.State())
+		if e := c.Master.LastError(); e != "" {
+			why += " (" + e + ")"
+		}
+	}
+	if wait > 0 && c.WritesRefused == "" {
+		why += fmt.Sprintf("; no failover gave it a master within failover_write_wait %v", wait)
+	}
+	return protocol.NewError(protocol.ErCouldNotConnect, "sluice: cluster %s has no master to take the statement: %s", c.Name, why)
+}
+
 // backendFor returns the session's data connection for target, opening it
 // on first use. Reads go to the session's replica (readFrom) while it is up
 // (not lagging, down, fenced or offline) and no probe round ended since it
@@ -657,8 +792,23 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 	if s.master != nil {
 		return s.master, nil
 	}
+	if c := s.srv.topo.Current().Clusters[s.clusterIdx]; c.WritesRefused != "" || (s.srv.cfg.Health.AutoFailover && !c.Master.Up()) {
+		if err := s.awaitMaster(nil, nil); err != nil {
+			return nil, err
+		}
+	}
 	m := s.cluster.Master
 	bc, err := s.srv.pools[m.Address].Get(s.srv.ctx, s.key, s.schema == "")
+	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.srv.cfg.Health.AutoFailover {
+		// The master may have just died: wait for the probes to say so
+		// and a failover to replace it, then try the master of the
+		// snapshot that ends the wait.
+		if werr := s.awaitMaster(m, err); werr != nil {
+			return nil, werr
+		}
+		m = s.cluster.Master
+		bc, err = s.srv.pools[m.Address].Get(s.srv.ctx, s.key, s.schema == "")
+	}
 	if errors.Is(err, ErrPoolExhausted) {
 		return nil, protocol.NewError(protocol.ErConCount,
 			"Too many connections: sluice has no free connection to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)

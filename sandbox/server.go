@@ -375,7 +375,8 @@ func (s *Server) stop() error {
 		return nil
 	default:
 	}
-	s.dropIdle() // say goodbye while the server still listens
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a frozen server could not shut down
+	s.dropIdle()                            // say goodbye while the server still listens
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-done:
@@ -386,6 +387,27 @@ func (s *Server) stop() error {
 		return err
 	}
 	return fmt.Errorf("sandbox: %s did not shut down within %v; killed", s.Name, stopTimeout)
+}
+
+// Freeze stops the server's process (SIGSTOP) without closing anything: its sockets stay
+// open and the kernel still accepts connections, but nothing answers, as with a hung host.
+// Thaw resumes it; Stop thaws it first, Kill kills it as it is.
+func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a server that Freeze stopped (SIGCONT).
+func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("sandbox: %s is not running", s.Name)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("sandbox: %s: %v: %w", s.Name, sig, err)
+	}
+	return nil
 }
 
 // Kill sends SIGKILL to the server and waits until the process is gone. The data dir is kept,

@@ -12,6 +12,8 @@ type SluiceOptions struct {
 	ProxyKeys   []string
 	AuthKeys    []string
 	ClusterKeys []string
+	// HealthKeys are lines for a [health] table (written only when set).
+	HealthKeys []string
 }
 
 // SluiceConfig returns a sluice TOML configuration that puts sluice on listen
@@ -41,6 +43,12 @@ func (t *Topology) SluiceConfigWith(o SluiceOptions) string {
 	}
 	for _, r := range t.Replicas {
 		fmt.Fprintf(&b, "  [[cluster.replica]]\n  address = %q\n", r.Addr())
+	}
+	if len(o.HealthKeys) > 0 {
+		b.WriteString("\n[health]\n")
+		for _, k := range o.HealthKeys {
+			b.WriteString(k + "\n")
+		}
 	}
 	return b.String()
 }

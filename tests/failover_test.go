@@ -23,8 +23,8 @@ import (
 )
 
 // The failover tests drive health.Failover directly against sandbox topologies of their own
-// (they kill and promote servers, so they never touch the shared one). The lead's proxy
-// integration puts sluice between the writers and the servers later.
+// (they kill and promote servers, so they never touch the shared one). failover_sluice_test.go
+// puts sluice between the writers and the servers and lets it fail over by itself.
 
 // failoverTopology starts a master, two replicas and an auth server for one test.
 func failoverTopology(t *testing.T, semiSync bool) (*sandbox.Topology, health.Credentials) {

@@ -6,12 +6,20 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/sluice-proxy/sluice/proxy"
 )
 
-// scrape returns the value of one sample line of sluice's /metrics.
+// scrape returns the value of one sample line of the shared sluice's /metrics.
 func scrape(t *testing.T, sample string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + env.srv.MetricsAddr().String() + "/metrics")
+	return scrapeFrom(t, env.srv, sample)
+}
+
+// scrapeFrom returns the value of one sample line of srv's /metrics, 0 when it has none.
+func scrapeFrom(t *testing.T, srv *proxy.Server, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.MetricsAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,227 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
+)
+
+// failoverServer is a Server (never started) for a master and two replicas that nothing
+// listens on, with the given [health] lines.
+func failoverServer(t *testing.T, healthKeys string) *Server {
+	t.Helper()
+	cfg, err := conf.Parse([]byte(`
+[auth]
+address = "127.0.0.1:1"
+[health]
+` + healthKeys + `
+[[cluster]]
+name = "main"
+user = "sluice"
+master = "127.0.0.1:2"
+  [[cluster.replica]]
+  address = "127.0.0.1:3"
+  [[cluster.replica]]
+  address = "127.0.0.1:4"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+func failoverSession(srv *Server) (*Session, *benchConn) {
+	cnc := &benchConn{}
+	s := newSession(srv, 1, cnc)
+	snap := srv.topo.Current()
+	s.cluster, s.epoch = snap.Clusters[0], snap.Epoch
+	return s, cnc
+}
+
+func sqlCode(t *testing.T, err error) *protocol.SQLError {
+	t.Helper()
+	var se *protocol.SQLError
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v, want a *protocol.SQLError", err)
+	}
+	return se
+}
+
+func TestAwaitMasterWaitsForPromotion(t *testing.T) {
+	srv := failoverServer(t, `failover_write_wait = "10s"`)
+	s, _ := failoverSession(srv)
+	m := s.cluster.Master
+	m.ReportFailure(errors.New("killed"))
+	done := make(chan error, 1)
+	go func() { done <- s.awaitMaster(nil, nil) }()
+	select {
+	case err := <-done:
+		t.Fatalf("awaitMaster returned %v with the master down and no failover", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	snap, err := srv.topo.Promote("main", "127.0.0.1:4", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("awaitMaster after the promotion: %v", err)
+	}
+	if s.cluster.Master != snap.Cluster("main").Master {
+		t.Fatalf("session's master %s, want the promoted 127.0.0.1:4", s.cluster.Master.Address)
+	}
+}
+
+func TestAwaitMasterGivesUpNamingTheCluster(t *testing.T) {
+	srv := failoverServer(t, `failover_write_wait = "50ms"`)
+	s, _ := failoverSession(srv)
+	s.cluster.Master.ReportFailure(errors.New("connection refused"))
+	se := sqlCode(t, s.awaitMaster(nil, nil))
+	if se.Code != protocol.ErCouldNotConnect || !strings.Contains(se.Message, "cluster main") ||
+		!strings.Contains(se.Message, "127.0.0.1:2 is down") || !strings.Contains(se.Message, "failover_write_wait 50ms") {
+		t.Fatalf("ERR %d %q", se.Code, se.Message)
+	}
+}
+
+func TestAwaitMasterRefusedWrites(t *testing.T) {
+	srv := failoverServer(t, `auto_failover = false`)
+	s, _ := failoverSession(srv)
+	if _, err := srv.topo.RefuseWrites("main", "two writable masters"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.backendFor(router.TargetMaster, nil)
+	se := sqlCode(t, err)
+	if se.Code != protocol.ErCouldNotConnect || !strings.Contains(se.Message, "cluster main") || !strings.Contains(se.Message, "two writable masters") {
+		t.Fatalf("ERR %d %q", se.Code, se.Message)
+	}
+}
+
+func TestFollowTopologyDropsOldMasterConnection(t *testing.T) {
+	for _, inTx := range []bool{false, true} {
+		srv := failoverServer(t, "")
+		s, cnc := failoverSession(srv)
+		old := s.cluster.Master
+		bc := &BackendConn{Conn: protocol.NewConn(&benchConn{}), backend: old, status: protocol.StatusAutocommit}
+		if inTx {
+			bc.status |= protocol.StatusInTrans
+		}
+		s.master = bc
+		snap, err := srv.topo.Promote("main", "127.0.0.1:3", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.followTopology()
+		if s.master != nil || !bc.broken {
+			t.Fatalf("inTx %v: the old master's connection was kept", inTx)
+		}
+		if s.cluster != snap.Cluster("main") || s.epoch != snap.Epoch {
+			t.Fatalf("inTx %v: session did not load the new snapshot", inTx)
+		}
+		if inTx != (err != nil) {
+			t.Fatalf("inTx %v: followTopology = %v", inTx, err)
+		}
+		if inTx && cnc.written == 0 {
+			t.Fatal("no ERR written for the transaction lost with the old master")
+		}
+	}
+}
+
+func TestFollowTopologyIsOneLoadWhenNothingChanged(t *testing.T) {
+	srv := failoverServer(t, "")
+	s, _ := failoverSession(srv)
+	if n := testing.AllocsPerRun(100, func() { _ = s.followTopology() }); n != 0 {
+		t.Fatalf("followTopology allocates %v per call", n)
+	}
+}
+
+func TestPromoteRepointsPools(t *testing.T) {
+	srv := failoverServer(t, "")
+	snap, err := srv.topo.Promote("main", "127.0.0.1:3", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := srv.pools["127.0.0.1:3"].Backend(); b != snap.Cluster("main").Master || b.Role != health.RoleMaster {
+		t.Fatalf("pool of the new master lends for %+v", b)
+	}
+}
+
+// TestCloseLentUnblocksReaders: a session blocked reading from a lent connection fails at
+// once when the pool closes what it lent (the master went down), and idle connections go too.
+func TestCloseLentUnblocksReaders(t *testing.T) {
+	srv := failoverServer(t, "")
+	p := srv.pools["127.0.0.1:2"]
+	client, server := net.Pipe()
+	defer server.Close()
+	bc := &BackendConn{Conn: protocol.NewConn(client), pool: p}
+	p.mu.Lock()
+	p.open++
+	p.lendLocked(bc)
+	p.mu.Unlock()
+	if bc.backend != p.Backend() || p.Backend().InUse() != 1 {
+		t.Fatalf("lend: backend %v, in use %d", bc.backend, p.Backend().InUse())
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := bc.ReadPacket()
+		read <- err
+	}()
+	if n := p.CloseLent(); n != 1 {
+		t.Fatalf("CloseLent closed %d lent connections, want 1", n)
+	}
+	select {
+	case err := <-read:
+		if err == nil {
+			t.Fatal("the blocked read succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked read still hangs after CloseLent")
+	}
+	bc.broken = true
+	p.Put(bc)
+	if open, idle, _ := p.Stats(); open != 0 || idle != 0 || p.Backend().InUse() != 0 {
+		t.Fatalf("after the session gave the broken connection back: open %d, idle %d, in use %d", open, idle, p.Backend().InUse())
+	}
+	if n := p.CloseLent(); n != 0 {
+		t.Fatalf("CloseLent after the return closed %d", n)
+	}
+}
+
+func TestStartRefusesMissingStateDir(t *testing.T) {
+	cfg, err := conf.Parse([]byte(`
+[proxy]
+listen = "127.0.0.1:0"
+metrics_listen = ""
+state_dir = "/nonexistent/sluice-state"
+[auth]
+address = "127.0.0.1:1"
+[[cluster]]
+name = "main"
+user = "sluice"
+master = "127.0.0.1:2"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	err = srv.Start()
+	if err == nil || !strings.Contains(err.Error(), "proxy.state_dir /nonexistent/sluice-state") {
+		t.Fatalf("Start = %v, want an error naming proxy.state_dir", err)
+	}
+}
