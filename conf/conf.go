@@ -222,6 +222,9 @@ type Health struct {
 	// fenced or unknown waits for a failover to give the cluster a master
 	// (auto_failover on) before it fails.
 	FailoverWriteWait Duration `toml:"failover_write_wait"`
+	// EnforceReadOnly makes sluice set read_only on a configured replica it
+	// finds writable at start-up, instead of only reporting it.
+	EnforceReadOnly bool `toml:"enforce_read_only"`
 }
 
 // Shard is one [[shard]] rule. It is parsed and lightly validated; routing

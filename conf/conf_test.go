@@ -82,6 +82,7 @@ clusters = ["main"]
 		{"health.failures_before_down", c.Health.FailuresBeforeDown, 3},
 		{"health.auto_failover", c.Health.AutoFailover, true},
 		{"health.failover_block", c.Health.FailoverBlock.Duration, 10 * time.Minute},
+		{"health.enforce_read_only", c.Health.EnforceReadOnly, false},
 		{"health.failover_write_wait", c.Health.FailoverWriteWait.Duration, 10 * time.Second},
 		{"proxy.state_dir", c.Proxy.StateDir, ""},
 		{"cluster[0].balance", c.Clusters[0].Balance, "round-robin"},

@@ -59,6 +59,9 @@ func (c *Config) Describe() string {
 	}
 	line("health: interval %s, timeout %s, failures_before_down %d, auto_failover %s",
 		h.Interval, h.Timeout, h.FailuresBeforeDown, failover)
+	if h.EnforceReadOnly {
+		line("  enforce_read_only: writable replicas are set read-only at start-up")
+	}
 
 	for _, cl := range c.Clusters {
 		line("cluster %q: balance %s, max_replication_lag %s, %d replica(s)",

@@ -250,6 +250,35 @@ func (f *failovers) status(b *health.Backend, st *health.Status) {
 	}()
 }
 
+// writableReplicas reports configured replicas that replicate but are not
+// read-only (a write sent to one by anything but sluice would make it
+// diverge), and sets them read-only when [health] enforce_read_only is on.
+func (f *failovers) writableReplicas(cluster string, addrs []string) {
+	for _, addr := range addrs {
+		if !f.s.cfg.Health.EnforceReadOnly {
+			f.s.log.Warn("replica is writable (read_only is OFF); enforce_read_only would set it read-only",
+				zap.String("cluster", cluster), zap.String("backend", addr))
+			continue
+		}
+		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.cfg.Health.Timeout.Duration)
+		err := func() error {
+			cc, err := health.Dial(ctx, addr, f.credentials(cluster, addr))
+			if err != nil {
+				return err
+			}
+			defer cc.Close()
+			return cc.Fence(ctx)
+		}()
+		cancel()
+		if err != nil {
+			f.s.log.Error("replica is writable and could not be set read-only", zap.String("cluster", cluster),
+				zap.String("backend", addr), zap.Error(err))
+			continue
+		}
+		f.s.log.Warn("replica was writable: set read-only (enforce_read_only)", zap.String("cluster", cluster), zap.String("backend", addr))
+	}
+}
+
 // recover sets up each cluster at start-up: with a state file, its recorded master and
 // fenced servers; and, whatever the record, it asks the servers which one is the master
 // (health.Discover): a recorded or discovered master other than the configured one becomes
@@ -283,6 +312,7 @@ func (f *failovers) recover() error {
 		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.cfg.Health.Timeout.Duration)
 		d, err := health.Discover(ctx, cc.Name, addrs, known, f.credentials(cc.Name, cc.Master))
 		cancel()
+		f.writableReplicas(cc.Name, d.WritableReplicas)
 		master := d.Master
 		switch {
 		case errors.Is(err, health.ErrAmbiguousMaster):
