@@ -17,32 +17,7 @@ import (
 
 // failoverServer is a Server (never started) for a master and two replicas that nothing
 // listens on, with the given [health] lines.
-func failoverServer(t *testing.T, healthKeys string) *Server {
-	t.Helper()
-	cfg, err := conf.Parse([]byte(`
-[auth]
-address = "127.0.0.1:1"
-[health]
-` + healthKeys + `
-[[cluster]]
-name = "main"
-user = "sluice"
-master = "127.0.0.1:2"
-  [[cluster.replica]]
-  address = "127.0.0.1:3"
-  [[cluster.replica]]
-  address = "127.0.0.1:4"
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
-}
+func failoverServer(t *testing.T, healthKeys string) *Server { return offlineServer(t, healthKeys, 2) }
 
 func failoverSession(srv *Server) (*Session, *benchConn) {
 	cnc := &benchConn{}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -21,26 +22,26 @@ import (
 
 // benchServer returns a Server for a master and one replica that nothing
 // listens on; New dials nothing.
-func benchServer(b *testing.B) *Server {
-	b.Helper()
-	cfg, err := conf.Parse([]byte(`
-[auth]
-address = "127.0.0.1:1"
-[[cluster]]
-name = "main"
-user = "sluice"
-master = "127.0.0.1:2"
-  [[cluster.replica]]
-  address = "127.0.0.1:3"
-`))
+func benchServer(b *testing.B) *Server { return offlineServer(b, "", 1) }
+
+// offlineServer returns a Server, never started, for a master and replicas
+// on addresses nothing listens on, with healthKeys as its [health] table.
+func offlineServer(tb testing.TB, healthKeys string, replicas int) *Server {
+	tb.Helper()
+	doc := "[auth]\naddress = \"127.0.0.1:1\"\n[health]\n" + healthKeys +
+		"\n[[cluster]]\nname = \"main\"\nuser = \"sluice\"\nmaster = \"127.0.0.1:2\"\n"
+	for i := range replicas {
+		doc += fmt.Sprintf("  [[cluster.replica]]\n  address = \"127.0.0.1:%d\"\n", 3+i)
+	}
+	cfg, err := conf.Parse([]byte(doc))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	srv, err := New(cfg, zap.NewNop())
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { _ = srv.Close() })
+	tb.Cleanup(func() { _ = srv.Close() })
 	return srv
 }
 
