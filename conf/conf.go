@@ -60,6 +60,7 @@ type Config struct {
 	Admin     Admin       `toml:"admin"`
 	Clusters  []Cluster   `toml:"cluster"`
 	Health    Health      `toml:"health"`
+	Sharding  Sharding    `toml:"sharding"`
 	Shards    []Shard     `toml:"shard"`
 	Broadcast []Broadcast `toml:"broadcast"`
 
@@ -227,8 +228,24 @@ type Health struct {
 	EnforceReadOnly bool `toml:"enforce_read_only"`
 }
 
-// Shard is one [[shard]] rule. It is parsed and lightly validated; routing
-// does not use it yet.
+// Sharding is the [sharding] table: settings shared by all shard rules.
+type Sharding struct {
+	// DefaultCluster holds every table that has no [[shard]] rule and is
+	// not broadcast, and statements that name no table; "" means the first
+	// [[cluster]].
+	DefaultCluster string `toml:"default_cluster"`
+	// MaxMergeRows bounds the rows a scatter-gather statement may hold in
+	// sluice's memory at once (sorted, grouped or distinct rows); past it
+	// the statement fails.
+	MaxMergeRows int `toml:"max_merge_rows"`
+	// NodeID is this sluice instance's number in the global ids it makes
+	// (0 .. MaxNodeID); instances that make ids for the same tables must
+	// have different numbers.
+	NodeID int `toml:"node_id"`
+}
+
+// Shard is one [[shard]] rule: a logical table spread over physical tables
+// in several clusters by the value of one column.
 type Shard struct {
 	// Schema and Table name the logical, sharded table.
 	Schema string `toml:"schema"`
@@ -239,18 +256,26 @@ type Shard struct {
 	Algorithm string `toml:"algorithm"`
 	// Clusters are the names of the clusters holding the shards, in order.
 	Clusters []string `toml:"clusters"`
-	// TablesPerCluster is the number of physical tables in each cluster;
-	// it defaults to 1.
+	// TablesPerCluster is the number of physical tables in each cluster,
+	// named <table>_0 .. <table>_<n-1>; with 1 (the default) the physical
+	// table keeps the logical name.
 	TablesPerCluster int `toml:"tables_per_cluster"`
-	// VirtualShards is the number of virtual shards for algorithm hash;
-	// 0 means none.
+	// VirtualShards is the number of virtual shards of algorithms mod and
+	// hash (a multiple of len(Clusters) x TablesPerCluster); 0 means none.
 	VirtualShards int `toml:"virtual_shards"`
-	// Boundaries are the ascending range starts for algorithm range.
+	// Boundaries are the ascending range starts for algorithm range; the
+	// last one is the end of the last range.
 	Boundaries []int64 `toml:"boundaries"`
+	// DateUnit is day, month or year for algorithm date.
+	DateUnit string `toml:"date_unit"`
+	// IDColumn is an optional BIGINT column filled with a global id on
+	// INSERT when the statement gives none; ids carry their shard number,
+	// so statements that give only the id still reach one shard.
+	IDColumn string `toml:"id_column"`
 }
 
-// Broadcast is one [[broadcast]] entry: a table copied to every cluster. It
-// is parsed and validated; routing does not use it yet.
+// Broadcast is one [[broadcast]] entry: a table copied to every cluster,
+// written to all of them and read from any one.
 type Broadcast struct {
 	Schema string `toml:"schema"`
 	Table  string `toml:"table"`
@@ -287,6 +312,13 @@ const (
 	DefaultFailoverBlock         = 10 * time.Minute
 	DefaultFailoverWriteWait     = 10 * time.Second
 	DefaultTablesPerCluster      = 1
+	DefaultMaxMergeRows          = 100000
+	// MaxNodeID is the largest sharding.node_id: global ids keep 5 bits
+	// for it.
+	MaxNodeID = 31
+	// MaxIDShards is the most shards (virtual shards when set) a rule with
+	// an id_column may have: global ids keep 8 bits for the shard number.
+	MaxIDShards = 256
 )
 
 // Limits of max_allowed_packet, in bytes.
@@ -310,8 +342,9 @@ func defaults() *Config {
 			ConnectTimeout:        Duration{DefaultConnectTimeout},
 			MaxPreparedStatements: DefaultMaxPreparedStmts,
 		},
-		Auth:  Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode},
-		Admin: Admin{User: DefaultAdminUser},
+		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode},
+		Admin:    Admin{User: DefaultAdminUser},
+		Sharding: Sharding{MaxMergeRows: DefaultMaxMergeRows},
 		Health: Health{
 			Interval:           Duration{DefaultHealthInterval},
 			Timeout:            Duration{DefaultHealthTimeout},
@@ -345,6 +378,15 @@ func Load(path string) (*Config, error) {
 // working directory.
 func Parse(data []byte) (*Config, error) {
 	return parse(data, "")
+}
+
+// DefaultCluster returns the name of the cluster that holds unsharded
+// tables: sharding.default_cluster, or the first cluster.
+func (c *Config) DefaultCluster() string {
+	if c.Sharding.DefaultCluster != "" || len(c.Clusters) == 0 {
+		return c.Sharding.DefaultCluster
+	}
+	return c.Clusters[0].Name
 }
 
 // Cluster returns the cluster called name, or nil if there is none. The

@@ -17,6 +17,7 @@ var (
 	authBackends   = []string{"mysql", "static"}
 	balancers      = []string{"round-robin", "weighted", "least-load", "least-conn"}
 	shardAlgorithm = []string{"mod", "hash", "range", "date"}
+	dateUnits      = []string{"day", "month", "year"}
 	consistencies  = []string{"eventual", "causal", "strong"}
 )
 
@@ -352,8 +353,42 @@ func (c *Config) validateShards(p *problems) {
 		if s.TablesPerCluster < 1 {
 			p.add("%s: tables_per_cluster must be >= 1 (got %d)", label, s.TablesPerCluster)
 		}
-		if s.VirtualShards < 0 {
+		shards := len(s.Clusters) * max(s.TablesPerCluster, 1)
+		switch {
+		case s.VirtualShards < 0:
 			p.add("%s: virtual_shards must be >= 0 (got %d)", label, s.VirtualShards)
+		case s.VirtualShards > 0 && s.Algorithm != "mod" && s.Algorithm != "hash":
+			p.add("%s: virtual_shards is only used when algorithm is \"mod\" or \"hash\"", label)
+		case s.VirtualShards > 0 && shards > 0 && s.VirtualShards%shards != 0:
+			p.add("%s: virtual_shards (%d) must be a multiple of the number of physical tables (%d clusters x %d tables = %d)",
+				label, s.VirtualShards, len(s.Clusters), s.TablesPerCluster, shards)
+		}
+		switch {
+		case s.Algorithm == "date" && s.DateUnit == "":
+			p.add("%s: date_unit is required when algorithm = \"date\" (want %s)", label, oneOf(dateUnits))
+		case s.Algorithm == "date" && !slices.Contains(dateUnits, s.DateUnit):
+			p.add("%s: date_unit: unknown value %q (want %s)", label, s.DateUnit, oneOf(dateUnits))
+		case s.Algorithm != "date" && s.DateUnit != "":
+			p.add("%s: date_unit is only used when algorithm = \"date\"", label)
+		}
+		if s.IDColumn != "" {
+			n := shards
+			if s.VirtualShards > 0 {
+				n = s.VirtualShards
+			}
+			if n > MaxIDShards {
+				p.add("%s: id_column: global ids hold shard numbers below %d, and this rule has %d shards", label, MaxIDShards, n)
+			}
+			if strings.EqualFold(s.IDColumn, s.Key) {
+				p.add("%s: id_column must differ from key (the id is placed by the key's shard)", label)
+			}
+		}
+		if s.Algorithm == "range" && len(s.Boundaries) == 1 {
+			p.add("%s: boundaries need at least two values (the start of the first range and the end of the last)", label)
+		}
+		if s.Algorithm == "range" && len(s.Boundaries) > 1 && len(s.Boundaries)-1 != shards {
+			p.add("%s: boundaries define %d ranges but the rule has %d physical tables (%d clusters x %d tables)",
+				label, len(s.Boundaries)-1, shards, len(s.Clusters), s.TablesPerCluster)
 		}
 		switch {
 		case s.Algorithm == "range" && len(s.Boundaries) == 0:
@@ -367,6 +402,15 @@ func (c *Config) validateShards(p *problems) {
 				break
 			}
 		}
+	}
+	if d := c.Sharding.DefaultCluster; d != "" && c.Cluster(d) == nil {
+		p.add("sharding.default_cluster: no [[cluster]] is named %q", d)
+	}
+	if c.Sharding.MaxMergeRows < 1 {
+		p.add("sharding.max_merge_rows must be >= 1 (got %d)", c.Sharding.MaxMergeRows)
+	}
+	if c.Sharding.NodeID < 0 || c.Sharding.NodeID > MaxNodeID {
+		p.add("sharding.node_id must be between 0 and %d (got %d)", MaxNodeID, c.Sharding.NodeID)
 	}
 	broadcast := make(map[string]int)
 	for i, b := range c.Broadcast {
