@@ -1,0 +1,130 @@
+package shard
+
+// Value is one shard key value: a literal of the statement text or a
+// parameter of a prepared statement execution.
+type Value struct {
+	Kind ValueKind
+	// I holds KindInt, U KindUint, F KindFloat; S holds the bytes of
+	// KindString (also dates and times in their text form, and decimals).
+	I int64
+	U uint64
+	F float64
+	S []byte
+}
+
+// ValueKind tells which field of a Value is set.
+type ValueKind uint8
+
+const (
+	KindNull ValueKind = iota
+	KindInt
+	KindUint
+	KindFloat
+	KindString
+)
+
+// Route is where one execution of a statement runs. Routes are immutable;
+// a Template may return the same Route to any number of callers.
+type Route struct {
+	// Parts are the statements to run, at most one per cluster. A Route of
+	// a statement that names no sharded or broadcast table has one Part on
+	// the default cluster whose SQL is the original text.
+	Parts []Part
+	// Write reports that the statement changes data or schema (INSERT,
+	// REPLACE, UPDATE, DELETE, DDL): its Parts run on masters.
+	Write bool
+	// AnyOne marks a read of broadcast tables only: one Part per cluster,
+	// and running any single one of them answers the statement.
+	AnyOne bool
+	// Merge is non-nil when a read has more than one Part: the results are
+	// merged by it into one result set. Writes with several Parts return
+	// one OK whose affected rows are the sum of the Parts'.
+	Merge *Merge
+}
+
+// Part is one statement for one cluster.
+type Part struct {
+	// Cluster indexes Rules.Clusters().
+	Cluster int
+	// SQL is the physical statement: logical table names replaced by
+	// physical ones, anything else as the client wrote it.
+	SQL string
+	// Params lists, for a prepared statement, the indexes of the
+	// execution's parameters that SQL's markers take, in marker order
+	// (a multi-row INSERT split over shards takes only its rows'); nil
+	// means all of them, in order.
+	Params []int
+	// Shards are the shard numbers (0 .. physical tables - 1) the Part
+	// touches, for logs and SHOW SHARDS; nil for unsharded tables.
+	Shards []int
+}
+
+// Merge says how the result sets of a scatter-gather read become one. The
+// Parts' SQL was rewritten for it: columns the merge needs but the client
+// did not ask for (ORDER BY expressions not in the select list, the COUNT
+// that AVG needs) are appended after the client's columns as hidden columns,
+// AVG(x) became SUM(x) with a hidden COUNT(x), and LIMIT n OFFSET m became
+// LIMIT m+n on every Part.
+type Merge struct {
+	// Visible is the number of leading columns the client sees.
+	Visible int
+	// OrderBy sorts the merged rows (a k-way merge of the Parts' sorted
+	// results when there is no grouping).
+	OrderBy []SortKey
+	// GroupBy are the columns whose equal values make one output row; with
+	// Aggregates and no GroupBy the whole result is one group (one row,
+	// even when every Part is empty, as SQL answers COUNT(*) of nothing).
+	GroupBy []int
+	// Aggregates are the columns computed from the Parts' partial values.
+	Aggregates []Aggregate
+	// Distinct drops rows equal in all visible columns.
+	Distinct bool
+	// Offset and Limit apply to the merged rows; Limit < 0 means none.
+	Offset, Limit int64
+}
+
+// SortKey is one ORDER BY item: a result column and its direction.
+type SortKey struct {
+	Column int
+	Desc   bool
+}
+
+// Aggregate is one aggregated result column.
+type Aggregate struct {
+	Column int
+	Func   AggFunc
+	// CountColumn is, for AggAvg, the hidden column holding the Part's
+	// COUNT of the same argument (Column then holds the Part's SUM).
+	CountColumn int
+}
+
+// AggFunc is an aggregate function the merge can combine.
+type AggFunc uint8
+
+const (
+	AggCount AggFunc = iota // partial counts are summed
+	AggSum                  // partial sums are summed; NULL when all are NULL
+	AggMin
+	AggMax
+	AggAvg // SUM of partial sums / SUM of partial counts
+)
+
+// Column describes one result column as far as merging needs: how its
+// values compare and how they are written. The proxy fills it from the
+// column definition packets of the first Part's result.
+type Column struct {
+	// Type is the MySQL column type byte (protocol.MYSQL_TYPE_*).
+	Type byte
+	// Flags are the column definition flags (unsigned, binary, ...).
+	Flags uint16
+	// Charset is the collation id; 63 (binary) compares bytes, others
+	// compare the way the common case-insensitive collations do.
+	Charset uint16
+	// Decimals is the number of digits after the point.
+	Decimals byte
+}
+
+// Row is one result row in text form: one element per column, nil for
+// NULL. Binary-protocol rows are converted to and from this form by the
+// protocol package.
+type Row [][]byte
