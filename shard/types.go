@@ -36,6 +36,11 @@ type Route struct {
 	// AnyOne marks a read of broadcast tables only: one Part per cluster,
 	// and running any single one of them answers the statement.
 	AnyOne bool
+	// PerExecution marks a Route built for one execution's values alone
+	// (rows split over shards, ids filled in): its Parts' SQL will not
+	// repeat, so the proxy runs them as text instead of preparing them on
+	// a backend.
+	PerExecution bool
 	// Merge is non-nil when a read has more than one Part: the results are
 	// merged by it into one result set. Writes with several Parts return
 	// one OK whose affected rows are the sum of the Parts'.
