@@ -36,6 +36,11 @@ const (
 	ErMaxPreparedStmtCount  uint16 = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
 	ErNeedReprepare         uint16 = 1615 // ER_NEED_REPREPARE
 	ErSecureTransport       uint16 = 3159 // ER_SECURE_TRANSPORT_REQUIRED
+	ErTooBigSelect          uint16 = 1104 // ER_TOO_BIG_SELECT: a merge past max_merge_rows
+	ErBadNull               uint16 = 1048 // ER_BAD_NULL_ERROR: NULL shard key
+	ErNoDefaultForField     uint16 = 1364 // ER_NO_DEFAULT_FOR_FIELD: INSERT without the shard key
+	ErWrongValueForField    uint16 = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: bad shard key value
+	ErNoPartitionForValue   uint16 = 1526 // ER_NO_PARTITION_FOR_GIVEN_VALUE: key outside every range
 )
 
 // sqlStates gives the SQLSTATE of the codes above; anything else is HY000.
@@ -58,6 +63,11 @@ var sqlStates = map[uint16]string{
 	ErNotAllowedCommand:    "42000",
 	ErMaxPreparedStmtCount: "42000",
 	ErCouldNotConnect:      "HY000",
+	ErTooBigSelect:         "42000",
+	ErBadNull:              "23000",
+	ErNoDefaultForField:    "HY000",
+	ErWrongValueForField:   "22007",
+	ErNoPartitionForValue:  "HY000",
 }
 
 // SQLError is a MySQL error as it travels in an ERR packet: code, SQLSTATE

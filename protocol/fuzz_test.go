@@ -125,6 +125,22 @@ func FuzzParseExecute(f *testing.F) {
 			if e.StatementID != binary.LittleEndian.Uint32(p[1:]) || e.Flags != p[5] {
 				t.Fatalf("header misread: %+v", e)
 			}
+			// What ParseExecute accepts, ExecuteParams decodes.
+			var ld func(int) ([]byte, bool)
+			if longData != nil {
+				ld = func(i int) ([]byte, bool) { return []byte("long"), longData(i) }
+			}
+			seen := 0
+			if err := ExecuteParams(p, e, n, types, ld, func(i int, v Param) error {
+				if i != seen {
+					t.Fatalf("parameter %d after %d", i, seen)
+				}
+				seen++
+				_ = v.AppendText(nil)
+				return nil
+			}); err != nil || seen != n {
+				t.Fatalf("ExecuteParams on an accepted packet: %v after %d of %d", err, seen, n)
+			}
 			if n == 0 {
 				continue
 			}

@@ -67,6 +67,8 @@ type analysis struct {
 	// recognized: the parser rejected the text but the router recognized its leading
 	// keywords (XA, BEGIN WORK, ...).
 	recognized bool
+	// txn: what a KindTxn statement does to the transaction.
+	txn TxnOp
 }
 
 func (a *analysis) sameRouting(b *analysis) bool {
@@ -109,8 +111,8 @@ func analyze(sql string, flags textFlags) analysis {
 func analyzeWith(p *parser.Parser, sql string) analysis {
 	stmts, _, err := p.Parse(sql, "", "")
 	if err != nil {
-		if k, ok := recognizeUnparsed(sql); ok {
-			return analysis{kind: k, recognized: true, pins: pinsOfText(sql)}
+		if k, op, ok := recognizeUnparsed(sql); ok {
+			return analysis{kind: k, txn: op, recognized: true, pins: pinsOfText(sql)}
 		}
 		// Keep the message only: the parser's error carries a stack trace.
 		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %s", ErrParse, err), pins: pinsOfText(sql) | PinUntracked}
@@ -156,20 +158,20 @@ func analyzeWith(p *parser.Parser, sql string) analysis {
 
 // recognizeUnparsed classifies the few statements the TiDB parser rejects but whose kind
 // their first keywords settle.
-func recognizeUnparsed(sql string) (Kind, bool) {
+func recognizeUnparsed(sql string) (Kind, TxnOp, bool) {
 	if !singleStatementText(sql) {
-		return 0, false
+		return 0, 0, false
 	}
 	w := leadingWords(sql, 2)
 	switch {
-	case wordsAre(w, "XA"),
-		wordsAre(w, "BEGIN", "WORK"),
-		wordsAre(w, "COMMIT", "WORK"),
-		wordsAre(w, "ROLLBACK", "WORK"),
-		wordsAre(w, "START", "TRANSACTION"):
-		return KindTxn, true
+	case wordsAre(w, "XA"):
+		return KindTxn, TxnOther, true
+	case wordsAre(w, "BEGIN", "WORK"), wordsAre(w, "START", "TRANSACTION"):
+		return KindTxn, TxnBegin, true
+	case wordsAre(w, "COMMIT", "WORK"), wordsAre(w, "ROLLBACK", "WORK"):
+		return KindTxn, TxnEnd, true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // classifyStmt classifies one parsed statement; sql is its whole text.
@@ -211,8 +213,17 @@ func classifyStmt(stmt ast.StmtNode, sql string) analysis {
 		return analysis{kind: KindRead, readOnly: true}
 	case *ast.UseStmt:
 		return analysis{kind: KindUse, schema: strings.Clone(s.DBName)}
-	case *ast.BeginStmt, *ast.CommitStmt, *ast.RollbackStmt, *ast.SavepointStmt, *ast.ReleaseSavepointStmt:
-		return analysis{kind: KindTxn}
+	case *ast.BeginStmt:
+		return analysis{kind: KindTxn, txn: TxnBegin}
+	case *ast.CommitStmt:
+		return analysis{kind: KindTxn, txn: TxnEnd}
+	case *ast.RollbackStmt:
+		if s.SavepointName != "" {
+			return analysis{kind: KindTxn, txn: TxnOther}
+		}
+		return analysis{kind: KindTxn, txn: TxnEnd}
+	case *ast.SavepointStmt, *ast.ReleaseSavepointStmt:
+		return analysis{kind: KindTxn, txn: TxnOther}
 	case *ast.SetStmt:
 		return classifySet(s, sql)
 	}

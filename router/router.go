@@ -157,7 +157,21 @@ type Plan struct {
 	// serving someone else. LocalName is the result's column name.
 	Local     LocalFunc
 	LocalName string
+	// Txn is what a KindTxn statement does to the transaction.
+	Txn TxnOp
 }
+
+// TxnOp is what a transaction-control statement does.
+type TxnOp uint8
+
+const (
+	// TxnOther: SAVEPOINT, RELEASE SAVEPOINT, ROLLBACK TO SAVEPOINT, XA.
+	TxnOther TxnOp = iota
+	// TxnBegin: BEGIN, START TRANSACTION.
+	TxnBegin
+	// TxnEnd: COMMIT, ROLLBACK.
+	TxnEnd
+)
 
 // ErrParse is wrapped by Plan.ParseErr when the parser rejected the text.
 var ErrParse = errors.New("router: statement not understood by the parser")
@@ -316,6 +330,7 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		Pins:            a.pins,
 		Local:           a.local,
 		LocalName:       a.localName,
+		Txn:             a.txn,
 	}
 	if a.kind == KindRead {
 		p.Target = TargetReplica

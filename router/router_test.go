@@ -875,3 +875,32 @@ func TestPins(t *testing.T) {
 		}
 	}
 }
+
+func TestTxnOp(t *testing.T) {
+	r := New(100)
+	cases := []struct {
+		sql  string
+		kind Kind
+		op   TxnOp
+	}{
+		{"BEGIN", KindTxn, TxnBegin},
+		{"START TRANSACTION READ ONLY", KindTxn, TxnBegin},
+		{"start transaction with consistent snapshot", KindTxn, TxnBegin},
+		{"BEGIN WORK", KindTxn, TxnBegin},
+		{"COMMIT", KindTxn, TxnEnd},
+		{"COMMIT WORK", KindTxn, TxnEnd},
+		{"ROLLBACK", KindTxn, TxnEnd},
+		{"ROLLBACK WORK", KindTxn, TxnEnd},
+		{"ROLLBACK TO SAVEPOINT a", KindTxn, TxnOther},
+		{"SAVEPOINT a", KindTxn, TxnOther},
+		{"RELEASE SAVEPOINT a", KindTxn, TxnOther},
+		{"XA START 'x'", KindTxn, TxnOther},
+		{"SELECT 1", KindRead, TxnOther},
+	}
+	for _, c := range cases {
+		p := r.Classify(c.sql)
+		if p.Kind != c.kind || p.Txn != c.op {
+			t.Errorf("%q: kind %v txn %d, want %v %d", c.sql, p.Kind, p.Txn, c.kind, c.op)
+		}
+	}
+}
