@@ -1,0 +1,339 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Sentinel errors of the merge; callers test them with errors.Is.
+var (
+	// ErrTooManyRows: a merge had to hold more rows (groups, distinct
+	// rows) than max_merge_rows allows.
+	ErrTooManyRows = errors.New("scatter-gather merge holds too many rows")
+	// ErrMergeInput: a Part returned a row the merge cannot use (wrong
+	// column count, a number that does not parse).
+	ErrMergeInput = errors.New("scatter-gather merge got a malformed row")
+	// ErrMergeSpec: a Merge names a column the result does not have.
+	ErrMergeSpec = errors.New("scatter-gather merge spec does not fit the result")
+)
+
+// RowSource yields the rows of one Part's result. Next returns io.EOF after
+// the last row; the Row it returns may be reused by its next call. A
+// RowSource is used by one goroutine, the one running the merge.
+type RowSource interface {
+	Next() (Row, error)
+}
+
+// Run merges the rows of parts, whose columns are cols, into one result
+// and hands each output row, cut to the m.Visible leading columns, to emit.
+// The emitted Row may be reused once emit returns. An error from a part
+// or from emit ends the merge and is returned as is.
+//
+// Without OrderBy, GroupBy, Aggregates or Distinct the parts are
+// concatenated as they stream; with OrderBy alone they are k-way merged,
+// each part assumed sorted by the same keys, holding one row per part;
+// with GroupBy or Aggregates rows are grouped in memory, then sorted.
+// Rows held beyond that (groups, distinct rows) are counted against
+// maxRows (<= 0: no bound); past it Run returns an error wrapping
+// ErrTooManyRows.
+//
+// Run returns as soon as Limit rows are out, without reading the parts to
+// their end: the caller drains or closes what is left. Run is safe for
+// concurrent use: it keeps its state on its own, m is only read.
+func (m *Merge) Run(cols []Column, parts []RowSource, maxRows int, emit func(Row) error) error {
+	if err := m.check(cols); err != nil {
+		return err
+	}
+	r := &runner{m: m, cols: cols, parts: parts, maxRows: maxRows}
+	r.kinds = make([]cmpKind, len(cols))
+	for i, c := range cols {
+		r.kinds[i] = columnKind(c)
+	}
+	r.out = sink{emit: emit, visible: m.Visible, offset: max(m.Offset, 0), limit: m.Limit, r: r}
+	if m.Distinct {
+		r.out.distinct = make(map[string]struct{})
+		r.out.resetDistinct = len(m.OrderBy) > 0 && len(m.GroupBy) == 0 && len(m.Aggregates) == 0
+		for _, k := range m.OrderBy {
+			if k.Column >= m.Visible {
+				r.out.resetDistinct = false
+			}
+		}
+	}
+	switch {
+	case len(m.GroupBy) > 0 || len(m.Aggregates) > 0:
+		return r.group()
+	case len(m.OrderBy) > 0:
+		return r.kway()
+	}
+	return r.concat()
+}
+
+// check reports a Merge whose columns do not exist in cols.
+func (m *Merge) check(cols []Column) error {
+	n := len(cols)
+	if m.Visible < 1 || m.Visible > n {
+		return fmt.Errorf("%w: %d visible columns of %d", ErrMergeSpec, m.Visible, n)
+	}
+	for _, k := range m.OrderBy {
+		if k.Column < 0 || k.Column >= n {
+			return fmt.Errorf("%w: ORDER BY column %d of %d", ErrMergeSpec, k.Column, n)
+		}
+	}
+	for _, c := range m.GroupBy {
+		if c < 0 || c >= n {
+			return fmt.Errorf("%w: GROUP BY column %d of %d", ErrMergeSpec, c, n)
+		}
+	}
+	for _, a := range m.Aggregates {
+		if a.Column < 0 || a.Column >= n || a.Func > AggAvg {
+			return fmt.Errorf("%w: aggregate %d on column %d of %d", ErrMergeSpec, a.Func, a.Column, n)
+		}
+		if a.Func == AggAvg && (a.CountColumn < 0 || a.CountColumn >= n) {
+			return fmt.Errorf("%w: AVG count column %d of %d", ErrMergeSpec, a.CountColumn, n)
+		}
+	}
+	return nil
+}
+
+// runner is the state of one Run.
+type runner struct {
+	m       *Merge
+	cols    []Column
+	kinds   []cmpKind
+	parts   []RowSource
+	maxRows int
+	out     sink
+	keyBuf  []byte
+}
+
+// next reads the next row of part i and checks its width; io.EOF at the
+// end.
+func (r *runner) next(i int) (Row, error) {
+	row, err := r.parts[i].Next()
+	if err != nil {
+		return nil, err
+	}
+	if len(row) != len(r.cols) {
+		return nil, fmt.Errorf("%w: part %d returned a row of %d columns, want %d", ErrMergeInput, i, len(row), len(r.cols))
+	}
+	return row, nil
+}
+
+// tooMany is the error for holding more than maxRows rows of what.
+func (r *runner) tooMany(what string) error {
+	return fmt.Errorf("%w: more than %d %s (max_merge_rows = %d)", ErrTooManyRows, r.maxRows, what, r.maxRows)
+}
+
+// appendRowKey appends the comparison key of the columns idx of row.
+func (r *runner) appendRowKey(dst []byte, row Row, idx []int) ([]byte, error) {
+	var err error
+	for _, c := range idx {
+		if dst, err = appendKey(dst, r.kinds[c], row[c]); err != nil {
+			return dst, fmt.Errorf("column %d: %w", c, err)
+		}
+	}
+	return dst, nil
+}
+
+// sink applies Distinct, Offset and Limit to the merged rows and emits
+// them.
+type sink struct {
+	r             *runner
+	emit          func(Row) error
+	visible       int
+	offset, limit int64
+	emitted       int64
+	// distinct holds the keys of the visible columns seen; nil without
+	// Distinct. With resetDistinct the rows arrive sorted by visible
+	// columns only, so equal rows are adjacent to rows of the same sort
+	// key and the set is cleared when the sort key changes.
+	distinct      map[string]struct{}
+	resetDistinct bool
+	visibleIdx    []int
+	sortKey       []byte
+	prevSortKey   []byte
+}
+
+// full reports that Limit rows are out: nothing more is read.
+func (s *sink) full() bool { return s.limit >= 0 && s.emitted >= s.limit }
+
+// put passes one merged row on.
+func (s *sink) put(row Row) error {
+	if s.distinct != nil {
+		dup, err := s.seen(row)
+		if err != nil || dup {
+			return err
+		}
+	}
+	if s.offset > 0 {
+		s.offset--
+		return nil
+	}
+	s.emitted++
+	return s.emit(row[:s.visible])
+}
+
+// seen reports whether a row equal in the visible columns was put before,
+// and remembers this one.
+func (s *sink) seen(row Row) (bool, error) {
+	r := s.r
+	if s.visibleIdx == nil {
+		s.visibleIdx = make([]int, s.visible)
+		for i := range s.visibleIdx {
+			s.visibleIdx[i] = i
+		}
+	}
+	var err error
+	if s.resetDistinct {
+		s.sortKey = s.sortKey[:0]
+		for _, k := range r.m.OrderBy {
+			if s.sortKey, err = appendKey(s.sortKey, r.kinds[k.Column], row[k.Column]); err != nil {
+				return false, fmt.Errorf("column %d: %w", k.Column, err)
+			}
+		}
+		if string(s.sortKey) != string(s.prevSortKey) {
+			clear(s.distinct)
+			s.prevSortKey = append(s.prevSortKey[:0], s.sortKey...)
+		}
+	}
+	if r.keyBuf, err = r.appendRowKey(r.keyBuf[:0], row, s.visibleIdx); err != nil {
+		return false, err
+	}
+	if _, ok := s.distinct[string(r.keyBuf)]; ok {
+		return true, nil
+	}
+	if r.maxRows > 0 && len(s.distinct) >= r.maxRows {
+		return false, r.tooMany("distinct rows")
+	}
+	s.distinct[string(r.keyBuf)] = struct{}{}
+	return false, nil
+}
+
+// concat streams the parts one after the other.
+func (r *runner) concat() error {
+	for i := range r.parts {
+		for !r.out.full() {
+			row, err := r.next(i)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if err := r.out.put(row); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// kway merges the sorted parts: a binary min-heap of part indexes ordered
+// by each part's current row. A part's row stays valid until that part's
+// next Next call, which comes only after the row was emitted, so nothing
+// is copied.
+func (r *runner) kway() error {
+	if r.out.full() {
+		return nil
+	}
+	nk := len(r.m.OrderBy)
+	h := kheap{r: r, rows: make([]Row, len(r.parts)), keys: make([]keyVal, len(r.parts)*nk)}
+	h.idx = make([]int, 0, len(r.parts))
+	for i := range r.parts {
+		ok, err := h.pull(i)
+		if err != nil {
+			return err
+		}
+		if ok {
+			h.idx = append(h.idx, i)
+		}
+	}
+	for i := len(h.idx)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+	for len(h.idx) > 0 && !r.out.full() {
+		top := h.idx[0]
+		if err := r.out.put(h.rows[top]); err != nil {
+			return err
+		}
+		ok, err := h.pull(top)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			last := len(h.idx) - 1
+			h.idx[0] = h.idx[last]
+			h.idx = h.idx[:last]
+		}
+		if len(h.idx) > 0 {
+			h.down(0)
+		}
+	}
+	return nil
+}
+
+// kheap is the k-way merge's heap.
+type kheap struct {
+	r    *runner
+	idx  []int    // heap of part indexes
+	rows []Row    // current row of each part
+	keys []keyVal // parsed sort keys, len(OrderBy) per part
+}
+
+// pull reads the next row of part i; false at its end.
+func (h *kheap) pull(i int) (bool, error) {
+	row, err := h.r.next(i)
+	if err == io.EOF {
+		h.rows[i] = nil
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	h.rows[i] = row
+	ob := h.r.m.OrderBy
+	keys := h.keys[i*len(ob) : (i+1)*len(ob)]
+	for j, k := range ob {
+		if err := parseKey(h.r.kinds[k.Column], row[k.Column], &keys[j]); err != nil {
+			return false, fmt.Errorf("part %d column %d: %w", i, k.Column, err)
+		}
+	}
+	return true, nil
+}
+
+// less orders parts a and b by their current rows, ties by part index so
+// the merge is deterministic.
+func (h *kheap) less(a, b int) bool {
+	ob := h.r.m.OrderBy
+	n := len(ob)
+	for j, k := range ob {
+		c := compareKeys(h.r.kinds[k.Column], &h.keys[a*n+j], &h.keys[b*n+j])
+		if c != 0 {
+			if k.Desc {
+				return c > 0
+			}
+			return c < 0
+		}
+	}
+	return a < b
+}
+
+func (h *kheap) down(i int) {
+	n := len(h.idx)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h.less(h.idx[r], h.idx[l]) {
+			m = r
+		}
+		if !h.less(h.idx[m], h.idx[i]) {
+			return
+		}
+		h.idx[i], h.idx[m] = h.idx[m], h.idx[i]
+		i = m
+	}
+}

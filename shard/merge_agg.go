@@ -1,0 +1,546 @@
+package shard
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"math/bits"
+	"slices"
+	"strconv"
+)
+
+// AvgColumn returns the column an AVG is written as by the merge, given
+// the column of its partial SUM: the SUM's type with 4 more decimals (at
+// most 30), as the server shows AVG. A SUM of FLOAT or DOUBLE without a
+// fixed scale stays without one. The proxy patches the AVG's column
+// definition to match.
+func AvgColumn(sum Column) Column {
+	c := sum
+	if columnKind(sum) == kindFloat && sum.Decimals >= notFixedDecimals {
+		return c
+	}
+	c.Decimals = min(sum.Decimals+4, maxDecimalScale)
+	return c
+}
+
+// aggState is one aggregate's running value in one group.
+type aggState struct {
+	seen bool  // a non-NULL partial arrived
+	cnt  int64 // COUNT; AVG's count
+	f    float64
+	dec  decAcc
+	best []byte // MIN, MAX
+}
+
+// aggSlab hands out aggregate states from shared chunks.
+type aggSlab []aggState
+
+func (s *aggSlab) take(n int) []aggState {
+	if cap(*s)-len(*s) < n {
+		*s = make([]aggState, 0, max(n*64, 256))
+	}
+	l := len(*s)
+	*s = (*s)[:l+n]
+	return (*s)[l : l+n : l+n]
+}
+
+// group is one output row being built.
+type group struct {
+	row  Row
+	aggs []aggState
+}
+
+// group runs the merge of grouped or aggregated rows: hash-group every
+// row, combine the partial aggregates, then sort and emit.
+func (r *runner) group() error {
+	m := r.m
+	index := make(map[string]int32)
+	var groups []group
+	var arena byteArena
+	var aggSlab aggSlab
+	var tmp keyVal
+	for i := range r.parts {
+		for {
+			row, err := r.next(i)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if r.keyBuf, err = r.appendRowKey(r.keyBuf[:0], row, m.GroupBy); err != nil {
+				return fmt.Errorf("part %d GROUP BY %w", i, err)
+			}
+			gi, ok := index[string(r.keyBuf)]
+			if !ok {
+				if r.maxRows > 0 && len(groups) >= r.maxRows {
+					return r.tooMany("groups")
+				}
+				gi = int32(len(groups))
+				groups = append(groups, group{row: arena.copyRow(row), aggs: aggSlab.take(len(m.Aggregates))})
+				index[string(r.keyBuf)] = gi
+			}
+			g := &groups[gi]
+			for j, a := range m.Aggregates {
+				if err := r.fold(&g.aggs[j], a, row, &tmp); err != nil {
+					return fmt.Errorf("part %d: %w", i, err)
+				}
+			}
+		}
+	}
+	if len(groups) == 0 && len(m.GroupBy) == 0 {
+		// An aggregate of no rows is one row: COUNT 0, the rest NULL.
+		groups = append(groups, group{row: make(Row, len(r.cols)), aggs: make([]aggState, len(m.Aggregates))})
+	}
+	for gi := range groups {
+		g := &groups[gi]
+		for j, a := range m.Aggregates {
+			v, err := r.final(&g.aggs[j], a, &arena)
+			if err != nil {
+				return err
+			}
+			g.row[a.Column] = v
+		}
+	}
+	order := r.groupOrder()
+	if len(order) > 0 && len(groups) > 1 {
+		if err := r.sortGroups(groups, order); err != nil {
+			return err
+		}
+	}
+	for gi := range groups {
+		if r.out.full() {
+			break
+		}
+		if err := r.out.put(groups[gi].row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupOrder is the order of the grouped rows: ORDER BY, else the GROUP
+// BY columns ascending as MariaDB sorts a GROUP BY without ORDER BY.
+func (r *runner) groupOrder() []SortKey {
+	if len(r.m.OrderBy) > 0 {
+		return r.m.OrderBy
+	}
+	keys := make([]SortKey, len(r.m.GroupBy))
+	for i, c := range r.m.GroupBy {
+		keys[i] = SortKey{Column: c}
+	}
+	return keys
+}
+
+// sortGroups sorts groups stably by order, parsing each sort value once.
+func (r *runner) sortGroups(groups []group, order []SortKey) error {
+	n := len(order)
+	keys := make([]keyVal, len(groups)*n)
+	perm := make([]int32, len(groups))
+	for gi := range groups {
+		perm[gi] = int32(gi)
+		for j, k := range order {
+			if err := parseKey(r.kinds[k.Column], groups[gi].row[k.Column], &keys[gi*n+j]); err != nil {
+				return fmt.Errorf("column %d: %w", k.Column, err)
+			}
+		}
+	}
+	slices.SortStableFunc(perm, func(a, b int32) int {
+		for j, k := range order {
+			c := compareKeys(r.kinds[k.Column], &keys[int(a)*n+j], &keys[int(b)*n+j])
+			if c != 0 {
+				if k.Desc {
+					return -c
+				}
+				return c
+			}
+		}
+		return 0
+	})
+	sorted := make([]group, len(groups))
+	for i, gi := range perm {
+		sorted[i] = groups[gi]
+	}
+	copy(groups, sorted)
+	return nil
+}
+
+// fold combines one row's partial value of aggregate a into st.
+func (r *runner) fold(st *aggState, a Aggregate, row Row, tmp *keyVal) error {
+	v := row[a.Column]
+	switch a.Func {
+	case AggCount:
+		if v == nil {
+			return nil
+		}
+		n, ok := parseInt(v)
+		if !ok || n < 0 {
+			return fmt.Errorf("%w: COUNT column %d value %q is not a count", ErrMergeInput, a.Column, v)
+		}
+		if st.cnt, ok = addInt64(st.cnt, n); !ok {
+			return fmt.Errorf("%w: COUNT column %d overflows", ErrMergeInput, a.Column)
+		}
+		st.seen = true
+	case AggSum, AggAvg:
+		if a.Func == AggAvg {
+			c := row[a.CountColumn]
+			if c != nil {
+				n, ok := parseInt(c)
+				if !ok || n < 0 {
+					return fmt.Errorf("%w: AVG count column %d value %q is not a count", ErrMergeInput, a.CountColumn, c)
+				}
+				if st.cnt, ok = addInt64(st.cnt, n); !ok {
+					return fmt.Errorf("%w: AVG count column %d overflows", ErrMergeInput, a.CountColumn)
+				}
+			}
+		}
+		if v == nil {
+			return nil
+		}
+		st.seen = true
+		if r.kinds[a.Column] == kindFloat {
+			f, err := strconv.ParseFloat(string(v), 64)
+			if err != nil {
+				return fmt.Errorf("%w: SUM column %d value %q is not a number", ErrMergeInput, a.Column, v)
+			}
+			st.f += f
+			return nil
+		}
+		if err := st.dec.add(v); err != nil {
+			return fmt.Errorf("SUM column %d: %w", a.Column, err)
+		}
+	case AggMin, AggMax:
+		if v == nil {
+			return nil
+		}
+		k := r.kinds[a.Column]
+		if st.seen {
+			var cur keyVal
+			if err := parseKey(k, v, tmp); err != nil {
+				return fmt.Errorf("column %d: %w", a.Column, err)
+			}
+			_ = parseKey(k, st.best, &cur) // parsed when it was stored
+			c := compareKeys(k, tmp, &cur)
+			if (a.Func == AggMin && c >= 0) || (a.Func == AggMax && c <= 0) {
+				return nil
+			}
+		} else if err := parseKey(k, v, tmp); err != nil {
+			return fmt.Errorf("column %d: %w", a.Column, err)
+		}
+		st.best = append(st.best[:0], v...)
+		st.seen = true
+	}
+	return nil
+}
+
+// final writes the value of aggregate a; nil is NULL.
+func (r *runner) final(st *aggState, a Aggregate, arena *byteArena) ([]byte, error) {
+	col := r.cols[a.Column]
+	var b []byte
+	switch a.Func {
+	case AggCount:
+		b = strconv.AppendInt(arena.tail(), st.cnt, 10)
+	case AggMin, AggMax:
+		if !st.seen {
+			return nil, nil
+		}
+		return st.best, nil
+	case AggSum:
+		if !st.seen {
+			return nil, nil
+		}
+		if r.kinds[a.Column] == kindFloat {
+			b = appendFloat(arena.tail(), st.f, int(col.Decimals))
+		} else {
+			scale := st.dec.scale
+			if r.kinds[a.Column] == kindDecimal {
+				scale = int32(col.Decimals)
+			}
+			b = st.dec.appendText(arena.tail(), scale)
+		}
+	case AggAvg:
+		if !st.seen || st.cnt == 0 {
+			return nil, nil
+		}
+		out := AvgColumn(col)
+		if r.kinds[a.Column] == kindFloat {
+			b = appendFloat(arena.tail(), st.f/float64(st.cnt), int(out.Decimals))
+		} else {
+			b = st.dec.appendQuo(arena.tail(), st.cnt, int32(out.Decimals))
+		}
+	}
+	return arena.commit(b), nil
+}
+
+func addInt64(a, b int64) (int64, bool) {
+	s := a + b
+	if (s > a) != (b > 0) {
+		return 0, false
+	}
+	return s, true
+}
+
+// decAcc sums decimal text exactly: an int64 of the digits while the sum
+// fits, a big.Int after, both scaled by 10^scale.
+type decAcc struct {
+	n     int64
+	b     *big.Int // non-nil once n overflowed
+	scale int32
+}
+
+// pow10 holds the powers of ten an int64 can hold.
+var pow10 = func() (p [19]int64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
+// mulInt64 multiplies without overflow, or reports false.
+func mulInt64(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	hi, lo := bits.Mul64(uint64(absInt64(a)), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return 0, false
+	}
+	if a < 0 {
+		return -int64(lo), true
+	}
+	return int64(lo), true
+}
+
+func absInt64(a int64) int64 {
+	if a < 0 {
+		return -a
+	}
+	return a
+}
+
+// add adds the decimal text v.
+func (d *decAcc) add(v []byte) error {
+	neg, ip, fp, ok := splitDecimal(v)
+	if !ok {
+		return fmt.Errorf("%w: %q is not a decimal", ErrMergeInput, v)
+	}
+	s := int32(len(fp))
+	if d.b == nil && len(ip)+len(fp) <= 18 {
+		var x int64
+		for _, c := range ip {
+			x = x*10 + int64(c-'0')
+		}
+		for _, c := range fp {
+			x = x*10 + int64(c-'0')
+		}
+		if neg {
+			x = -x
+		}
+		if d.addSmall(x, s) {
+			return nil
+		}
+	}
+	if d.b == nil {
+		d.b = big.NewInt(d.n)
+	}
+	var x big.Int
+	digits := make([]byte, 0, len(ip)+len(fp)+1)
+	if neg {
+		digits = append(digits, '-')
+	}
+	digits = append(append(digits, ip...), fp...)
+	if _, ok := x.SetString(string(digits), 10); !ok {
+		return fmt.Errorf("%w: %q is not a decimal", ErrMergeInput, v)
+	}
+	if s > d.scale {
+		d.b.Mul(d.b, bigPow10(s-d.scale))
+		d.scale = s
+	} else if s < d.scale {
+		x.Mul(&x, bigPow10(d.scale-s))
+	}
+	d.b.Add(d.b, &x)
+	return nil
+}
+
+// addSmall adds x scaled by 10^s while everything fits an int64.
+func (d *decAcc) addSmall(x int64, s int32) bool {
+	n := d.n
+	ok := true
+	if s > d.scale {
+		if s-d.scale >= int32(len(pow10)) {
+			return false
+		}
+		n, ok = mulInt64(n, pow10[s-d.scale])
+	} else if s < d.scale {
+		if d.scale-s >= int32(len(pow10)) {
+			return false
+		}
+		x, ok = mulInt64(x, pow10[d.scale-s])
+	}
+	if !ok {
+		return false
+	}
+	sum, ok := addInt64(n, x)
+	if !ok {
+		return false
+	}
+	d.n, d.scale = sum, max(s, d.scale)
+	return true
+}
+
+func bigPow10(n int32) *big.Int {
+	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
+}
+
+// big returns the sum as a big.Int (a new one).
+func (d *decAcc) bigValue() *big.Int {
+	if d.b != nil {
+		return new(big.Int).Set(d.b)
+	}
+	return big.NewInt(d.n)
+}
+
+// appendText appends the sum with scale digits after the point, rounded
+// half away from zero when the partials had more.
+func (d *decAcc) appendText(dst []byte, scale int32) []byte {
+	if d.b == nil && scale == d.scale {
+		var tmp [20]byte
+		return appendScaled(dst, d.n < 0, strconv.AppendUint(tmp[:0], uint64(absInt64(d.n)), 10), scale)
+	}
+	v := d.bigValue()
+	switch {
+	case scale > d.scale:
+		v.Mul(v, bigPow10(scale-d.scale))
+	case scale < d.scale:
+		v = quoRound(v, bigPow10(d.scale-scale))
+	}
+	return appendBig(dst, v, scale)
+}
+
+// appendQuo appends sum / n with scale digits after the point, rounded
+// half away from zero as the server rounds AVG.
+func (d *decAcc) appendQuo(dst []byte, n int64, scale int32) []byte {
+	if d.b == nil && scale >= d.scale && scale-d.scale < int32(len(pow10)) {
+		if num, ok := mulInt64(d.n, pow10[scale-d.scale]); ok {
+			q, rem := num/n, absInt64(num%n)
+			if rem >= n-rem { // half or more: away from zero
+				if num < 0 {
+					q--
+				} else {
+					q++
+				}
+			}
+			var tmp [20]byte
+			return appendScaled(dst, num < 0, strconv.AppendUint(tmp[:0], uint64(absInt64(q)), 10), scale)
+		}
+	}
+	num := d.bigValue()
+	den := big.NewInt(n)
+	if scale >= d.scale {
+		num.Mul(num, bigPow10(scale-d.scale))
+	} else {
+		den.Mul(den, bigPow10(d.scale-scale))
+	}
+	return appendBig(dst, quoRound(num, den), scale)
+}
+
+// quoRound returns num / den (den > 0) rounded half away from zero.
+func quoRound(num, den *big.Int) *big.Int {
+	q, rem := new(big.Int).QuoRem(num, den, new(big.Int))
+	rem.Abs(rem)
+	rem.Lsh(rem, 1)
+	if rem.Cmp(den) >= 0 {
+		if num.Sign() < 0 {
+			q.Sub(q, big.NewInt(1))
+		} else {
+			q.Add(q, big.NewInt(1))
+		}
+	}
+	return q
+}
+
+func appendBig(dst []byte, v *big.Int, scale int32) []byte {
+	neg := v.Sign() < 0
+	digits := new(big.Int).Abs(v).Append(nil, 10)
+	return appendScaled(dst, neg, digits, scale)
+}
+
+// appendScaled writes the digits of an unscaled value with scale digits
+// after the point.
+func appendScaled(dst []byte, neg bool, digits []byte, scale int32) []byte {
+	if neg && !allZero(digits) {
+		dst = append(dst, '-')
+	}
+	s := int(scale)
+	if len(digits) <= s {
+		dst = append(dst, '0')
+		if s > 0 {
+			dst = append(dst, '.')
+			for range s - len(digits) {
+				dst = append(dst, '0')
+			}
+			dst = append(dst, digits...)
+		}
+		return dst
+	}
+	dst = append(dst, digits[:len(digits)-s]...)
+	if s > 0 {
+		dst = append(dst, '.')
+		dst = append(dst, digits[len(digits)-s:]...)
+	}
+	return dst
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+// byteArena hands out copies of rows from large shared chunks, so the
+// rows a merge retains cost a few allocations, not one per value.
+type byteArena struct {
+	buf  []byte
+	slab []([]byte)
+}
+
+const arenaChunk = 32 << 10
+
+// copyRow returns a copy of row whose values live in the arena.
+func (a *byteArena) copyRow(row Row) Row {
+	n := len(row)
+	if cap(a.slab)-len(a.slab) < n {
+		a.slab = make([][]byte, 0, max(n*128, 1024))
+	}
+	out := Row(a.slab[len(a.slab) : len(a.slab)+n : len(a.slab)+n])
+	a.slab = a.slab[:len(a.slab)+n]
+	for i, v := range row {
+		if v != nil {
+			out[i] = a.commit(append(a.tail(), v...))
+		}
+	}
+	return out
+}
+
+// tail returns the free end of the current chunk to append a value to.
+func (a *byteArena) tail() []byte {
+	if cap(a.buf)-len(a.buf) < 64 {
+		a.buf = make([]byte, 0, arenaChunk)
+	}
+	return a.buf[len(a.buf):]
+}
+
+// commit keeps b, which was appended to tail(): when it outgrew the
+// chunk it lives in its own array and the chunk is left as it was.
+func (a *byteArena) commit(b []byte) []byte {
+	free := a.buf[len(a.buf):cap(a.buf)]
+	if len(b) > 0 && cap(free) > 0 && &b[0] == &free[:1][0] {
+		a.buf = a.buf[:len(a.buf)+len(b)]
+	}
+	return b[:len(b):len(b)]
+}
