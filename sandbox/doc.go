@@ -22,6 +22,10 @@
 // ALL PRIVILEGES includes READ ONLY ADMIN (SUPER on MySQL), so the service user can still write
 // to a replica.
 //
+// Options.NoAuth leaves the auth server out. A sharded setup is several such topologies, one
+// per cluster, started at once with StartAll next to one topology that has the auth server;
+// ShardedSluiceConfig writes the multi-cluster sluice configuration for them.
+//
 // Options.SemiSync adds semi-synchronous replication (AFTER_SYNC) for failover tests. A server
 // that was killed comes back on the same port and data dir with Server.Start; after a failover
 // test promoted a replica, Topology.Master still names the original master and

@@ -25,29 +25,58 @@ func (t *Topology) SluiceConfig(listen string, proxyKeys ...string) string {
 }
 
 // SluiceConfigWith is SluiceConfig with extra lines for [auth] and
-// [[cluster]] too.
+// [[cluster]] too. t must have an auth server (not started with
+// Options.NoAuth); a NoAuth topology goes into ShardedSluiceConfig instead.
 func (t *Topology) SluiceConfigWith(o SluiceOptions) string {
+	return ShardedSluiceConfig(o, t.Auth, []NamedTopology{{Name: "main", Topology: t}}, "")
+}
+
+// NamedTopology is one [[cluster]] of a multi-cluster configuration: the
+// cluster name the shard rules use and the topology serving it.
+type NamedTopology struct {
+	Name string
+	*Topology
+}
+
+// ShardedSluiceConfig returns a sluice TOML configuration with auth as the
+// auth backend and one [[cluster]] per entry of clusters, in the order given
+// (the order [sharding] default_cluster falls back on and shard rules'
+// clusters lists usually follow): each with that topology's master, replicas
+// and service account, and o.ClusterKeys. extra is raw TOML appended at the
+// end, for [sharding], [[shard]] and [[broadcast]] tables. auth must not be
+// nil; the clusters are usually started with Options.NoAuth and auth taken
+// from one more topology.
+func ShardedSluiceConfig(o SluiceOptions, auth *Server, clusters []NamedTopology, extra string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[proxy]\nlisten = %q\n", o.Listen)
 	for _, k := range o.ProxyKeys {
 		b.WriteString(k + "\n")
 	}
-	fmt.Fprintf(&b, "\n[auth]\nbackend = \"mysql\"\naddress = %q\n", t.Auth.Addr())
+	fmt.Fprintf(&b, "\n[auth]\nbackend = \"mysql\"\naddress = %q\n", auth.Addr())
 	for _, k := range o.AuthKeys {
 		b.WriteString(k + "\n")
 	}
-	fmt.Fprintf(&b, "\n[[cluster]]\nname = \"main\"\nuser = %q\npassword = %q\nmaster = %q\n",
-		t.Opts.ServiceUser, t.Opts.ServicePassword, t.Master.Addr())
-	for _, k := range o.ClusterKeys {
-		b.WriteString(k + "\n")
-	}
-	for _, r := range t.Replicas {
-		fmt.Fprintf(&b, "  [[cluster.replica]]\n  address = %q\n", r.Addr())
+	for _, c := range clusters {
+		t := c.Topology
+		fmt.Fprintf(&b, "\n[[cluster]]\nname = %q\nuser = %q\npassword = %q\nmaster = %q\n",
+			c.Name, t.Opts.ServiceUser, t.Opts.ServicePassword, t.Master.Addr())
+		for _, k := range o.ClusterKeys {
+			b.WriteString(k + "\n")
+		}
+		for _, r := range t.Replicas {
+			fmt.Fprintf(&b, "  [[cluster.replica]]\n  address = %q\n", r.Addr())
+		}
 	}
 	if len(o.HealthKeys) > 0 {
 		b.WriteString("\n[health]\n")
 		for _, k := range o.HealthKeys {
 			b.WriteString(k + "\n")
+		}
+	}
+	if extra != "" {
+		b.WriteString("\n" + extra)
+		if !strings.HasSuffix(extra, "\n") {
+			b.WriteString("\n")
 		}
 	}
 	return b.String()

@@ -40,6 +40,11 @@ type Options struct {
 	// AppUser/AppPassword (default "app"/"app") is the application's login: created only on
 	// the auth server, with ALL PRIVILEGES ON *.* there.
 	AppUser, AppPassword string
+	// NoAuth starts the topology without its own auth server: Topology.Auth stays nil and
+	// AppUser is created nowhere. A sharded setup is several NoAuth topologies (one per
+	// cluster) that share the auth server of one more topology; see StartAll and
+	// ShardedSluiceConfig.
+	NoAuth bool
 	// SemiSync turns on semi-synchronous replication (MariaDB only): every server starts with
 	// rpl_semi_sync_slave_enabled=ON, rpl_semi_sync_master_wait_point=AFTER_SYNC and
 	// rpl_semi_sync_master_timeout=SemiSyncTimeout, and once the replicas have caught up Start
@@ -101,7 +106,8 @@ func (o Options) validate() error {
 	return nil
 }
 
-// Topology is a running sandbox: a master, its GTID replicas and a separate auth server. The
+// Topology is a running sandbox: a master, its GTID replicas and a separate auth server (none
+// under Options.NoAuth, when Auth is nil). The
 // caller that got it from Start owns it and must call Stop. Master, Replicas, Auth and Opts are
 // set by Start and not changed by the package afterwards. Stop, WaitReplicated and Servers may be
 // called from any goroutine; each server's own methods follow the Server contract.
@@ -191,7 +197,9 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 	for i := 1; i <= opts.Replicas; i++ {
 		t.Replicas = append(t.Replicas, mk("replica"+strconv.Itoa(i), uint32(1+i), true))
 	}
-	t.Auth = mk("auth", uint32(opts.Replicas+2), false)
+	if !opts.NoAuth {
+		t.Auth = mk("auth", uint32(opts.Replicas+2), false)
+	}
 
 	all := t.Servers()
 	ports, err := freePorts(len(all))
@@ -216,8 +224,12 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 			return nil, err
 		}
 	}
+	authAddr := "none"
+	if t.Auth != nil {
+		authAddr = t.Auth.Addr()
+	}
 	logf("sandbox: topology up in %v (master %s, %d replicas, auth %s, dir %s)",
-		time.Since(begin).Round(time.Millisecond), t.Master.Addr(), len(t.Replicas), t.Auth.Addr(), t.Opts.BaseDir)
+		time.Since(begin).Round(time.Millisecond), t.Master.Addr(), len(t.Replicas), authAddr, t.Opts.BaseDir)
 	return t, nil
 }
 
@@ -291,7 +303,11 @@ func (t *Topology) configure(ctx context.Context) error {
 	}
 	// Replicas start from an empty GTID position, so they replay the master's whole binlog,
 	// including the statements above; replica-side statements below are not binlogged.
-	err := parallel(append(append([]*Server{}, t.Replicas...), t.Auth), func(_ int, s *Server) error {
+	others := append([]*Server{}, t.Replicas...)
+	if t.Auth != nil {
+		others = append(others, t.Auth)
+	}
+	err := parallel(others, func(_ int, s *Server) error {
 		if s == t.Auth {
 			return s.execUsers(ctx, append(createUser(f, o.AppUser, o.AppPassword, true),
 				"GRANT ALL PRIVILEGES ON *.* TO "+account(o.AppUser)))
@@ -400,7 +416,7 @@ func (s *Server) semiSyncClients(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Servers returns the master, the replicas in order, and the auth server.
+// Servers returns the master, the replicas in order, and the auth server when there is one.
 func (t *Topology) Servers() []*Server {
 	var s []*Server
 	if t.Master != nil {
@@ -515,4 +531,28 @@ func (s *Server) waitGTID(ctx context.Context, pos string) error {
 			}
 		}
 	}
+}
+
+// StartAll starts one topology per element of opts, all at once, and returns them in the same
+// order; it is how a sharded setup comes up (one NoAuth topology per cluster plus one with the
+// auth server) in the time of the slowest. On any error the topologies that did start are
+// stopped and the errors of all the others are joined. Each returned topology is owned by the
+// caller as after Start.
+func StartAll(ctx context.Context, opts []Options) ([]*Topology, error) {
+	topos := make([]*Topology, len(opts))
+	errs := make([]error, len(opts))
+	var wg sync.WaitGroup
+	for i, o := range opts {
+		wg.Go(func() { topos[i], errs[i] = Start(ctx, o) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, t := range topos {
+			if t != nil {
+				err = errors.Join(err, t.Stop())
+			}
+		}
+		return nil, err
+	}
+	return topos, nil
 }

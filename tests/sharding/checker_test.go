@@ -1,0 +1,102 @@
+package sharding
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestShardOf pins the placement the checker expects, for each algorithm
+// whose function the test restates.
+func TestShardOf(t *testing.T) {
+	pay := &rule{table: "orders", algo: "mod", clusters: []string{"db1", "db2", "db3", "db4", "db5", "db6", "db7", "db8"}, tables: 10}
+	events := &rule{table: "events", algo: "range", clusters: []string{"a", "b"}, tables: 2, boundaries: []int64{0, 1000, 2000, 3000, 4000}}
+	logs := &rule{table: "logs", algo: "date", dateUnit: "month", clusters: []string{"a", "b"}, tables: 3}
+	cases := []struct {
+		r            *rule
+		key          string
+		cluster, tbl string
+	}{
+		{pay, "9527", "db1", "orders_7"},
+		{pay, "81", "db1", "orders_1"},
+		{pay, "123", "db5", "orders_3"},
+		{pay, "7779", "db2", "orders_9"},
+		{events, "0", "a", "events_0"},
+		{events, "1999", "a", "events_1"},
+		{events, "2000", "b", "events_0"},
+		{events, "3999", "b", "events_1"},
+		// month number = year*12 + month-1; 2025-01 is 24300, 24300 % 6 = 0.
+		{logs, "2025-01-31", "a", "logs_0"},
+		{logs, "2025-04-01", "b", "logs_0"},
+		{logs, "2025-06-15 10:00:00", "b", "logs_2"},
+	}
+	for _, c := range cases {
+		s, err := c.r.shardOf(c.key)
+		if err != nil {
+			t.Errorf("%s %s: %v", c.r.table, c.key, err)
+			continue
+		}
+		if c.r.cluster(s) != c.cluster || c.r.physical(s) != c.tbl {
+			t.Errorf("%s %s: shard %d = %s.%s, want %s.%s", c.r.table, c.key, s, c.r.cluster(s), c.r.physical(s), c.cluster, c.tbl)
+		}
+	}
+	for _, bad := range []string{"-1", "4000", "x"} {
+		if _, err := events.shardOf(bad); err == nil {
+			t.Errorf("events %s: no error for a key outside every range", bad)
+		}
+	}
+}
+
+// TestPlacementChecker: the checker finds a row put into the wrong
+// physical table and a hash-rule key present in two places, and nothing
+// else among correctly placed rows.
+func TestPlacementChecker(t *testing.T) {
+	ctx := ctxT(t)
+	mod := &rule{schema: "chk", table: "m", key: "k", algo: "mod", clusters: clusterNames, tables: 2, columns: "k BIGINT NOT NULL"}
+	hash := &rule{schema: "chk", table: "h", key: "k", algo: "hash", clusters: clusterNames, tables: 1, columns: "k BIGINT NOT NULL"}
+	for _, name := range clusterNames {
+		stmts := []string{"CREATE DATABASE chk"}
+		for _, r := range []*rule{mod, hash} {
+			for s := range r.shards() {
+				if r.cluster(s) == name {
+					stmts = append(stmts, fmt.Sprintf("CREATE TABLE chk.%s (%s)", r.physical(s), r.columns))
+				}
+			}
+		}
+		if err := env.clusters[name].Master.Exec(ctx, stmts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, name := range clusterNames {
+			env.clusters[name].Master.Exec(ctxT(t), "DROP DATABASE chk")
+		}
+	})
+	// Keys 0..7 each where the mod rule says, plus 6 (shard 2: c2 m_0) also in c1 m_0.
+	for k := range int64(8) {
+		s := shardOfKey(t, mod, k)
+		if err := env.clusters[mod.cluster(s)].Master.Exec(ctx, fmt.Sprintf("INSERT INTO chk.%s VALUES (%d)", mod.physical(s), k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c1, c2 := env.clusters[clusterNames[0]].Master, env.clusters[clusterNames[1]].Master
+	if err := c1.Exec(ctx, "INSERT INTO chk.m_0 VALUES (6)", "INSERT INTO chk.h VALUES (1), (2)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Exec(ctx, "INSERT INTO chk.h VALUES (3), (2)"); err != nil {
+		t.Fatal(err)
+	}
+	problems, rows, err := checkPlacement(ctx, []*rule{mod, hash}, env.clusters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows["chk.m"] != 9 || rows["chk.h"] != 4 {
+		t.Errorf("rows read %v, want chk.m 9 and chk.h 4", rows)
+	}
+	// The misplaced 6 is reported as misplaced and as found twice.
+	if len(problems) != 3 || !strings.Contains(problems[0], "k = 6 is on cluster c1 table m_0; the rule says cluster c2 table m_0") ||
+		!strings.Contains(problems[1], "k = 6 is both on cluster c1 table m_0 and on cluster c2 table m_0") ||
+		!strings.Contains(problems[2], "k = 2 is both on cluster c1 table h and on cluster c2 table h") {
+		t.Errorf("problems:\n%s\nwant the misplaced k = 6 (twice) and the doubled k = 2", strings.Join(problems, "\n"))
+	}
+}
