@@ -36,7 +36,7 @@ type BackendConn struct {
 	cmd        []byte // commands sluice issues itself are built here
 	// stmts maps the session's statement ids to the ids this connection
 	// prepared them under; COM_RESET_CONNECTION closes them all.
-	stmts map[uint32]backendStmt
+	stmts map[stmtKey]backendStmt
 	// idleSince is when the connection last went back to its pool.
 	idleSince time.Time
 	// lent: the pool lent it to a session and counts it in its backend's

@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
+	"github.com/sluice-proxy/sluice/shard"
 )
 
 // sluiceCapabilities are the capability flags sluice offers clients: only
@@ -52,6 +53,10 @@ type Server struct {
 	auth   auth.Authenticator
 	topo   *health.Topology
 	pools  map[string]*Pool // by backend address; fixed for the Server's life
+	// shards are the sharding rules, nil when the configuration has none;
+	// defaultCluster indexes the cluster of unsharded tables.
+	shards         *shard.Rules
+	defaultCluster int
 
 	tls         *tls.Config // towards clients; nil when off
 	clientCaps  uint32      // capabilities offered to clients
@@ -121,6 +126,18 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	}, []string{"cluster", "backend", "to"})
 	s.metrics.reg.MustRegister(s.stateChanges)
 	s.failover = newFailovers(s)
+	rules, err := shard.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	if rules.Enabled() {
+		s.shards = rules
+	}
+	for i := range cfg.Clusters {
+		if cfg.Clusters[i].Name == cfg.DefaultCluster() {
+			s.defaultCluster = i
+		}
+	}
 	// Pools lend for the roles of a new snapshot before sessions see it.
 	s.topo.OnPublish = s.followSnapshot
 	for _, cc := range cfg.Clusters {

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
+	"github.com/sluice-proxy/sluice/shard"
 )
 
 // fallbackVersion is advertised when no master has been reached yet.
@@ -41,20 +42,19 @@ type Session struct {
 	user string
 	caps uint32 // the client's capabilities, limited to sluice's
 	key  poolKey
-	// cluster is the session's cluster in the snapshot of epoch epoch,
-	// loaded again per statement (followTopology); clusterIdx is its
-	// place in every snapshot's Clusters.
-	cluster    *health.Cluster
-	clusterIdx int
-	epoch      uint64
+	// clusterLeg is the session's state towards the cluster its current
+	// statement runs on. With sharding, legs parks the state towards every
+	// other cluster (the active cluster's slot is stale until useCluster
+	// parks it); without, legs is nil and the one leg is always active.
+	clusterLeg
+	legs []clusterLeg
+	// txBegin is the client's BEGIN / START TRANSACTION text while a
+	// transaction is open under sharding: it is sent to a cluster's master
+	// when the transaction first touches that cluster. txWrites is the
+	// cluster the transaction wrote to, -1 before its first write.
+	txBegin  string
+	txWrites int
 
-	master  *BackendConn
-	replica *BackendConn
-	// readFrom is the replica the session reads from: it borrows a new
-	// connection to it per statement and stays with it while it is up and
-	// no probe round ended since readRound, when it was picked.
-	readFrom  *health.Backend
-	readRound uint64
 	// last ran the session's previous statement: SHOW WARNINGS and the
 	// like must ask it.
 	last *BackendConn
@@ -70,13 +70,6 @@ type Session struct {
 	// ROW_COUNT() from the session's last OK packets.
 	lastInsertID uint64
 	rowCount     int64
-	// consistency is the cluster's read consistency; lastGTID the GTID of
-	// the session's last committed transaction (tracked in causal mode).
-	consistency consistency
-	lastGTID    []byte
-	// appliedOn had applied lastGTID as of probe round appliedRound.
-	appliedOn    *health.Backend
-	appliedRound uint64
 	// aside makes replica picks use their own wheel position (work that
 	// is not a client statement).
 	aside      bool
@@ -88,6 +81,72 @@ type Session struct {
 	freeStmts []*preparedStmt
 	scratch   []byte // reused for packets sluice rewrites or builds
 	scratch2  []byte
+	// shardPkt holds a statement rewritten for one physical table; args
+	// and argText a prepared execution's parameters as shard key values.
+	shardPkt []byte
+	args     []shard.Value
+	argText  []byte
+}
+
+// clusterLeg is what a session holds for one cluster: the cluster as of the
+// snapshot of epoch epoch (loaded again per statement, followTopology), its
+// place in every snapshot's Clusters, the data connections borrowed from
+// the cluster's pools and the replica reads stay with.
+type clusterLeg struct {
+	cluster    *health.Cluster
+	clusterIdx int
+	epoch      uint64
+
+	master  *BackendConn
+	replica *BackendConn
+	// readFrom is the replica the session reads from: it borrows a new
+	// connection to it per statement and stays with it while it is up and
+	// no probe round ended since readRound, when it was picked.
+	readFrom  *health.Backend
+	readRound uint64
+	// consistency is the cluster's read consistency; lastGTID the GTID of
+	// the session's last committed transaction on it (tracked in causal
+	// mode).
+	consistency consistency
+	lastGTID    []byte
+	// appliedOn had applied lastGTID as of probe round appliedRound.
+	appliedOn    *health.Backend
+	appliedRound uint64
+	// txBegun: the session's open transaction (txBegin) was started on
+	// this cluster's master.
+	txBegun bool
+}
+
+// initLeg points a fresh leg at cluster i of the current snapshot.
+func (s *Session) initLeg(l *clusterLeg, i int) {
+	snap := s.srv.topo.Current()
+	l.clusterIdx = i
+	l.cluster, l.epoch = snap.Clusters[i], snap.Epoch
+	l.consistency = consistencyOf(s.srv.cfg.Cluster(l.cluster.Name).Consistency)
+}
+
+// useCluster makes cluster i (its index in the configuration and in every
+// snapshot) the one the session's next exchange runs on.
+func (s *Session) useCluster(i int) {
+	if i == s.clusterIdx || s.legs == nil {
+		return
+	}
+	s.legs[s.clusterIdx] = s.clusterLeg
+	s.clusterLeg = s.legs[i]
+	if s.cluster == nil {
+		s.initLeg(&s.clusterLeg, i)
+	}
+}
+
+// eachLeg calls f with every leg that has been used, the active one
+// included.
+func (s *Session) eachLeg(f func(l *clusterLeg)) {
+	f(&s.clusterLeg)
+	for i := range s.legs {
+		if i != s.clusterIdx && s.legs[i].cluster != nil {
+			f(&s.legs[i])
+		}
+	}
 }
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
@@ -98,6 +157,10 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 		id:     id,
 		client: c,
 		stmts:  make(map[uint32]*preparedStmt),
+		txWrites: -1,
+	}
+	if srv.shards != nil {
+		s.legs = make([]clusterLeg, len(srv.cfg.Clusters))
 	}
 	return s
 }
@@ -185,10 +248,7 @@ func (s *Session) handshake(ctx context.Context) error {
 		foundRows:  login.Capabilities&protocol.ClientFoundRows != 0,
 		localFiles: login.Capabilities&protocol.ClientLocalFiles != 0,
 	}
-	snap := s.srv.topo.Current()
-	s.clusterIdx = 0
-	s.cluster, s.epoch = snap.Clusters[s.clusterIdx], snap.Epoch
-	s.consistency = consistencyOf(s.srv.cfg.Cluster(s.cluster.Name).Consistency)
+	s.initLeg(&s.clusterLeg, s.srv.defaultCluster)
 	s.caps = login.Capabilities
 	if err := s.checkSchema(login.Database); err != nil {
 		_ = s.client.WriteErr(err)
@@ -362,7 +422,13 @@ func (s *Session) dispatch(p []byte) error {
 // comQuery classifies a statement and forwards it to the master or a
 // replica.
 func (s *Session) comQuery(p []byte) error {
-	plan := s.srv.router.ClassifyBytes(p[1:])
+	var plan *router.Plan
+	var sql string
+	if s.srv.shards != nil {
+		plan, sql = s.srv.router.ClassifyText(p[1:])
+	} else {
+		plan = s.srv.router.ClassifyBytes(p[1:])
+	}
 	if plan.LoadDataLocal && !s.key.localFiles {
 		if !s.srv.cfg.Proxy.LocalInfile {
 			return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
@@ -376,6 +442,13 @@ func (s *Session) comQuery(p []byte) error {
 	}
 	// Pin before running: even a failing statement may have left state.
 	s.pin(plan.Pins)
+	if s.srv.shards != nil {
+		q, handled, err := s.shardQuery(p, plan, sql)
+		if handled {
+			return err
+		}
+		p = q
+	}
 	target := s.route(plan)
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
@@ -417,7 +490,21 @@ func (s *Session) comQuery(p []byte) error {
 // inTransaction reports whether the session has a transaction open on the
 // master, or autocommit off, as the master's last status flags say.
 func (s *Session) inTransaction() bool {
-	return s.master != nil && s.master.inTransaction()
+	if s.master != nil && s.master.inTransaction() {
+		return true
+	}
+	if s.legs == nil {
+		return false
+	}
+	if s.txBegin != "" {
+		return true
+	}
+	for i := range s.legs {
+		if i != s.clusterIdx && s.legs[i].master != nil && s.legs[i].master.inTransaction() {
+			return true
+		}
+	}
+	return false
 }
 
 // recordVars adds SET assignments to the session state. A re-assigned
@@ -902,7 +989,7 @@ func (s *Session) sync(bc *BackendConn) error {
 		}
 		bc.vars = append(bc.vars, v.SQL)
 	}
-	return nil
+	return s.beginIfPending(bc)
 }
 
 // dropIfBroken forgets and closes bc when it is broken.
@@ -910,12 +997,14 @@ func (s *Session) dropIfBroken(bc *BackendConn) {
 	if bc == nil || !bc.broken {
 		return
 	}
-	if s.master == bc {
-		s.master = nil
-	}
-	if s.replica == bc {
-		s.replica = nil
-	}
+	s.eachLeg(func(l *clusterLeg) {
+		if l.master == bc {
+			l.master = nil
+		}
+		if l.replica == bc {
+			l.replica = nil
+		}
+	})
 	s.forgetConn(bc)
 	bc.discard()
 }
@@ -935,16 +1024,19 @@ func (s *Session) putBack(bc *BackendConn, reset bool) {
 	}
 }
 
-// release returns both data connections to their pools.
+// release returns the data connections of every leg to their pools.
 func (s *Session) release(reset bool) {
-	if s.master != nil {
-		s.putBack(s.master, reset)
-		s.master = nil
-	}
-	if s.replica != nil {
-		s.putBack(s.replica, reset)
-		s.replica = nil
-	}
+	s.eachLeg(func(l *clusterLeg) {
+		if l.master != nil {
+			s.putBack(l.master, reset)
+			l.master = nil
+		}
+		if l.replica != nil {
+			s.putBack(l.replica, reset)
+			l.replica = nil
+		}
+		l.txBegun = false
+	})
 }
 
 // pinned reports whether the session must keep its connections: an open
@@ -964,12 +1056,23 @@ func (s *Session) afterCommand() {
 }
 
 func (s *Session) writeOK() error {
+	st := s.status()
+	s.scratch = protocol.AppendOK(s.scratch[:0], protocol.OK{Status: st})
+	return s.client.WritePacketFlush(s.scratch)
+}
+
+// status is the server status sluice reports in answers it makes itself:
+// the active master's last flags, with a transaction sharding has not yet
+// started on any cluster shown as open.
+func (s *Session) status() uint16 {
 	st := protocol.StatusAutocommit
 	if s.master != nil {
 		st = s.master.status &^ protocol.StatusMoreResultsExists
 	}
-	s.scratch = protocol.AppendOK(s.scratch[:0], protocol.OK{Status: st})
-	return s.client.WritePacketFlush(s.scratch)
+	if s.txBegin != "" {
+		st |= protocol.StatusInTrans
+	}
+	return st
 }
 
 // close ends the session: data connections go back to their pools, reset
@@ -1023,10 +1126,7 @@ func (s *Session) noteResult(res protocol.RelayResult) {
 // session's own record: the connection that ran the INSERT may be serving
 // another client by now.
 func (s *Session) answerLocal(plan *router.Plan) error {
-	st := protocol.StatusAutocommit
-	if s.master != nil {
-		st = s.master.status &^ protocol.StatusMoreResultsExists
-	}
+	st := s.status()
 	var v []byte
 	var flags uint16 = protocol.FlagNotNull | protocol.FlagBinary
 	switch plan.Local {

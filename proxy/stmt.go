@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
+	"github.com/sluice-proxy/sluice/shard"
 )
 
 // preparedStmt is one statement a client prepared with COM_STMT_PREPARE.
@@ -30,8 +31,21 @@ type preparedStmt struct {
 	longDataSize int64
 	longDataErr  *protocol.SQLError
 	// cursor is the backend connection holding this statement's open
-	// cursor, which COM_STMT_FETCH must reach.
-	cursor *BackendConn
+	// cursor, which COM_STMT_FETCH must reach, as the statement cursorKey
+	// names there.
+	cursor    *BackendConn
+	cursorKey stmtKey
+	// shard is the statement's sharding template; nil without sharding.
+	shard *shard.Template
+}
+
+// stmtKey names a statement prepared on a backend connection: the client's
+// statement id and, under sharding, the physical text it was prepared as
+// ("" for the client's own text), since one client statement runs as a
+// different text per physical table.
+type stmtKey struct {
+	id   uint32
+	text string
 }
 
 // backendStmt is a statement as prepared on one backend connection.
@@ -66,6 +80,23 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	}
 	plan, sql := s.srv.router.ClassifyText(p[1:])
 	s.pin(plan.Pins)
+	var tpl *shard.Template
+	variant := ""
+	if s.srv.shards != nil {
+		// Prepare one physical text (they all have the same parameters
+		// and columns) on its cluster; executions route by their values.
+		var err error
+		if tpl, err = s.srv.shards.Prepare(s.schema, sql); err != nil {
+			return s.client.WriteErr(shardError(err))
+		}
+		sample := tpl.Sample()
+		s.useCluster(sample.Cluster)
+		if sample.SQL != sql {
+			variant = sample.SQL
+			p = append(append(s.shardPkt[:0], protocol.ComStmtPrepare), sample.SQL...)
+			s.shardPkt = p
+		}
+	}
 	clientSeq := s.client.Seq()
 	return s.exchange(s.route(plan), func(bc *BackendConn) (protocol.RelayResult, error) {
 		bc.ResetSeq()
@@ -91,7 +122,8 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		s.nextStmtID++
 		st := s.newStmt()
 		st.id, st.sql, st.plan, st.params, st.columns = s.nextStmtID, sql, plan, int(ok.Params), int(ok.Columns)
-		bc.setStmt(st.id, backendStmt{id: ok.StatementID})
+		st.shard = tpl
+		bc.setStmt(stmtKey{id: st.id, text: variant}, backendStmt{id: ok.StatementID})
 		s.stmts[st.id] = st
 		protocol.SetStmtID(first, st.id)
 		if err := s.client.WritePacket(first); err != nil {
@@ -104,14 +136,20 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	}, nil)
 }
 
-// prepareOn prepares st on bc when bc does not have it yet; the server's
-// metadata is read and dropped (the client has it already).
-func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt) (backendStmt, error) {
-	if bs, ok := bc.stmts[st.id]; ok {
+// prepareOn prepares st on bc, as the physical text when text is not ""
+// (sharding), when bc does not have it yet; the server's metadata is read
+// and dropped (the client has it already).
+func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt, text string) (backendStmt, error) {
+	key := stmtKey{id: st.id, text: text}
+	if bs, ok := bc.stmts[key]; ok {
 		return bs, nil
 	}
+	sql := st.sql
+	if text != "" {
+		sql = text
+	}
 	bc.ResetSeq()
-	if err := bc.WritePacketFlush(append([]byte{protocol.ComStmtPrepare}, st.sql...)); err != nil {
+	if err := bc.WritePacketFlush(append([]byte{protocol.ComStmtPrepare}, sql...)); err != nil {
 		return backendStmt{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
 	}
 	first, err := bc.ReadPacket()
@@ -138,7 +176,7 @@ func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt) (backendStmt, err
 		return backendStmt{}, err
 	}
 	bs := backendStmt{id: ok.StatementID}
-	bc.setStmt(st.id, bs)
+	bc.setStmt(key, bs)
 	return bs, nil
 }
 
@@ -193,10 +231,20 @@ func (s *Session) comStmtExecute(p []byte) error {
 		// A new execute closes the statement's open cursor.
 		st.cursor = nil
 	}
-	clientSeq := s.client.Seq()
 	defer st.clearLongData()
+	variant := ""
+	if st.shard != nil {
+		part, done, err := s.shardExecute(p, st, ex)
+		if done {
+			return err
+		}
+		if part.SQL != st.sql {
+			variant = part.SQL
+		}
+	}
+	clientSeq := s.client.Seq()
 	return s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
-		bs, err := s.prepareOn(bc, st)
+		bs, err := s.prepareOn(bc, st, variant)
 		if err != nil {
 			return protocol.RelayResult{}, err
 		}
@@ -212,9 +260,10 @@ func (s *Session) comStmtExecute(p []byte) error {
 		res, err := s.send(bc, pkt, clientSeq, protocol.ResponseExecute)
 		if err == nil {
 			bs.typesVersion = st.typesVersion
-			bc.setStmt(st.id, bs)
+			key := stmtKey{id: st.id, text: variant}
+			bc.setStmt(key, bs)
 			if res.Status&protocol.StatusCursorExists != 0 {
-				st.cursor = bc
+				st.cursor, st.cursorKey = bc, key
 			}
 		}
 		return res, err
@@ -286,7 +335,7 @@ func (s *Session) comStmtFetch(p []byte) error {
 	if bc == nil || len(p) != 9 {
 		return s.client.WriteErr(protocol.NewError(protocol.ErStmtHasNoOpenCursor, "The statement (%d) has no open cursor.", st.id))
 	}
-	bs := bc.stmts[st.id]
+	bs := bc.stmts[st.cursorKey]
 	protocol.SetStmtID(p, bs.id)
 	res, err := s.send(bc, p, s.client.Seq(), protocol.ResponseRows)
 	if err != nil {
@@ -315,7 +364,7 @@ func (s *Session) comStmtReset(p []byte) error {
 	st.clearLongData()
 	if bc := st.cursor; bc != nil {
 		st.cursor = nil
-		bs := bc.stmts[st.id]
+		bs := bc.stmts[st.cursorKey]
 		protocol.SetStmtID(p, bs.id)
 		if _, err := s.send(bc, p, s.client.Seq(), protocol.ResponseSingle); err != nil {
 			bc.broken = true
@@ -341,15 +390,14 @@ func (s *Session) comStmtClose(p []byte) error {
 	}
 	delete(s.stmts, st.id)
 	defer s.freeStmt(st)
-	for _, bc := range []*BackendConn{s.master, s.replica} {
+	var conns [8]*BackendConn
+	open := conns[:0]
+	s.eachLeg(func(l *clusterLeg) { open = append(open, l.master, l.replica) })
+	for _, bc := range open {
 		if bc == nil {
 			continue
 		}
-		if bs, ok := bc.stmts[st.id]; ok {
-			delete(bc.stmts, st.id)
-			s.closeOn(bc, bs.id)
-			s.dropIfBroken(bc)
-		}
+		s.closeStmtOn(bc, st.id)
 	}
 	return nil
 }
@@ -368,11 +416,23 @@ func (s *Session) forgetConn(bc *BackendConn) {
 }
 
 // setStmt records a statement prepared on bc.
-func (bc *BackendConn) setStmt(clientID uint32, bs backendStmt) {
+func (bc *BackendConn) setStmt(key stmtKey, bs backendStmt) {
 	if bc.stmts == nil {
-		bc.stmts = make(map[uint32]backendStmt)
+		bc.stmts = make(map[stmtKey]backendStmt)
 	}
-	bc.stmts[clientID] = bs
+	bc.stmts[key] = bs
+}
+
+// closeStmtOn closes every text of the client's statement id that bc has
+// prepared.
+func (s *Session) closeStmtOn(bc *BackendConn, id uint32) {
+	for key, bs := range bc.stmts {
+		if key.id == id {
+			delete(bc.stmts, key)
+			s.closeOn(bc, bs.id)
+		}
+	}
+	s.dropIfBroken(bc)
 }
 
 // newStmt takes a preparedStmt from the session's free list, or a new one.

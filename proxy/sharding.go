@@ -1,0 +1,743 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
+	"github.com/sluice-proxy/sluice/shard"
+)
+
+// This file runs statements under sharding ([[shard]] / [[broadcast]]
+// rules): the shard package says where a statement goes (a Route), the
+// session runs it there. A Route with one Part makes that Part's cluster
+// the session's active one and takes the ordinary path (pooled
+// connections, replicas, failover); writes with several Parts and
+// scatter-gather reads are run here.
+//
+// Transactions: BEGIN is answered by sluice and sent to a cluster's master
+// when the transaction first touches that cluster; it may read from any
+// number of clusters but write to one only (a second gets ERR 1235, before
+// anything is sent), so COMMIT commits at most one cluster with changes.
+
+// shardQuery routes one COM_QUERY under sharding. It returns the packet the
+// ordinary path should forward, after making its cluster the active one,
+// with handled false; or handled true once it answered the client itself.
+func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, bool, error) {
+	switch plan.Kind {
+	case router.KindTxn:
+		return nil, true, s.shardTxn(p, plan, sql)
+	case router.KindUse, router.KindSet:
+		s.useCluster(s.srv.defaultCluster)
+		return p, false, nil
+	}
+	if plan.ParseErr != nil {
+		// The default cluster's server reports the syntax error.
+		s.useCluster(s.srv.defaultCluster)
+		return p, false, nil
+	}
+	tpl, err := s.srv.shards.Prepare(s.schema, sql)
+	if err != nil {
+		return nil, true, s.client.WriteErr(shardError(err))
+	}
+	if tpl.IsNextID() {
+		return nil, true, s.answerNextID(tpl, nil)
+	}
+	route, err := tpl.Route(nil)
+	if err != nil {
+		return nil, true, s.client.WriteErr(shardError(err))
+	}
+	return s.runRoute(p, plan, sql, route, nil)
+}
+
+// runRoute runs a Route of a text statement (prepared is nil) or of a
+// prepared statement's execution whose Parts must run as text with the
+// parameters written in (prepared is the statement; its results go to the
+// client in the binary protocol).
+func (s *Session) runRoute(p []byte, plan *router.Plan, sql string, route *shard.Route, prepared *preparedStmt) ([]byte, bool, error) {
+	if route.Write {
+		if e := s.checkTxnWrite(route); e != nil {
+			return nil, true, s.client.WriteErr(e)
+		}
+	}
+	if prepared == nil && (len(route.Parts) == 1 || route.AnyOne) {
+		part := s.pickPart(route)
+		s.useCluster(part.Cluster)
+		if route.Write && s.inTransaction() {
+			s.txWrites = part.Cluster
+		}
+		if part.SQL == sql {
+			return p, false, nil
+		}
+		s.shardPkt = append(append(s.shardPkt[:0], protocol.ComQuery), part.SQL...)
+		return s.shardPkt, false, nil
+	}
+	if route.Write {
+		return nil, true, s.writeParts(route)
+	}
+	return nil, true, s.scatter(plan, route, prepared != nil)
+}
+
+// pickPart chooses the Part of a one-Part route, or of a broadcast read the
+// one on the active cluster when there is one (its connection may be held
+// already), else the default cluster's, else the first.
+func (s *Session) pickPart(route *shard.Route) *shard.Part {
+	if !route.AnyOne {
+		return &route.Parts[0]
+	}
+	best := &route.Parts[0]
+	for i := range route.Parts {
+		switch route.Parts[i].Cluster {
+		case s.clusterIdx:
+			return &route.Parts[i]
+		case s.srv.defaultCluster:
+			best = &route.Parts[i]
+		}
+	}
+	return best
+}
+
+// checkTxnWrite refuses, inside a transaction, a write that would make the
+// transaction change a second cluster: without distributed transactions
+// its COMMIT could not be atomic.
+func (s *Session) checkTxnWrite(route *shard.Route) *protocol.SQLError {
+	if !s.inTransaction() {
+		return nil
+	}
+	names := s.srv.shards.Clusters()
+	c := route.Parts[0].Cluster
+	for _, pt := range route.Parts[1:] {
+		if pt.Cluster != c {
+			return protocol.NewError(protocol.ErNotSupportedYet,
+				"sluice: inside a transaction a statement may write to one cluster only, and this one writes to clusters %s and %s (distributed transactions are not supported yet); run it outside the transaction",
+				names[c], names[pt.Cluster])
+		}
+	}
+	if s.txWrites >= 0 && s.txWrites != c {
+		return protocol.NewError(protocol.ErNotSupportedYet,
+			"sluice: this transaction already wrote to cluster %s and cannot also write to cluster %s (distributed transactions are not supported yet); COMMIT or ROLLBACK first",
+			names[s.txWrites], names[c])
+	}
+	return nil
+}
+
+// shardTxn handles transaction control under sharding.
+func (s *Session) shardTxn(p []byte, plan *router.Plan, sql string) error {
+	switch plan.Txn {
+	case router.TxnBegin:
+		// BEGIN inside a transaction commits it first, as on a server.
+		if e := s.endTxnQuietly("COMMIT"); e != nil {
+			return s.client.WriteErr(e)
+		}
+		s.txBegin = strings.Clone(sql)
+		s.txWrites = -1
+		return s.writeOK()
+	case router.TxnEnd:
+		s.txBegin = ""
+		s.txWrites = -1
+		legs := s.legsInTxn()
+		if len(legs) == 0 {
+			return s.writeOK()
+		}
+		last := legs[len(legs)-1]
+		for _, i := range legs[:len(legs)-1] {
+			s.useCluster(i)
+			s.txBegun = false
+			if err := s.master.simpleCommand(s.master.command(protocol.ComQuery, sql), protocol.ResponseResult); err != nil {
+				s.dropIfBroken(s.master)
+				s.useCluster(last)
+				return s.client.WriteErr(protocol.NewError(protocol.ErUnknownError,
+					"sluice: %s failed on cluster %s: %v", plan.Digest, s.cluster.Name, err))
+			}
+		}
+		s.useCluster(last)
+		s.txBegun = false
+		return s.forward(router.TargetMaster, p, protocol.ResponseResult, nil)
+	}
+	// SAVEPOINT, RELEASE / ROLLBACK TO SAVEPOINT, XA: every cluster the
+	// transaction touched, else the default one (which begins it).
+	legs := s.legsInTxn()
+	if len(legs) == 0 {
+		s.useCluster(s.srv.defaultCluster)
+		return s.forward(router.TargetMaster, p, protocol.ResponseResult, nil)
+	}
+	last := legs[len(legs)-1]
+	for _, i := range legs[:len(legs)-1] {
+		s.useCluster(i)
+		if err := s.master.simpleCommand(s.master.command(protocol.ComQuery, sql), protocol.ResponseResult); err != nil {
+			s.dropIfBroken(s.master)
+			s.useCluster(last)
+			return s.client.WriteErr(protocol.ToSQLError(err))
+		}
+	}
+	s.useCluster(last)
+	return s.forward(router.TargetMaster, p, protocol.ResponseResult, nil)
+}
+
+// legsInTxn lists the clusters whose master connection holds the session's
+// transaction, the active one last.
+func (s *Session) legsInTxn() []int {
+	var out []int
+	active := false
+	s.eachLeg(func(l *clusterLeg) {
+		if l.master == nil || !(l.txBegun || l.master.inTransaction()) {
+			return
+		}
+		if l.clusterIdx == s.clusterIdx {
+			active = true
+			return
+		}
+		out = append(out, l.clusterIdx)
+	})
+	if active {
+		out = append(out, s.clusterIdx)
+	}
+	return out
+}
+
+// endTxnQuietly sends end (COMMIT) to every cluster holding the session's
+// transaction without answering the client.
+func (s *Session) endTxnQuietly(end string) *protocol.SQLError {
+	s.txBegin = ""
+	s.txWrites = -1
+	for _, i := range s.legsInTxn() {
+		s.useCluster(i)
+		s.txBegun = false
+		if err := s.master.simpleCommand(s.master.command(protocol.ComQuery, end), protocol.ResponseResult); err != nil {
+			s.dropIfBroken(s.master)
+			return protocol.NewError(protocol.ErUnknownError, "sluice: %s failed on cluster %s: %v", end, s.cluster.Name, err)
+		}
+	}
+	return nil
+}
+
+// beginIfPending starts the session's transaction on bc, the active
+// cluster's master, when the transaction has not touched this cluster yet.
+func (s *Session) beginIfPending(bc *BackendConn) error {
+	if s.txBegin == "" || s.txBegun || bc != s.master {
+		return nil
+	}
+	if err := bc.simpleCommand(bc.command(protocol.ComQuery, s.txBegin), protocol.ResponseResult); err != nil {
+		return err
+	}
+	s.txBegun = true
+	return nil
+}
+
+// masterFor makes cluster i active and returns its master connection,
+// brought up to date with the session's state.
+func (s *Session) masterFor(i int) (*BackendConn, error) {
+	s.useCluster(i)
+	if err := s.followTopology(); err != nil {
+		return nil, err
+	}
+	bc, err := s.backendFor(router.TargetMaster, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.sync(bc); err != nil {
+		s.dropIfBroken(bc)
+		return nil, err
+	}
+	return bc, nil
+}
+
+// writeParts runs a write with several Parts and answers one OK whose
+// affected rows are the Parts' sum. Outside a transaction each cluster's
+// Parts run in a transaction of their own, committed only when every Part
+// succeeded, so a failing Part (a duplicate key, say) leaves nothing
+// written anywhere.
+func (s *Session) writeParts(route *shard.Route) error {
+	implicit := !s.inTransaction()
+	var total protocol.OK
+	var failed *protocol.SQLError
+	for i := range route.Parts {
+		pt := &route.Parts[i]
+		bc, err := s.masterFor(pt.Cluster)
+		if err == nil && implicit && !s.txBegun {
+			err = bc.simpleCommand(bc.command(protocol.ComQuery, "BEGIN"), protocol.ResponseResult)
+			if err == nil {
+				s.txBegun = true
+			}
+		}
+		var ok protocol.OK
+		if err == nil {
+			ok, err = bc.execOK(pt.SQL)
+		}
+		if err != nil {
+			if bc != nil {
+				s.dropIfBroken(bc)
+			}
+			failed = partError(err, s.cluster.Name)
+			break
+		}
+		total.AffectedRows += ok.AffectedRows
+		total.Warnings += ok.Warnings
+		if total.LastInsertID == 0 {
+			total.LastInsertID = ok.LastInsertID
+		}
+	}
+	if implicit {
+		end := "COMMIT"
+		if failed != nil {
+			end = "ROLLBACK"
+		}
+		for _, i := range s.legsInTxn() {
+			s.useCluster(i)
+			s.txBegun = false
+			if err := s.master.simpleCommand(s.master.command(protocol.ComQuery, end), protocol.ResponseResult); err != nil {
+				s.dropIfBroken(s.master)
+				if failed == nil {
+					failed = protocol.NewError(protocol.ErUnknownError,
+						"sluice: COMMIT of a write over several shards failed on cluster %s (other clusters may have committed): %v", s.cluster.Name, err)
+				}
+			}
+		}
+	} else if failed == nil {
+		s.txWrites = route.Parts[0].Cluster
+	}
+	if failed != nil {
+		s.noteResult(protocol.RelayResult{Err: failed})
+		return s.client.WriteErr(failed)
+	}
+	s.noteResult(protocol.RelayResult{OK: total})
+	total.Status = s.status()
+	s.scratch = protocol.AppendOK(s.scratch[:0], total)
+	return s.client.WritePacketFlush(s.scratch)
+}
+
+// partError turns a Part's failure into the client's ERR: the server's own
+// error as it is, anything else as a lost connection naming the cluster.
+func partError(err error, cluster string) *protocol.SQLError {
+	var se *protocol.SQLError
+	if errors.As(err, &se) {
+		return se
+	}
+	return protocol.NewError(protocol.ErServerLost, "Lost connection to cluster %s during query: %v", cluster, err)
+}
+
+// execOK runs a statement that answers with OK or ERR on bc.
+func (bc *BackendConn) execOK(sql string) (protocol.OK, error) {
+	bc.ResetSeq()
+	if err := bc.WritePacketFlush(bc.command(protocol.ComQuery, sql)); err != nil {
+		bc.broken = true
+		return protocol.OK{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	p, err := bc.ReadPacket()
+	if err != nil {
+		bc.broken = true
+		return protocol.OK{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	switch {
+	case protocol.IsErr(p):
+		se, err := protocol.ParseErr(p)
+		if err != nil {
+			bc.broken = true
+			return protocol.OK{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		return protocol.OK{}, se
+	case protocol.IsOK(p):
+		ok, err := protocol.ParseOK(p)
+		if err != nil {
+			bc.broken = true
+			return ok, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		bc.status = ok.Status
+		return ok, nil
+	}
+	// A result set where an OK was due (INSERT ... RETURNING): the
+	// connection is mid-result; drop it rather than read it.
+	bc.broken = true
+	return protocol.OK{}, protocol.NewError(protocol.ErNotSupportedYet,
+		"sluice: a write over several shards returned rows (RETURNING is not supported over shards)")
+}
+
+// shardExecute routes one execution of a prepared statement by its
+// parameter values. When a single Part takes the client's packet as it is
+// it makes that Part's cluster active and returns the Part for the ordinary
+// path (done false); otherwise it runs the execution itself, the values
+// written into each Part's text, and returns done true.
+func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) (*shard.Part, bool, error) {
+	args := s.args[:0]
+	s.argText = s.argText[:0]
+	err := protocol.ExecuteParams(p, ex, st.params, st.types, func(i int) ([]byte, bool) {
+		d, ok := st.longData[i]
+		return d, ok
+	}, func(i int, v protocol.Param) error {
+		args = append(args, paramValue(v, &s.argText))
+		return nil
+	})
+	s.args = args
+	if err != nil {
+		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
+			"Incorrect arguments to mysqld_stmt_execute: %v", err))
+	}
+	if st.shard.IsNextID() {
+		return nil, true, s.answerNextID(st.shard, args)
+	}
+	route, err := st.shard.Route(args)
+	if err != nil {
+		return nil, true, s.client.WriteErr(shardError(err))
+	}
+	if route.Write {
+		if e := s.checkTxnWrite(route); e != nil {
+			return nil, true, s.client.WriteErr(e)
+		}
+	}
+	if (len(route.Parts) == 1 || route.AnyOne) && !route.PerExecution {
+		part := s.pickPart(route)
+		if part.Params == nil {
+			s.useCluster(part.Cluster)
+			if route.Write && s.inTransaction() {
+				s.txWrites = part.Cluster
+			}
+			return part, false, nil
+		}
+	}
+	// Run the Parts as text with the values written in.
+	nbe := s.lastStatus&protocol.StatusNoBackslashEscape != 0
+	text := &shard.Route{Write: route.Write, AnyOne: route.AnyOne, Merge: route.Merge, Parts: make([]shard.Part, len(route.Parts))}
+	for i, pt := range route.Parts {
+		q, err := shard.Interpolate(pt.SQL, args, pt.Params, nbe)
+		if err != nil {
+			return nil, true, s.client.WriteErr(shardError(err))
+		}
+		text.Parts[i] = shard.Part{Cluster: pt.Cluster, SQL: q, Shards: pt.Shards}
+	}
+	if text.AnyOne || len(text.Parts) == 1 {
+		part := s.pickPart(text)
+		text.Parts, text.AnyOne = []shard.Part{*part}, false
+		if !text.Write && text.Merge == nil {
+			text.Merge = &shard.Merge{Limit: -1}
+		}
+	}
+	if text.Write {
+		return nil, true, s.writeParts(text)
+	}
+	return nil, true, s.scatter(st.plan, text, true)
+}
+
+// paramValue converts a prepared statement's parameter to a shard key
+// value; text forms are built in *buf, which the values alias until the
+// next execution.
+func paramValue(v protocol.Param, buf *[]byte) shard.Value {
+	switch {
+	case v.Null:
+		return shard.Value{Kind: shard.KindNull}
+	case v.IsInteger() && v.Unsigned:
+		return shard.Value{Kind: shard.KindUint, U: v.Uint()}
+	case v.IsInteger():
+		return shard.Value{Kind: shard.KindInt, I: v.Int()}
+	case v.IsFloat():
+		return shard.Value{Kind: shard.KindFloat, F: v.Float()}
+	}
+	start := len(*buf)
+	*buf = v.AppendText(*buf)
+	return shard.Value{Kind: shard.KindString, S: (*buf)[start:len(*buf):len(*buf)]}
+}
+
+// partStream reads one Part's result rows for a merge.
+type partStream struct {
+	bc     *BackendConn
+	extra  bool // bc was borrowed for this statement only
+	cols   int
+	done   bool
+	vals   shard.Row
+	err    *protocol.SQLError
+	status uint16
+}
+
+// Next returns the Part's next row, io.EOF after the last.
+func (ps *partStream) Next() (shard.Row, error) {
+	if ps.done {
+		return nil, io.EOF
+	}
+	p, err := ps.bc.ReadPacket()
+	if err != nil {
+		ps.done = true
+		ps.bc.broken = true
+		return nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	switch {
+	case protocol.IsEOF(p):
+		ps.done = true
+		if len(p) >= 5 {
+			ps.status = binary.LittleEndian.Uint16(p[3:])
+		}
+		return nil, io.EOF
+	case protocol.IsErr(p):
+		ps.done = true
+		se, _ := protocol.ParseErr(p)
+		if se == nil {
+			se = protocol.NewError(protocol.ErUnknownError, "sluice: malformed ERR packet from %s", describe(ps.bc))
+		}
+		ps.err = se
+		return nil, se
+	}
+	row, err := protocol.ParseTextRow(p, ps.cols, ps.vals[:0])
+	if err != nil {
+		ps.done = true
+		ps.bc.broken = true
+		return nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	ps.vals = row
+	return row, nil
+}
+
+// drain reads what is left of the Part's result so its connection can take
+// the next command.
+func (ps *partStream) drain() {
+	for !ps.done {
+		if _, err := ps.Next(); err != nil && err != io.EOF {
+			var se *protocol.SQLError
+			if !errors.As(err, &se) {
+				return
+			}
+		}
+	}
+}
+
+// scatter runs a read on every Part at once and merges the results into
+// one result set as route.Merge says. With binary set the client asked
+// through a prepared statement and gets binary-protocol rows.
+func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool) error {
+	parts := make([]*partStream, len(route.Parts))
+	defer func() {
+		for _, ps := range parts {
+			if ps == nil {
+				continue
+			}
+			ps.drain()
+			switch {
+			case ps.extra && ps.bc.broken:
+				ps.bc.discard()
+			case ps.extra:
+				s.putBack(ps.bc, true)
+			default:
+				s.dropIfBroken(ps.bc)
+			}
+		}
+	}()
+	fail := func(e *protocol.SQLError) error {
+		s.noteResult(protocol.RelayResult{Err: e})
+		return s.client.WriteErr(e)
+	}
+	// Take a connection per Part, and send every Part before reading any
+	// answer, so the shards work in parallel.
+	for i := range route.Parts {
+		pt := &route.Parts[i]
+		s.useCluster(pt.Cluster)
+		if err := s.followTopology(); err != nil {
+			return err
+		}
+		bc, err := s.backendFor(s.route(plan), nil)
+		extra := false
+		if err == nil {
+			for _, prev := range parts[:i] {
+				if prev.bc == bc {
+					// Two physical tables on one cluster: the second
+					// needs a connection of its own.
+					bc, err = s.srv.pools[bc.backend.Address].Get(s.srv.ctx, s.key, s.schema == "")
+					extra = true
+					break
+				}
+			}
+		}
+		if err == nil {
+			err = s.sync(bc)
+		}
+		if err == nil {
+			err = s.beginIfPending(bc)
+		}
+		if err != nil {
+			if bc != nil {
+				if extra {
+					bc.broken = true
+					bc.discard()
+				} else {
+					s.dropIfBroken(bc)
+				}
+			}
+			return fail(partError(err, s.cluster.Name))
+		}
+		parts[i] = &partStream{bc: bc, extra: extra}
+		bc.ResetSeq()
+		if err := bc.WritePacketFlush(bc.command(protocol.ComQuery, pt.SQL)); err != nil {
+			bc.broken = true
+			parts[i].done = true
+			return fail(partError(fmt.Errorf("%w: %w", protocol.ErrBackendIO, err), s.cluster.Name))
+		}
+	}
+	// Read each Part's column definitions; the first Part's describe the
+	// merged result.
+	var defs [][]byte
+	var cols []shard.Column
+	var colDefs []protocol.ColumnDef
+	var failed *protocol.SQLError
+	for _, ps := range parts {
+		n, head, err := readResultHead(ps.bc)
+		if err != nil {
+			ps.done = true
+			if failed == nil {
+				failed = partError(err, ps.bc.backend.Cluster)
+			}
+			continue
+		}
+		ps.cols = n
+		if defs == nil {
+			defs = head
+			for _, d := range head {
+				cd, err := protocol.ParseColumnDef(d)
+				if err != nil {
+					ps.bc.broken = true
+					return fail(partError(fmt.Errorf("%w: %w", protocol.ErrBackendIO, err), ps.bc.backend.Cluster))
+				}
+				colDefs = append(colDefs, cd)
+				cols = append(cols, shard.Column{Type: cd.Type, Flags: cd.Flags, Charset: cd.Charset, Decimals: cd.Decimals})
+			}
+		} else if n != len(defs) && failed == nil {
+			failed = protocol.NewError(protocol.ErUnknownError,
+				"sluice: the shards of this statement answer with different columns (%d and %d); are the physical tables alike?", len(defs), n)
+		}
+	}
+	if failed != nil {
+		return fail(failed)
+	}
+	m := route.Merge
+	visible := m.Visible
+	if visible > len(defs) || visible <= 0 {
+		visible = len(defs)
+	}
+	// The merged result's header: the visible columns, AVG shown as the
+	// DECIMAL the server would give it.
+	s.scratch = protocol.AppendLenEncInt(s.scratch[:0], uint64(visible))
+	if err := s.client.WritePacket(s.scratch); err != nil {
+		return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
+	}
+	for j := range visible {
+		def := defs[j]
+		for _, a := range m.Aggregates {
+			if a.Column == j && a.Func == shard.AggAvg {
+				d := colDefs[j].Decimals
+				if d < 0x1f {
+					d = min(d+4, 30)
+				}
+				if err := protocol.PatchColumnDecimals(def, protocol.TypeNewDecimal, d); err == nil {
+					cols[j].Type, cols[j].Decimals = protocol.TypeNewDecimal, d
+				}
+			}
+		}
+		if err := s.client.WritePacket(def); err != nil {
+			return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
+		}
+	}
+	s.scratch = protocol.AppendEOF(s.scratch[:0], 0, s.status())
+	if err := s.client.WritePacket(s.scratch); err != nil {
+		return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
+	}
+	sources := make([]shard.RowSource, len(parts))
+	for i, ps := range parts {
+		sources[i] = ps
+	}
+	var clientErr error
+	visibleDefs := colDefs[:visible]
+	err := m.Run(cols, sources, s.srv.shards.MaxMergeRows(), func(r shard.Row) error {
+		var err error
+		if binaryRows {
+			s.scratch, err = protocol.AppendBinaryRow(s.scratch[:0], r, visibleDefs)
+			if err != nil {
+				return err
+			}
+		} else {
+			s.scratch = protocol.AppendTextRow(s.scratch[:0], r)
+		}
+		if err := s.client.WritePacket(s.scratch); err != nil {
+			clientErr = err
+			return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
+		}
+		return nil
+	})
+	if clientErr != nil {
+		return fmt.Errorf("%w: %w", protocol.ErrClientIO, clientErr)
+	}
+	if err != nil {
+		// The header is out: an ERR may still end the result.
+		var e *protocol.SQLError
+		if !errors.As(err, &e) {
+			e = shardError(err)
+		}
+		s.noteResult(protocol.RelayResult{Err: e})
+		return s.client.WriteErr(e)
+	}
+	s.noteResult(protocol.RelayResult{Columns: true})
+	s.scratch = protocol.AppendEOF(s.scratch[:0], 0, s.status())
+	return s.client.WritePacketFlush(s.scratch)
+}
+
+// readResultHead reads the column count and column definitions (and their
+// EOF) of a result set on bc; the definitions are copied.
+func readResultHead(bc *BackendConn) (int, [][]byte, error) {
+	p, err := bc.ReadPacket()
+	if err != nil {
+		bc.broken = true
+		return 0, nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	if protocol.IsErr(p) {
+		se, perr := protocol.ParseErr(p)
+		if perr != nil {
+			bc.broken = true
+			return 0, nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, perr)
+		}
+		return 0, nil, se
+	}
+	if protocol.IsOK(p) {
+		ok, _ := protocol.ParseOK(p)
+		bc.status = ok.Status
+		return 0, nil, protocol.NewError(protocol.ErNotSupportedYet, "sluice: a read over several shards returned no result set")
+	}
+	n, _, _, err := protocol.ReadLenEncInt(p)
+	if err != nil || n == 0 || n > 4096 {
+		bc.broken = true
+		return 0, nil, fmt.Errorf("%w: bad column count", protocol.ErrBackendIO)
+	}
+	defs := make([][]byte, n)
+	for i := range defs {
+		d, err := bc.ReadPacket()
+		if err != nil {
+			bc.broken = true
+			return 0, nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		defs[i] = append([]byte(nil), d...)
+	}
+	if p, err = bc.ReadPacket(); err != nil || !protocol.IsEOF(p) {
+		bc.broken = true
+		return 0, nil, fmt.Errorf("%w: no EOF after the column definitions", protocol.ErrBackendIO)
+	}
+	return int(n), defs, nil
+}
+
+// shardError maps a planning or merge error of package shard to the ERR a
+// client sees.
+func shardError(err error) *protocol.SQLError {
+	code := protocol.ErUnknownError
+	switch {
+	case errors.Is(err, shard.ErrBadKeyValue):
+		code = protocol.ErWrongValueForField
+	case errors.Is(err, shard.ErrNullKey):
+		code = protocol.ErBadNull
+	case errors.Is(err, shard.ErrKeyOutOfRange):
+		code = protocol.ErNoPartitionForValue
+	case errors.Is(err, shard.ErrMissingKey):
+		code = protocol.ErNoDefaultForField
+	case errors.Is(err, shard.ErrTooManyRows):
+		code = protocol.ErTooBigSelect
+	case errors.Is(err, shard.ErrCrossShardJoin), errors.Is(err, shard.ErrCrossShardWrite),
+		errors.Is(err, shard.ErrShardKeyUpdate), errors.Is(err, shard.ErrUnsupported):
+		code = protocol.ErNotSupportedYet
+	}
+	return protocol.NewError(code, "sluice: %v", err)
+}
