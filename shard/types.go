@@ -66,8 +66,14 @@ type Part struct {
 // AVG(x) became SUM(x) with a hidden COUNT(x), and LIMIT n OFFSET m became
 // LIMIT m+n on every Part.
 type Merge struct {
-	// Visible is the number of leading columns the client sees.
+	// Visible is the number of leading columns the client sees; -1 when
+	// the select list has a * and the count is only known from the result
+	// (call Resolve with the result's column count first).
 	Visible int
+	// Hidden is the number of trailing columns the Parts return for the
+	// merge only. When Visible is -1, column numbers below zero count from
+	// the end (-1 is the last column); Resolve turns them into positions.
+	Hidden int
 	// OrderBy sorts the merged rows (a k-way merge of the Parts' sorted
 	// results when there is no grouping).
 	OrderBy []SortKey
