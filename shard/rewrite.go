@@ -309,6 +309,11 @@ func (b *builder) build(stmt ast.StmtNode) (*Template, error) {
 		return nil, err
 	}
 	t.single, t.scatter = single, single
+	if t.ru.tables == 1 {
+		// Physical names are the logical ones: one shard runs the text
+		// exactly as the client wrote it.
+		t.single = &text{segs: []string{b.sql}}
+	}
 	if t.scatterErr != nil {
 		return t, nil
 	}
@@ -765,6 +770,9 @@ func (b *builder) insert(t *Template, s *ast.InsertStmt) (*Template, error) {
 		return nil, err
 	}
 	in.text, t.single, t.ins = x, x, in
+	if ru.tables == 1 && !in.fillID {
+		t.single = &text{segs: []string{b.sql}}
+	}
 	return t, nil
 }
 

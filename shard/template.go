@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
 )
 
@@ -220,9 +221,13 @@ func (t *Template) shardRoute(s int) *Route {
 	if r := t.perShard[s].Load(); r != nil {
 		return r
 	}
+	rows := ""
+	if t.ins != nil {
+		rows = t.ins.allRows
+	}
 	r := &Route{
 		Write: t.write,
-		Parts: []Part{{Cluster: t.ru.cluster(s), SQL: t.single.build(t, s, "", ""), Shards: []int{s}}},
+		Parts: []Part{{Cluster: t.ru.cluster(s), SQL: t.single.build(t, s, "", rows), Shards: []int{s}}},
 	}
 	t.perShard[s].Store(r)
 	return r
@@ -415,9 +420,7 @@ func (r *Rules) passTemplate(sql string, params int) *Template {
 
 // prepare parses and analyses sql; see Prepare.
 func (r *Rules) prepare(schema, sql string) (*Template, error) {
-	p := parserPool.Get().(*parser.Parser)
-	stmts, _, err := p.Parse(sql, "", "")
-	parserPool.Put(p)
+	stmts, err := parse(sql)
 	if err != nil {
 		if r.mayName(sql) {
 			// Keep the message only: the parser's error carries a stack.
@@ -435,4 +438,19 @@ func (r *Rules) prepare(schema, sql string) (*Template, error) {
 	}
 	b := &builder{r: r, sql: sql, schema: strings.ToLower(schema)}
 	return b.build(stmts[0])
+}
+
+// parse parses sql with a pooled parser. The parser's literal driver
+// panics on some inputs (very long decimal literals): that is a parse
+// error, and the parser that panicked is not reused.
+func parse(sql string) (stmts []ast.StmtNode, err error) {
+	p := parserPool.Get().(*parser.Parser)
+	defer func() {
+		if v := recover(); v != nil {
+			stmts, err = nil, fmt.Errorf("parser failed: %v", v)
+		}
+	}()
+	stmts, _, err = p.Parse(sql, "", "")
+	parserPool.Put(p)
+	return stmts, err
 }
