@@ -26,7 +26,9 @@ const (
 // Route is where one execution of a statement runs. Routes are immutable;
 // a Template may return the same Route to any number of callers.
 type Route struct {
-	// Parts are the statements to run, at most one per cluster. A Route of
+	// Parts are the statements to run, one per physical table touched
+	// (several for one cluster when tables_per_cluster > 1; one per
+	// cluster for broadcast tables). A Route of
 	// a statement that names no sharded or broadcast table has one Part on
 	// the default cluster whose SQL is the original text.
 	Parts []Part
