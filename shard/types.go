@@ -26,7 +26,9 @@ const (
 // Route is where one execution of a statement runs. Routes are immutable;
 // a Template may return the same Route to any number of callers.
 type Route struct {
-	// Parts are the statements to run, at most one per cluster. A Route of
+	// Parts are the statements to run, one per physical table touched
+	// (several for one cluster when tables_per_cluster > 1; one per
+	// cluster for broadcast tables). A Route of
 	// a statement that names no sharded or broadcast table has one Part on
 	// the default cluster whose SQL is the original text.
 	Parts []Part
@@ -71,8 +73,14 @@ type Part struct {
 // AVG(x) became SUM(x) with a hidden COUNT(x), and LIMIT n OFFSET m became
 // LIMIT m+n on every Part.
 type Merge struct {
-	// Visible is the number of leading columns the client sees.
+	// Visible is the number of leading columns the client sees; -1 when
+	// the select list has a * and the count is only known from the result
+	// (call Resolve with the result's column count first).
 	Visible int
+	// Hidden is the number of trailing columns the Parts return for the
+	// merge only. When Visible is -1, column numbers below zero count from
+	// the end (-1 is the last column); Resolve turns them into positions.
+	Hidden int
 	// OrderBy sorts the merged rows (a k-way merge of the Parts' sorted
 	// results when there is no grouping).
 	OrderBy []SortKey

@@ -1,0 +1,456 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/mysql"
+)
+
+// parserPool holds TiDB parsers, which are not safe for concurrent use.
+var parserPool = sync.Pool{New: func() any {
+	p := parser.New()
+	p.SetMariaDB(true)
+	p.SetSQLMode(defaultSQLMode)
+	return p
+}}
+
+var defaultSQLMode = func() mysql.SQLMode {
+	m, err := mysql.GetSQLMode(mysql.DefaultSQLMode)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}()
+
+// LocalKind tells whether sluice answers a statement itself.
+type LocalKind uint8
+
+const (
+	// LocalNone: the statement runs on the backends of its Route.
+	LocalNone LocalKind = iota
+	// LocalNextID: SELECT NEXT_ID('[schema.]table'[, key]) is answered by
+	// Template.NextID in a one-row, one-column result named
+	// Template.LocalColumn.
+	LocalNextID
+)
+
+// templateKind is how a Template computes its Routes.
+type templateKind uint8
+
+const (
+	// kindFixed: every execution has the same Route (unsharded,
+	// broadcast, DDL and SHOW of sharded tables).
+	kindFixed templateKind = iota
+	// kindSharded: SELECT, UPDATE or DELETE routed by the key.
+	kindSharded
+	// kindInsert: INSERT or REPLACE routed row by row.
+	kindInsert
+	// kindLocal: answered by sluice (NEXT_ID).
+	kindLocal
+)
+
+// Template is the analysis of one statement text under one current
+// database: where it runs as a function of its parameter values. Templates
+// are immutable apart from their lazily filled Route caches, which are
+// safe for concurrent use; any number of sessions may share one.
+type Template struct {
+	rules  *Rules
+	kind   templateKind
+	params int
+	fixed  *Route
+
+	// Sharded statements.
+	ru    *rule
+	write bool
+	// tables are the logical names of the statement's sharded tables as
+	// the client spelled them, indexed by the holes of the texts.
+	tables []string
+	// single is the statement for one shard; scatter the statement for
+	// each shard of a multi-shard execution (with hidden columns and the
+	// LIMIT hole of a scatter read).
+	single, scatter *text
+	// scatterErr is why the statement cannot run on several shards.
+	scatterErr error
+	scopes     []*cond
+	merge      *Merge
+	limit      limitPlan
+	// partParams lists the parameters the scatter text takes when it lost
+	// the LIMIT markers; nil means all.
+	partParams []int
+	perShard   []atomic.Pointer[Route]
+	all        atomic.Pointer[Route]
+	ins        *insertPlan
+
+	// Local statements.
+	local     LocalKind
+	localCol  string
+	nextRule  *rule
+	nextKey   valSrc
+	nextHasKy bool
+}
+
+// limitPlan is a scatter read's LIMIT: each Part is asked for offset+count
+// rows (or all rows when the merge groups) and the merge skips and cuts.
+type limitPlan struct {
+	present   bool
+	count     valSrc
+	offset    valSrc // param -1 and KindNull when absent
+	onParts   bool
+	fromParam bool
+}
+
+// Params returns the number of parameter markers of the statement.
+func (t *Template) Params() int { return t.params }
+
+// Local reports whether sluice answers the statement itself.
+func (t *Template) Local() LocalKind { return t.local }
+
+// LocalColumn is the column name of a local statement's result.
+func (t *Template) LocalColumn() string { return t.localCol }
+
+// NextID answers a LocalNextID statement: a new global id for the named
+// table, embedding the shard of the key argument when one is given (else
+// an id of version IDVersionPlain, which routes nowhere).
+func (t *Template) NextID(args []Value) (int64, error) {
+	if t.local != LocalNextID {
+		return 0, fmt.Errorf("%w: not a NEXT_ID statement", ErrUnsupported)
+	}
+	if !t.nextHasKy {
+		return t.rules.ids.NextPlain(), nil
+	}
+	v := t.nextKey.value(args)
+	if v.Kind == KindNull {
+		return 0, fmt.Errorf("%w: NEXT_ID: %s.%s column %s", ErrNullKey, t.nextRule.schema, t.nextRule.table, t.nextRule.key)
+	}
+	p, err := t.nextRule.place(v)
+	if err != nil {
+		return 0, err
+	}
+	return t.rules.ids.Next(p), nil
+}
+
+// Route returns where one execution runs, given its parameter values
+// (args[i] is marker i; nil for a text without markers). Single-shard
+// Routes of SELECT, UPDATE, DELETE and single-row INSERT are cached in the
+// Template, so routing a point statement does not allocate. The returned
+// Route is shared and must not be modified.
+//
+// Parts are one per physical table touched, so a Route may have several
+// Parts for one cluster when tables_per_cluster > 1.
+func (t *Template) Route(args []Value) (*Route, error) {
+	switch t.kind {
+	case kindFixed:
+		return t.fixed, nil
+	case kindInsert:
+		return t.routeInsert(args)
+	case kindLocal:
+		return nil, fmt.Errorf("%w: NEXT_ID is answered by sluice, not routed", ErrUnsupported)
+	}
+	ru := t.ru
+	var set shardSet
+	if len(t.scopes) == 1 {
+		c := t.scopes[0]
+		if c.op == condKey && len(c.vals) == 1 {
+			// The point statement: no shard set needed.
+			v := c.vals[0].value(args)
+			if v.Kind != KindNull {
+				p, err := ru.place(v)
+				if err != nil {
+					return nil, err
+				}
+				return t.shardRoute(p % ru.shards), nil
+			}
+		}
+		var err error
+		if set, err = c.eval(ru, args); err != nil {
+			return nil, err
+		}
+	} else {
+		one := -1
+		for _, c := range t.scopes {
+			s, err := c.eval(ru, args)
+			if err != nil {
+				return nil, err
+			}
+			n, sh := s.count(ru.shards)
+			if n == 0 {
+				continue
+			}
+			if n > 1 || one >= 0 && sh != one {
+				return nil, t.scatterErr
+			}
+			one = sh
+		}
+		set = shardSet{one: one}
+	}
+	n, one := set.count(ru.shards)
+	switch n {
+	case 0:
+		// No row can match (uid = 1 AND uid = 2, uid = NULL): any one
+		// shard gives the right, empty answer.
+		return t.shardRoute(0), nil
+	case 1:
+		return t.shardRoute(one), nil
+	}
+	if t.scatterErr != nil {
+		return nil, t.scatterErr
+	}
+	if set.all && !t.limit.fromParam {
+		if r := t.all.Load(); r != nil {
+			return r, nil
+		}
+		r, err := t.multiRoute(set, args)
+		if err != nil {
+			return nil, err
+		}
+		t.all.Store(r)
+		return r, nil
+	}
+	return t.multiRoute(set, args)
+}
+
+// shardRoute returns the cached Route of the single-shard text on shard s.
+func (t *Template) shardRoute(s int) *Route {
+	if r := t.perShard[s].Load(); r != nil {
+		return r
+	}
+	rows := ""
+	if t.ins != nil {
+		rows = t.ins.allRows
+	}
+	r := &Route{
+		Write: t.write,
+		Parts: []Part{{Cluster: t.ru.cluster(s), SQL: t.single.build(t, s, "", rows), Shards: []int{s}}},
+	}
+	t.perShard[s].Store(r)
+	return r
+}
+
+// multiRoute builds the Route of the scatter text on the shards of set.
+func (t *Template) multiRoute(set shardSet, args []Value) (*Route, error) {
+	ru := t.ru
+	limitText := ""
+	m := t.merge
+	if t.limit.present {
+		count, offset, err := t.limit.values(args)
+		if err != nil {
+			return nil, err
+		}
+		if t.limit.onParts {
+			limitText = strconv.FormatInt(count+offset, 10)
+		}
+		if t.limit.fromParam {
+			mm := *m
+			mm.Limit, mm.Offset = count, offset
+			m = &mm
+		}
+	}
+	r := &Route{Write: t.write, Merge: m}
+	if t.write {
+		r.Merge = nil
+	}
+	for s := 0; s < ru.shards; s++ {
+		if !set.has(s) {
+			continue
+		}
+		r.Parts = append(r.Parts, Part{
+			Cluster: ru.cluster(s),
+			SQL:     t.scatter.build(t, s, limitText, ""),
+			Params:  t.partParams,
+			Shards:  []int{s},
+		})
+	}
+	return r, nil
+}
+
+func (l *limitPlan) values(args []Value) (count, offset int64, err error) {
+	get := func(src valSrc) (int64, error) {
+		v := src.value(args)
+		if v.Kind == KindNull && src.param < 0 {
+			return 0, nil
+		}
+		mag, neg, ok := integerOf(v)
+		if !ok || neg || mag > 1<<62 {
+			return 0, fmt.Errorf("%w: LIMIT value %s", ErrUnsupported, formatValue(v))
+		}
+		return int64(mag), nil
+	}
+	if count, err = get(l.count); err != nil {
+		return 0, 0, err
+	}
+	if offset, err = get(l.offset); err != nil {
+		return 0, 0, err
+	}
+	return count, offset, nil
+}
+
+// insertPlan is a sharded INSERT or REPLACE: its rows, their keys and the
+// text around them.
+type insertPlan struct {
+	text *text
+	// keys are the rows' key values; rows the rows' restored values
+	// (without parentheses) and rowParams their markers' indexes.
+	keys      []valSrc
+	rows      []string
+	rowParams [][]int
+	// tailParams are the markers after the rows (ON DUPLICATE KEY UPDATE).
+	tailParams []int
+	// allRows is rows joined for the single-shard text.
+	allRows string
+	fillID  bool
+}
+
+func (t *Template) routeInsert(args []Value) (*Route, error) {
+	ru, in := t.ru, t.ins
+	places := make([]int, len(in.keys))
+	first := -1
+	same := true
+	for i, k := range in.keys {
+		v := k.value(args)
+		if v.Kind == KindNull {
+			return nil, fmt.Errorf("%w: %s.%s column %s (row %d)", ErrNullKey, ru.schema, ru.table, ru.key, i+1)
+		}
+		p, err := ru.place(v)
+		if err != nil {
+			return nil, err
+		}
+		places[i] = p
+		if first < 0 {
+			first = p % ru.shards
+		} else if p%ru.shards != first {
+			same = false
+		}
+	}
+	if same && !in.fillID {
+		return t.shardRoute(first), nil
+	}
+	var shards []int
+	for _, p := range places {
+		if s := p % ru.shards; !slices.Contains(shards, s) {
+			shards = append(shards, s)
+		}
+	}
+	slices.Sort(shards)
+	r := &Route{Write: true, Parts: make([]Part, 0, len(shards))}
+	var sb strings.Builder
+	for _, s := range shards {
+		sb.Reset()
+		var params []int
+		n := 0
+		for i, p := range places {
+			if p%ru.shards != s {
+				continue
+			}
+			if n > 0 {
+				sb.WriteString("),(")
+			}
+			n++
+			sb.WriteString(in.rows[i])
+			if in.fillID {
+				sb.WriteByte(',')
+				sb.WriteString(strconv.FormatInt(t.rules.ids.Next(p), 10))
+			}
+			params = append(params, in.rowParams[i]...)
+		}
+		params = append(params, in.tailParams...)
+		switch {
+		case len(params) == t.params:
+			params = nil // all of them, in order
+		case params == nil:
+			params = []int{} // none
+		}
+		r.Parts = append(r.Parts, Part{
+			Cluster: ru.cluster(s),
+			SQL:     in.text.build(t, s, "", sb.String()),
+			Params:  params,
+			Shards:  []int{s},
+		})
+	}
+	return r, nil
+}
+
+// Resolve returns the Merge for a result of columns columns: m itself when
+// its column numbers are known, else (a SELECT * scatter read, Visible < 0)
+// a copy with Visible set and the hidden columns, numbered from the end
+// (-1 the last), numbered from the start.
+func (m *Merge) Resolve(columns int) (*Merge, error) {
+	if m.Visible >= 0 {
+		return m, nil
+	}
+	if columns < m.Hidden {
+		return nil, fmt.Errorf("%w: result has %d columns, fewer than its %d hidden ones", ErrUnsupported, columns, m.Hidden)
+	}
+	mm := *m
+	mm.Visible = columns - m.Hidden
+	fix := func(c int) int {
+		if c < 0 {
+			return columns + c
+		}
+		return c
+	}
+	mm.OrderBy = slices.Clone(m.OrderBy)
+	for i := range mm.OrderBy {
+		mm.OrderBy[i].Column = fix(mm.OrderBy[i].Column)
+	}
+	mm.GroupBy = slices.Clone(m.GroupBy)
+	for i := range mm.GroupBy {
+		mm.GroupBy[i] = fix(mm.GroupBy[i])
+	}
+	mm.Aggregates = slices.Clone(m.Aggregates)
+	for i := range mm.Aggregates {
+		mm.Aggregates[i].Column = fix(mm.Aggregates[i].Column)
+		mm.Aggregates[i].CountColumn = fix(mm.Aggregates[i].CountColumn)
+	}
+	return &mm, nil
+}
+
+// passRoute is the Route of a statement that names no sharded or
+// broadcast table.
+func (r *Rules) passTemplate(sql string, params int) *Template {
+	return &Template{rules: r, kind: kindFixed, params: params,
+		fixed: &Route{Parts: []Part{{Cluster: r.def, SQL: sql}}, Write: true}}
+}
+
+// prepare parses and analyses sql; see Prepare.
+func (r *Rules) prepare(schema, sql string) (*Template, error) {
+	stmts, err := parse(sql)
+	if err != nil {
+		if r.mayName(sql) {
+			// Keep the message only: the parser's error carries a stack.
+			return nil, fmt.Errorf("%w: cannot parse a statement that may name a sharded or broadcast table: %s", ErrUnsupported, err.Error())
+		}
+		return r.passTemplate(sql, 0), nil
+	}
+	if len(stmts) != 1 {
+		for _, st := range stmts {
+			if c := r.collect(st, strings.ToLower(schema)); len(c.sharded) > 0 || c.broadcast > 0 {
+				return nil, fmt.Errorf("%w: several statements in one text naming sharded or broadcast tables", ErrUnsupported)
+			}
+		}
+		return r.passTemplate(sql, 0), nil
+	}
+	b := &builder{r: r, sql: sql, schema: strings.ToLower(schema)}
+	return b.build(stmts[0])
+}
+
+// parse parses sql with a pooled parser. The parser's literal driver
+// panics on some inputs (very long decimal literals): that is a parse
+// error, and the parser that panicked is not reused.
+func parse(sql string) (stmts []ast.StmtNode, err error) {
+	p := parserPool.Get().(*parser.Parser)
+	defer func() {
+		if v := recover(); v != nil {
+			stmts, err = nil, fmt.Errorf("parser failed: %v", v)
+		}
+	}()
+	stmts, _, err = p.Parse(sql, "", "")
+	parserPool.Put(p)
+	return stmts, err
+}
