@@ -214,7 +214,7 @@ func BenchmarkSession(b *testing.B) {
 			c.LenientSeq = true
 			pool := srv.pools[be.Address]
 			conn := &BackendConn{Conn: c, backend: be, pool: pool, key: s.key, status: protocol.StatusAutocommit, schema: s.schema}
-			conn.setStmt(st.id, backendStmt{id: 7, typesVersion: st.typesVersion})
+			conn.setStmt(stmtKey{id: st.id}, backendStmt{id: 7, typesVersion: st.typesVersion})
 			pool.Put(conn)
 			serveOne := func() {
 				cnc.rewind()

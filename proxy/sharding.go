@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-proxy/sluice/protocol"
@@ -44,8 +45,8 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
-	if tpl.IsNextID() {
-		return nil, true, s.answerNextID(tpl, nil)
+	if tpl.Local() == shard.LocalNextID {
+		return nil, true, s.answerNextID(tpl)
 	}
 	route, err := tpl.Route(nil)
 	if err != nil {
@@ -54,13 +55,26 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	return s.runRoute(p, plan, sql, route, nil)
 }
 
+// answerNextID answers SELECT NEXT_ID('table'[, key]) with a new global id.
+func (s *Session) answerNextID(tpl *shard.Template) error {
+	id, err := tpl.NextID(nil)
+	if err != nil {
+		return s.client.WriteErr(shardError(err))
+	}
+	v := strconv.AppendInt(s.scratch2[:0], id, 10)
+	s.scratch2 = v
+	s.scratch, err = protocol.WriteSingleValue(s.client, s.scratch, tpl.LocalColumn(), protocol.TypeLongLong,
+		protocol.FlagNotNull|protocol.FlagBinary, 20, v, s.status())
+	return err
+}
+
 // runRoute runs a Route of a text statement (prepared is nil) or of a
 // prepared statement's execution whose Parts must run as text with the
 // parameters written in (prepared is the statement; its results go to the
 // client in the binary protocol).
 func (s *Session) runRoute(p []byte, plan *router.Plan, sql string, route *shard.Route, prepared *preparedStmt) ([]byte, bool, error) {
 	if route.Write {
-		if e := s.checkTxnWrite(route); e != nil {
+		if e := s.checkTxnWrite(route, plan); e != nil {
 			return nil, true, s.client.WriteErr(e)
 		}
 	}
@@ -104,7 +118,7 @@ func (s *Session) pickPart(route *shard.Route) *shard.Part {
 // checkTxnWrite refuses, inside a transaction, a write that would make the
 // transaction change a second cluster: without distributed transactions
 // its COMMIT could not be atomic.
-func (s *Session) checkTxnWrite(route *shard.Route) *protocol.SQLError {
+func (s *Session) checkTxnWrite(route *shard.Route, plan *router.Plan) *protocol.SQLError {
 	if !s.inTransaction() {
 		return nil
 	}
@@ -113,14 +127,14 @@ func (s *Session) checkTxnWrite(route *shard.Route) *protocol.SQLError {
 	for _, pt := range route.Parts[1:] {
 		if pt.Cluster != c {
 			return protocol.NewError(protocol.ErNotSupportedYet,
-				"sluice: inside a transaction a statement may write to one cluster only, and this one writes to clusters %s and %s (distributed transactions are not supported yet); run it outside the transaction",
-				names[c], names[pt.Cluster])
+				"sluice: inside a transaction a statement may write to one cluster only, and this one writes to clusters %s and %s (distributed transactions are not supported yet); run it outside the transaction: %s",
+				names[c], names[pt.Cluster], plan.Digest)
 		}
 	}
 	if s.txWrites >= 0 && s.txWrites != c {
 		return protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice: this transaction already wrote to cluster %s and cannot also write to cluster %s (distributed transactions are not supported yet); COMMIT or ROLLBACK first",
-			names[s.txWrites], names[c])
+			"sluice: this transaction already wrote to cluster %s and cannot also write to cluster %s (distributed transactions are not supported yet); COMMIT or ROLLBACK first: %s",
+			names[s.txWrites], names[c], plan.Digest)
 	}
 	return nil
 }
@@ -275,8 +289,12 @@ func (s *Session) writeParts(route *shard.Route) error {
 			failed = partError(err, s.cluster.Name)
 			break
 		}
-		total.AffectedRows += ok.AffectedRows
-		total.Warnings += ok.Warnings
+		// A broadcast table's copies change alike: the client sees one
+		// copy's count, as from one table.
+		if pt.Shards != nil || i == 0 {
+			total.AffectedRows += ok.AffectedRows
+			total.Warnings += ok.Warnings
+		}
 		if total.LastInsertID == 0 {
 			total.LastInsertID = ok.LastInsertID
 		}
@@ -376,15 +394,12 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
 			"Incorrect arguments to mysqld_stmt_execute: %v", err))
 	}
-	if st.shard.IsNextID() {
-		return nil, true, s.answerNextID(st.shard, args)
-	}
 	route, err := st.shard.Route(args)
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
 	if route.Write {
-		if e := s.checkTxnWrite(route); e != nil {
+		if e := s.checkTxnWrite(route, st.plan); e != nil {
 			return nil, true, s.client.WriteErr(e)
 		}
 	}
@@ -607,13 +622,17 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	if failed != nil {
 		return fail(failed)
 	}
-	m := route.Merge
+	m, err := route.Merge.Resolve(len(defs))
+	if err != nil {
+		return fail(shardError(err))
+	}
 	visible := m.Visible
 	if visible > len(defs) || visible <= 0 {
-		visible = len(defs)
+		return fail(protocol.NewError(protocol.ErUnknownError,
+			"sluice: the merge expects %d visible columns of %d", m.Visible, len(defs)))
 	}
-	// The merged result's header: the visible columns, AVG shown as the
-	// DECIMAL the server would give it.
+	// The merged result's header: the visible columns, AVG shown with the
+	// decimals the server would give it.
 	s.scratch = protocol.AppendLenEncInt(s.scratch[:0], uint64(visible))
 	if err := s.client.WritePacket(s.scratch); err != nil {
 		return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
@@ -622,12 +641,9 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		def := defs[j]
 		for _, a := range m.Aggregates {
 			if a.Column == j && a.Func == shard.AggAvg {
-				d := colDefs[j].Decimals
-				if d < 0x1f {
-					d = min(d+4, 30)
-				}
-				if err := protocol.PatchColumnDecimals(def, protocol.TypeNewDecimal, d); err == nil {
-					cols[j].Type, cols[j].Decimals = protocol.TypeNewDecimal, d
+				c := shard.AvgColumn(cols[j])
+				if err := protocol.PatchColumnDecimals(def, c.Type, c.Decimals); err == nil {
+					colDefs[j].Type, colDefs[j].Decimals = c.Type, c.Decimals
 				}
 			}
 		}
@@ -645,7 +661,7 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	}
 	var clientErr error
 	visibleDefs := colDefs[:visible]
-	err := m.Run(cols, sources, s.srv.shards.MaxMergeRows(), func(r shard.Row) error {
+	err = m.Run(cols, sources, s.srv.shards.MaxMergeRows(), func(r shard.Row) error {
 		var err error
 		if binaryRows {
 			s.scratch, err = protocol.AppendBinaryRow(s.scratch[:0], r, visibleDefs)

@@ -89,6 +89,10 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		if tpl, err = s.srv.shards.Prepare(s.schema, sql); err != nil {
 			return s.client.WriteErr(shardError(err))
 		}
+		if tpl.Local() != shard.LocalNone {
+			return s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
+				"sluice: NEXT_ID() is answered in text queries only; run SELECT NEXT_ID(...) without preparing it"))
+		}
 		sample := tpl.Sample()
 		s.useCluster(sample.Cluster)
 		if sample.SQL != sql {

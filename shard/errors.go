@@ -31,8 +31,6 @@ var (
 	// over several shards (HAVING, COUNT(DISTINCT), an aggregate inside an
 	// expression, a subquery over several shards, ...).
 	ErrUnsupported = errors.New("unsupported on sharded tables")
-	// ErrTooManyRows: a merge would hold more than max_merge_rows rows.
-	ErrTooManyRows = errors.New("too many rows to merge")
 	// ErrNotSharded: NEXT_ID names a table without a [[shard]] rule.
 	ErrNotSharded = errors.New("table is not sharded")
 )

@@ -586,6 +586,22 @@ func (b *builder) joinedOnKey(n ast.ResultSetNode, where ast.ExprNode, blk *bloc
 // by it still resolve; INSERT and single-table DELETE take no alias, so
 // there the qualifiers themselves become holes.
 func (b *builder) rename(t *Template, stmt ast.StmtNode) error {
+	// The restored text spells expressions its own way (COUNT(*) becomes
+	// COUNT(1)), and the server names a result column after the text: an
+	// unaliased expression keeps the client's spelling as its alias.
+	// Column references and literals are named the same either way.
+	if sel, ok := stmt.(*ast.SelectStmt); ok && sel.Fields != nil {
+		for _, f := range sel.Fields.Fields {
+			if f.WildCard != nil || f.AsName.L != "" {
+				continue
+			}
+			switch f.Expr.(type) {
+			case *ast.ColumnNameExpr, ast.ValueExpr:
+				continue
+			}
+			f.AsName = ast.NewCIStr(fieldText(f, b.sql))
+		}
+	}
 	noAlias := make(map[*ast.TableSource]bool)
 	switch s := stmt.(type) {
 	case *ast.InsertStmt:

@@ -216,6 +216,21 @@ func (t *Template) Route(args []Value) (*Route, error) {
 	return t.multiRoute(set, args)
 }
 
+// Sample returns a physical statement of the template: its text on the
+// first shard, or the statement itself when it names no sharded table.
+// Every shard's text has the same parameters and result columns, so the
+// proxy prepares this one to answer a client's COM_STMT_PREPARE. A local
+// statement (NEXT_ID) has no physical text: SQL is "".
+func (t *Template) Sample() Part {
+	switch t.kind {
+	case kindFixed:
+		return t.fixed.Parts[0]
+	case kindLocal:
+		return Part{Cluster: t.rules.def}
+	}
+	return t.shardRoute(0).Parts[0]
+}
+
 // shardRoute returns the cached Route of the single-shard text on shard s.
 func (t *Template) shardRoute(s int) *Route {
 	if r := t.perShard[s].Load(); r != nil {
@@ -338,7 +353,7 @@ func (t *Template) routeInsert(args []Value) (*Route, error) {
 		}
 	}
 	slices.Sort(shards)
-	r := &Route{Write: true, Parts: make([]Part, 0, len(shards))}
+	r := &Route{Write: true, PerExecution: true, Parts: make([]Part, 0, len(shards))}
 	var sb strings.Builder
 	for _, s := range shards {
 		sb.Reset()

@@ -155,7 +155,7 @@ func TestScatterMerge(t *testing.T) {
 			"SELECT `id`,`amount`,`created` FROM `orders_0` AS `orders` ORDER BY `amount` DESC,`created` LIMIT 15",
 			Merge{Visible: 2, Hidden: 1, OrderBy: []SortKey{{1, true}, {2, false}}, Offset: 5, Limit: 10}},
 		{"SELECT COUNT(*), SUM(amount), MIN(a), MAX(b), AVG(c) FROM orders",
-			"SELECT COUNT(1),SUM(`amount`),MIN(`a`),MAX(`b`),SUM(`c`) AS `AVG(c)`,COUNT(`c`) FROM `orders_0` AS `orders`",
+			"SELECT COUNT(1) AS `COUNT(*)`,SUM(`amount`) AS `SUM(amount)`,MIN(`a`) AS `MIN(a)`,MAX(`b`) AS `MAX(b)`,SUM(`c`) AS `AVG(c)`,COUNT(`c`) FROM `orders_0` AS `orders`",
 			Merge{Visible: 5, Hidden: 1, Limit: -1, Aggregates: []Aggregate{{0, AggCount, 0}, {1, AggSum, 0}, {2, AggMin, 0}, {3, AggMax, 0}, {4, AggAvg, 5}}}},
 		{"SELECT status, COUNT(*) AS n FROM orders GROUP BY status, day ORDER BY n DESC LIMIT 3",
 			"SELECT `status`,COUNT(1) AS `n`,`day` FROM `orders_0` AS `orders` GROUP BY `status`,`day` ORDER BY `n` DESC",
@@ -167,7 +167,7 @@ func TestScatterMerge(t *testing.T) {
 			"SELECT *,`created` FROM `orders_0` AS `orders` ORDER BY `created` DESC LIMIT 2",
 			Merge{Visible: -1, Hidden: 1, OrderBy: []SortKey{{-1, true}}, Limit: 2}},
 		{"SELECT MAX(id) FROM orders",
-			"SELECT MAX(`id`) FROM `orders_0` AS `orders`",
+			"SELECT MAX(`id`) AS `MAX(id)` FROM `orders_0` AS `orders`",
 			Merge{Visible: 1, Aggregates: []Aggregate{{0, AggMax, 0}}, Limit: -1}},
 	}
 	for _, tc := range tests {

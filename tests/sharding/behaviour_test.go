@@ -222,7 +222,9 @@ func decodeID(id int64) idParts {
 }
 
 // TestGlobalIDs: NEXT_ID gives BIGINT ids that increase and carry this
-// sluice's node id, version 1 and the time; an INSERT that omits order_id
+// sluice's node id and the time; without a key they are version 0 (no
+// shard: they route nowhere), with one (NEXT_ID('orders', uid)) version 1
+// and the uid's shard; an INSERT that omits order_id
 // gets one embedding the row's shard; a SELECT by order_id alone finds the
 // row on that shard only (a decoy row with the same id on another shard
 // stays unseen).
@@ -256,8 +258,17 @@ func TestGlobalIDs(t *testing.T) {
 		if i > 0 && id <= ids[i-1] {
 			t.Errorf("NEXT_ID %d after %d: not increasing", id, ids[i-1])
 		}
-		if p.version != 1 || p.node != testNodeID || p.at.Before(before) || p.at.After(after) {
-			t.Errorf("NEXT_ID %d decodes to %+v; want version 1, node %d, time in [%v, %v]", id, p, testNodeID, before, after)
+		if p.version != 0 || p.shard != 0 || p.node != testNodeID || p.at.Before(before) || p.at.After(after) {
+			t.Errorf("NEXT_ID %d decodes to %+v; want version 0, shard 0, node %d, time in [%v, %v]", id, p, testNodeID, before, after)
+		}
+	}
+	for _, u := range []int64{keyOn(r, clusterNames[0], 42000), keyOn(r, clusterNames[1], 42000)} {
+		var id int64
+		if err := c.QueryRowContext(ctx, fmt.Sprintf("SELECT NEXT_ID('orders', %d)", u)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if p, s := decodeID(id), shardOfKey(t, r, u); p.version != 1 || p.shard != int64(s) || p.node != testNodeID {
+			t.Errorf("NEXT_ID('orders', %d) = %d decodes to %+v; want version 1, shard %d, node %d", u, id, p, s, testNodeID)
 		}
 	}
 
