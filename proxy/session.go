@@ -153,10 +153,10 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	c := protocol.NewLeanConn(nc)
 	c.MaxPacket = int(srv.cfg.Proxy.MaxAllowedPacket)
 	s := &Session{
-		srv:    srv,
-		id:     id,
-		client: c,
-		stmts:  make(map[uint32]*preparedStmt),
+		srv:      srv,
+		id:       id,
+		client:   c,
+		stmts:    make(map[uint32]*preparedStmt),
 		txWrites: -1,
 	}
 	if srv.shards != nil {
