@@ -2,11 +2,11 @@ GO      ?= go
 BIN     ?= bin/sluice
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # Packages with concurrency run under the race detector.
-RACE_PKGS := ./protocol/... ./auth/... ./router/... ./health/... ./proxy/... ./sandbox/...
+RACE_PKGS := ./protocol/... ./auth/... ./router/... ./shard/... ./health/... ./proxy/... ./sandbox/...
 # How long `make fuzz` fuzzes each target, and at most how long it spends
 # shrinking one new input (the default 60s would eat a short run).
 FUZZTIME ?= 10s
-FUZZ_PKGS ?= ./protocol ./health
+FUZZ_PKGS ?= ./protocol ./health ./shard
 FUZZMINIMIZETIME ?= 2s
 # `make microbench`: which benchmarks (a -bench pattern), and how long each runs.
 MICROBENCH ?= .
@@ -62,7 +62,7 @@ fuzz:
 # Session) with allocation counts. Quick and network-free; allocs/op is the
 # number to watch, ns/op is only as quiet as the machine.
 microbench:
-	$(GO) test -run '^$$' -bench '$(MICROBENCH)' -benchmem -count 1 -benchtime $(MICROBENCHTIME) ./protocol ./router ./proxy
+	$(GO) test -run '^$$' -bench '$(MICROBENCH)' -benchmem -count 1 -benchtime $(MICROBENCHTIME) ./protocol ./router ./shard ./proxy
 
 e2e:
 	$(GO) test -race -count=1 -timeout 15m ./tests/...
