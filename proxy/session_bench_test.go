@@ -27,12 +27,18 @@ func benchServer(b *testing.B) *Server { return offlineServer(b, "", 1) }
 // offlineServer returns a Server, never started, for a master and replicas
 // on addresses nothing listens on, with healthKeys as its [health] table.
 func offlineServer(tb testing.TB, healthKeys string, replicas int) *Server {
+	return offlineServerWith(tb, healthKeys, replicas, "")
+}
+
+// offlineServerWith is offlineServer with extra TOML at the end (shard rules).
+func offlineServerWith(tb testing.TB, healthKeys string, replicas int, extra string) *Server {
 	tb.Helper()
 	doc := "[auth]\naddress = \"127.0.0.1:1\"\n[health]\n" + healthKeys +
 		"\n[[cluster]]\nname = \"main\"\nuser = \"sluice\"\nmaster = \"127.0.0.1:2\"\n"
 	for i := range replicas {
 		doc += fmt.Sprintf("  [[cluster.replica]]\n  address = \"127.0.0.1:%d\"\n", 3+i)
 	}
+	doc += extra
 	cfg, err := conf.Parse([]byte(doc))
 	if err != nil {
 		tb.Fatal(err)
@@ -170,21 +176,30 @@ func BenchmarkSession(b *testing.B) {
 		response []byte
 		replica  bool // served by the replica, else by the master
 		prepared bool // the session has prepared benchPointSelect
+		// sharded: sbtest1 is sharded by id over two tables of the one
+		// cluster, so the statement is planned by package shard and
+		// rewritten for sbtest1_0.
+		sharded bool
 		// replay: "schema" lends the pooled connection each time with
 		// another session's default schema, "set" without the session's
 		// SET NAMES, so sluice replays it (COM_INIT_DB, COM_QUERY) before
 		// the command, as multiplexing does when connections change hands.
 		replay string
 	}{
-		{"query-point-select", pointSelect, benchTextResult(), true, false, ""},
-		{"query-point-select-replay-schema", pointSelect, okThen(benchTextResult()), true, false, "schema"},
-		{"query-point-select-replay-set", pointSelect, okThen(benchTextResult()), true, false, "set"},
-		{"query-update", append([]byte{protocol.ComQuery}, "UPDATE sbtest1 SET k=k+1 WHERE id=5012"...), okPacket, false, false, ""},
-		{"execute-point-select-bound", benchExecute(true), benchBinaryResult(), true, true, ""},
-		{"execute-point-select-unbound", benchExecute(false), benchBinaryResult(), true, true, ""},
+		{"query-point-select", pointSelect, benchTextResult(), true, false, false, ""},
+		{"query-point-select-sharded", pointSelect, benchTextResult(), true, false, true, ""},
+		{"query-point-select-replay-schema", pointSelect, okThen(benchTextResult()), true, false, false, "schema"},
+		{"query-point-select-replay-set", pointSelect, okThen(benchTextResult()), true, false, false, "set"},
+		{"query-update", append([]byte{protocol.ComQuery}, "UPDATE sbtest1 SET k=k+1 WHERE id=5012"...), okPacket, false, false, false, ""},
+		{"execute-point-select-bound", benchExecute(true), benchBinaryResult(), true, true, false, ""},
+		{"execute-point-select-unbound", benchExecute(false), benchBinaryResult(), true, true, false, ""},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := benchServer(b)
+			if bc.sharded {
+				srv = offlineServerWith(b, "", 1, "[[shard]]\nschema = \"sbtest\"\ntable = \"sbtest1\"\nkey = \"id\"\n"+
+					"algorithm = \"mod\"\nclusters = [\"main\"]\ntables_per_cluster = 2\n")
+			}
 			cluster := srv.topo.Current().Clusters[0]
 			cnc := &benchConn{in: benchPackets(0, bc.command)}
 			s := newSession(srv, 1, cnc)
@@ -230,6 +245,10 @@ func BenchmarkSession(b *testing.B) {
 				}
 			}
 			serveOne()
+			if sent := served.written; bc.sharded && sent <= int64(4+len(bc.command)) {
+				// sbtest1 became `sbtest1_0` AS `sbtest1`: the text grew.
+				b.Fatalf("the sharded statement reached the backend as %d bytes, not rewritten", sent)
+			}
 			// The client got the backend's answer, whole and alone.
 			want := int64(len(served.in))
 			if bc.replay != "" {
