@@ -193,6 +193,26 @@ func (cc *ControlConn) query(ctx context.Context, q string) (*mysql.Resultset, e
 	return rs, err
 }
 
+// Tables lists the base tables and views of schema on the server (none
+// when the schema does not exist).
+func (cc *ControlConn) Tables(ctx context.Context, schema string) ([]string, error) {
+	q := "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '" +
+		strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(schema) + "'"
+	rs, err := cc.query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(rs.Values))
+	for i := range rs.Values {
+		v, err := rs.GetString(i, 0)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, v)
+	}
+	return names, nil
+}
+
 // Ping checks that the server answers (COM_PING).
 func (cc *ControlConn) Ping(ctx context.Context) error {
 	return cc.run(ctx, "ping", cc.c.Ping)

@@ -270,6 +270,10 @@ func (s *Server) Start() error {
 				zap.String("backend", b.Address), zap.String("agent", redactAgent(b.Agent)))
 		},
 	}
+	if s.shards != nil {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.checkShardTables() }()
+	}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); prober.Run(s.ctx) }()
 	go func() { defer s.wg.Done(); _ = s.Serve() }()

@@ -1,13 +1,18 @@
 package proxy
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 	"github.com/sluice-proxy/sluice/shard"
@@ -756,4 +761,74 @@ func shardError(err error) *protocol.SQLError {
 		code = protocol.ErNotSupportedYet
 	}
 	return protocol.NewError(code, "sluice: %v", err)
+}
+
+// MissingShardTables asks every cluster's master which of the physical
+// tables the shard and broadcast rules expect it does not have, and returns
+// them as "cluster: schema.table (rule schema.table)". Statements that reach
+// a missing table fail with the server's ERR 1146 naming it; Start logs the
+// list once so a DBA sees a rule that names the wrong table before the first
+// client does. A master that cannot be asked is reported in the error.
+func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
+	if s.shards == nil {
+		return nil, nil
+	}
+	names := s.shards.Clusters()
+	type key struct {
+		cluster int
+		schema  string
+	}
+	have := make(map[key]map[string]bool)
+	var missing []string
+	var errs []error
+	snap := s.topo.Current()
+	for _, pt := range s.shards.PhysicalTables() {
+		k := key{pt.Cluster, strings.ToLower(pt.Schema)}
+		tables, asked := have[k]
+		if !asked {
+			c := snap.Cluster(names[pt.Cluster])
+			if c == nil {
+				continue
+			}
+			addr := c.Master.Address
+			list, err := func() ([]string, error) {
+				cc, err := health.Dial(ctx, addr, s.failover.credentials(c.Name, addr))
+				if err != nil {
+					return nil, err
+				}
+				defer cc.Close()
+				return cc.Tables(ctx, pt.Schema)
+			}()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err))
+				tables = nil
+			} else {
+				tables = make(map[string]bool, len(list))
+				for _, t := range list {
+					tables[strings.ToLower(t)] = true
+				}
+			}
+			have[k] = tables
+		}
+		if tables != nil && !tables[strings.ToLower(pt.Table)] {
+			missing = append(missing, fmt.Sprintf("%s: %s.%s (rule %s)", names[pt.Cluster], pt.Schema, pt.Table, pt.Logical))
+		}
+	}
+	return missing, errors.Join(errs...)
+}
+
+// checkShardTables logs the physical tables the rules expect but the
+// clusters lack.
+func (s *Server) checkShardTables() {
+	ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.Health.Timeout.Duration+5*time.Second)
+	defer cancel()
+	missing, err := s.MissingShardTables(ctx)
+	if err != nil {
+		s.log.Warn("could not check the physical tables of the shard rules", zap.Error(err))
+	}
+	if len(missing) > 0 {
+		const show = 20
+		s.log.Error("physical tables of shard rules are missing; statements that reach them fail with ERR 1146",
+			zap.Int("missing", len(missing)), zap.Strings("tables", missing[:min(len(missing), show)]))
+	}
 }

@@ -3,6 +3,8 @@ package shard
 import (
 	"fmt"
 	"hash/maphash"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -243,4 +245,48 @@ func (c *templateCache) put(schema, sql string, e cacheEntry) {
 	}
 	s.m[k] = e
 	s.mu.Unlock()
+}
+
+// PhysicalTable is a table the rules expect on a cluster: one shard of a
+// [[shard]] rule, or a [[broadcast]] table's copy.
+type PhysicalTable struct {
+	// Cluster indexes Clusters().
+	Cluster int
+	// Schema and Table name the physical table; Logical is the rule's
+	// "schema.table".
+	Schema, Table, Logical string
+}
+
+// PhysicalTables lists every physical table of every rule and every
+// broadcast table's copy on each cluster, ordered by logical name and
+// shard, so the proxy can check at start-up that they exist.
+func (r *Rules) PhysicalTables() []PhysicalTable {
+	var out []PhysicalTable
+	rules := make([]*rule, 0, len(r.sharded))
+	for _, ru := range r.sharded {
+		rules = append(rules, ru)
+	}
+	slices.SortFunc(rules, func(a, b *rule) int { return strings.Compare(a.lower, b.lower) })
+	for _, ru := range rules {
+		for s := range ru.shards {
+			name := ru.table
+			if ru.tables > 1 {
+				name += "_" + strconv.Itoa(s%ru.tables)
+			}
+			out = append(out, PhysicalTable{Cluster: ru.cluster(s), Schema: ru.schema, Table: name, Logical: ru.schema + "." + ru.table})
+		}
+	}
+	keys := make([]tableKey, 0, len(r.broadcast))
+	for k := range r.broadcast {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b tableKey) int {
+		return strings.Compare(a.schema+"."+a.table, b.schema+"."+b.table)
+	})
+	for _, k := range keys {
+		for c := range r.clusters {
+			out = append(out, PhysicalTable{Cluster: c, Schema: k.schema, Table: k.table, Logical: k.schema + "." + k.table})
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package sharding
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -120,5 +121,25 @@ func waitReplicated(t *testing.T) {
 		if err := env.clusters[name].WaitReplicated(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestMissingShardTablesReported: the start-up check of the rules' physical
+// tables names every table of the rule whose tables were never created, on
+// each cluster, and no table that exists.
+func TestMissingShardTablesReported(t *testing.T) {
+	missing, err := env.srv.MissingShardTables(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for s := range ghostRule.shards() {
+		want = append(want, fmt.Sprintf("%s: %s.%s (rule %s.%s)", ghostRule.cluster(s), ghostRule.schema,
+			ghostRule.physical(s), ghostRule.schema, ghostRule.table))
+	}
+	slices.Sort(want)
+	slices.Sort(missing)
+	if !slices.Equal(missing, want) {
+		t.Errorf("missing physical tables reported: %q\nwant %q", missing, want)
 	}
 }
