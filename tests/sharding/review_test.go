@@ -365,3 +365,324 @@ func TestReviewFailedWriteDoesNotClaimCluster(t *testing.T) {
 	}
 	mustExec(t, c, "ROLLBACK")
 }
+
+// revBoth runs each statement on the review sluice and on the reference
+// and fails t unless both give the same answer.
+func revBoth(t *testing.T, sl, ref querier, stmts ...stmt) {
+	t.Helper()
+	ctx := ctxT(t)
+	for _, s := range stmts {
+		got, want := run(ctx, sl, s), run(ctx, ref, s)
+		if !same(got, want) {
+			t.Errorf("%s\n  sluice:    %v\n  reference: %v", s, got, want)
+		}
+	}
+}
+
+// TestReviewWritesMatchReference: multi-row INSERT over every shard, the
+// same rows again with ON DUPLICATE KEY UPDATE, UPDATE and DELETE without
+// the key: affected rows and resulting rows as on the reference.
+func TestReviewWritesMatchReference(t *testing.T) {
+	sl, ref := revSluice(t, false), revRef(t, false)
+	w := func(q string) stmt { return stmt{sql: q, write: true} }
+	// Reads go to the masters: TestReviewCausalAfterMultiShardWrite is
+	// about what replicas show after these writes.
+	r := func(q string) stmt { return stmt{sql: "/* sluice:master */ " + q, ordered: true} }
+	revBoth(t, sl, ref,
+		w("INSERT INTO t (id, k, name, bname, amt, n) VALUES (6000, 60, 'w', 'w', 1.50, 1), (6001, 60, 'w', 'w', 2.50, 2), (6002, 60, 'w', 'w', -3.25, NULL), (6003, 60, 'w', 'w', NULL, 4), (6004, 60, 'w', 'w', 5.00, 5)"),
+		w("INSERT INTO t (id, k, name, bname, amt, n) VALUES (6000, 60, 'w', 'w', 1.50, 1), (6001, 60, 'w', 'w', 9.50, 2), (6006, 60, 'w', 'w', 7.00, 7), (6007, 60, 'w', 'w', 8.00, 8) ON DUPLICATE KEY UPDATE amt = VALUES(amt), n = n + 10"),
+		r("SELECT id, amt, n FROM t WHERE k = 60 ORDER BY id"),
+		w("UPDATE t SET n = 100 WHERE k = 60 AND n > 5"),
+		w("UPDATE t SET n = 100 WHERE k = 60"),
+		w("REPLACE INTO t (id, k, name, bname, amt) VALUES (6002, 60, 'r', 'r', 0.00), (6008, 60, 'r', 'r', 0.00)"),
+		r("SELECT id, name, amt, n FROM t WHERE k = 60 ORDER BY id"),
+		w("DELETE FROM t WHERE k = 60 AND amt > 2"),
+		r("SELECT id FROM t WHERE k = 60 ORDER BY id"),
+		w("DELETE FROM t WHERE k = 60"),
+	)
+}
+
+// TestReviewBroadcast: broadcast writes change every copy and report the
+// reference's affected rows; reads answer like the reference.
+func TestReviewBroadcast(t *testing.T) {
+	sl, ref := revSluice(t, false), revRef(t, false)
+	w := func(q string) stmt { return stmt{sql: q, write: true} }
+	revBoth(t, sl, ref,
+		w("INSERT INTO bc (code, name) VALUES ('DE', 'Germany'), ('FR', 'France'), ('JP', 'Japan')"),
+		w("UPDATE bc SET name = UPPER(name) WHERE code IN ('DE', 'FR', 'XX')"),
+		stmt{sql: "/* sluice:master */ SELECT code, name FROM bc ORDER BY code", ordered: true},
+		w("DELETE FROM bc WHERE code = 'JP'"),
+		stmt{sql: "/* sluice:master */ SELECT COUNT(*) FROM bc"},
+	)
+	for _, name := range clusterNames {
+		if n := countOn(t, name, revSchema, "bc", "name IN ('GERMANY', 'FRANCE')"); n != 2 {
+			t.Errorf("cluster %s: %d updated broadcast rows, want 2", name, n)
+		}
+	}
+	revBoth(t, sl, ref, w("DELETE FROM bc"))
+}
+
+// TestReviewUseAndShow: USE of another schema, then qualified names of
+// the sharded table; DESCRIBE and SHOW CREATE TABLE of a sharded table
+// show the logical table.
+func TestReviewUseAndShow(t *testing.T) {
+	sl, ref := revSluice(t, false), revRef(t, false)
+	revBoth(t, sl, ref,
+		stmt{sql: "USE " + diffSchema, write: true},
+		stmt{sql: "SELECT COUNT(*), SUM(amt) FROM rev.t"},
+		stmt{sql: "SELECT x.id, x.name FROM rev.t x WHERE x.id IN (1, 6, 11) ORDER BY x.id", ordered: true},
+		stmt{sql: "SELECT id FROM rev.t ORDER BY id DESC LIMIT 2", ordered: true},
+		stmt{sql: "USE " + revSchema, write: true},
+		stmt{sql: "SELECT COUNT(*) FROM t"},
+		stmt{sql: "DESCRIBE t", ordered: true},
+		stmt{sql: "SHOW COLUMNS FROM t", ordered: true},
+	)
+}
+
+// TestReviewShowCreateTable: SHOW CREATE TABLE of a sharded table names
+// the logical table, as the reference does: schema tools and ORMs read
+// the name and the DDL from it.
+func TestReviewShowCreateTable(t *testing.T) {
+	revBoth(t, revSluice(t, false), revRef(t, false), stmt{sql: "SHOW CREATE TABLE t", ordered: true})
+}
+
+// TestReviewScatterEarlyStopReuse: scatter reads that stop at LIMIT
+// before reading every shard's rows leave the session's connections
+// clean: the next statements, text and prepared, in and out of a
+// transaction, answer like the reference.
+func TestReviewScatterEarlyStopReuse(t *testing.T) {
+	for _, binary := range []bool{false, true} {
+		sl, ref := revSluice(t, binary), revRef(t, binary)
+		reads := []stmt{
+			{sql: "SELECT id FROM t LIMIT 1"},
+			{sql: "SELECT COUNT(*) FROM t"},
+			{sql: "SELECT id, name FROM t ORDER BY id LIMIT 2", ordered: true},
+			{sql: "SELECT id FROM t WHERE id = 6"},
+			{sql: "SELECT DISTINCT k FROM t LIMIT 1"},
+			{sql: "SELECT id, amt FROM t ORDER BY amt DESC, id LIMIT 3", ordered: true},
+		}
+		if binary {
+			for _, s := range reads {
+				got, want := runPrepared(ctxT(t), sl, s), runPrepared(ctxT(t), ref, s)
+				if s.sql == "SELECT id FROM t LIMIT 1" || s.sql == "SELECT DISTINCT k FROM t LIMIT 1" {
+					got.rows, want.rows = got.rows[:0], want.rows[:0] // any row
+				}
+				if !same(got, want) {
+					t.Errorf("prepared %s\n  sluice:    %v\n  reference: %v", s, got, want)
+				}
+			}
+			continue
+		}
+		for _, inTx := range []bool{false, true} {
+			if inTx {
+				mustExec(t, sl, "BEGIN")
+				mustExec(t, ref, "BEGIN")
+			}
+			for _, s := range reads {
+				got, want := run(ctxT(t), sl, s), run(ctxT(t), ref, s)
+				if s.sql == "SELECT id FROM t LIMIT 1" || s.sql == "SELECT DISTINCT k FROM t LIMIT 1" {
+					if len(got.rows) != 1 || got.err != nil {
+						t.Errorf("%s (transaction %v): %v, want one row", s, inTx, got)
+					}
+					continue
+				}
+				if !same(got, want) {
+					t.Errorf("%s (transaction %v)\n  sluice:    %v\n  reference: %v", s, inTx, got, want)
+				}
+			}
+			if inTx {
+				mustExec(t, sl, "COMMIT")
+				mustExec(t, ref, "COMMIT")
+			}
+		}
+	}
+}
+
+// TestReviewShardTableMissing: a scatter read reaching a physical table
+// that one cluster lacks fails with 1146 naming it, in the text protocol
+// and as a prepared statement, and the session's next statements answer
+// like the reference.
+func TestReviewShardTableMissing(t *testing.T) {
+	for _, binary := range []bool{false, true} {
+		sl, ref := revSluice(t, binary), revRef(t, binary)
+		for _, q := range []string{"SELECT COUNT(*) FROM half", "SELECT id FROM half ORDER BY id LIMIT 3"} {
+			var res result
+			if binary {
+				res = runPrepared(ctxT(t), sl, stmt{sql: q})
+			} else {
+				res = run(ctxT(t), sl, stmt{sql: q})
+			}
+			if errCode(res.err) != 1146 || !strings.Contains(res.err.Error(), "half") {
+				t.Errorf("binary=%v %s: %v, want error 1146 naming half", binary, q, res)
+			}
+			s := stmt{sql: "SELECT id, amt FROM t ORDER BY id LIMIT 4", ordered: true}
+			var got, want result
+			if binary {
+				got, want = runPrepared(ctxT(t), sl, s), runPrepared(ctxT(t), ref, s)
+			} else {
+				got, want = run(ctxT(t), sl, s), run(ctxT(t), ref, s)
+			}
+			if !same(got, want) {
+				t.Errorf("binary=%v after %s: %s\n  sluice:    %v\n  reference: %v", binary, q, s, got, want)
+			}
+		}
+	}
+}
+
+// TestReviewSessionEndsInTransaction: a session that ends inside a
+// transaction leaves nothing of it, and the connections it held serve
+// later sessions in autocommit mode.
+func TestReviewSessionEndsInTransaction(t *testing.T) {
+	d := sluiceDB(t, revSetup(t), revSchema, false)
+	a, b := revIDOn(0, 5600), revIDOn(2, 5600)
+	c1, err := d.Conn(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c1, "BEGIN", fmt.Sprintf("INSERT INTO t (id, k, name, bname) VALUES (%d, 56, 'gone', 'gone')", a),
+		"SELECT COUNT(*) FROM t WHERE k = 56")
+	c1.Raw(func(any) error { return nil })
+	// Close the client's connection without a COMMIT or ROLLBACK.
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d.SetMaxIdleConns(0)
+	for range 4 {
+		c := conn(t, d)
+		mustExec(t, c, fmt.Sprintf("INSERT INTO t (id, k, name, bname) VALUES (%d, 56, 'kept', 'kept') ON DUPLICATE KEY UPDATE name = 'kept'", b),
+			fmt.Sprintf("INSERT INTO t (id, k, name, bname) VALUES (%d, 56, 'kept', 'kept') ON DUPLICATE KEY UPDATE name = 'kept'", a))
+		c.Close()
+	}
+	for _, id := range []int64{a, b} {
+		s := int(id % int64(revT.shards()))
+		if n := countOn(t, revT.cluster(s), revSchema, revT.physical(s), "id = ? AND name = 'kept'", id); n != 1 {
+			t.Errorf("id %d: %d committed rows on %s, want 1", id, n, revT.cluster(s))
+		}
+	}
+	mustExec(t, conn(t, d), "DELETE FROM t WHERE k = 56")
+}
+
+// TestReviewLastInsertID: LAST_INSERT_ID() and the OK packet's insert id
+// after INSERTs into a sharded table with an AUTO_INCREMENT column are
+// the id of the statement's first row, as on one server.
+func TestReviewLastInsertID(t *testing.T) {
+	c := revSluice(t, false)
+	ctx := ctxT(t)
+	u1, u2 := int64(9002), int64(9001) // shard 2 (c2, ai_0, ids from 1000) and shard 1 (c1, ai_1)
+	lastID := func() int64 {
+		var id int64
+		if err := c.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	idOf := func(u int64, v int) int64 {
+		var id int64
+		if err := c.QueryRowContext(ctx, "SELECT id FROM ai WHERE u = ? AND v = ?", u, v).Scan(&id); err != nil {
+			t.Fatalf("id of u %d v %d: %v", u, v, err)
+		}
+		return id
+	}
+	res, err := c.ExecContext(ctx, fmt.Sprintf("INSERT INTO ai (u, v) VALUES (%d, 1)", u1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := idOf(u1, 1)
+	if got, _ := res.LastInsertId(); got != want {
+		t.Errorf("single-row INSERT: OK insert id %d, want %d", got, want)
+	}
+	if got := lastID(); got != want {
+		t.Errorf("single-row INSERT: LAST_INSERT_ID() = %d, want %d", got, want)
+	}
+	res, err = c.ExecContext(ctx, fmt.Sprintf("INSERT INTO ai (u, v) VALUES (%d, 2), (%d, 2)", u1, u2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = idOf(u1, 2)
+	if got, _ := res.LastInsertId(); got != want {
+		t.Errorf("INSERT of rows on two shards, first row on shard 2: OK insert id %d, want the first row's %d", got, want)
+	}
+	if got := lastID(); got != want {
+		t.Errorf("INSERT of rows on two shards, first row on shard 2: LAST_INSERT_ID() = %d, want the first row's %d", got, want)
+	}
+}
+
+// TestReviewPreparedParams: prepared reads whose parameters spread them
+// over several shards (IN lists, LIMIT ?, ranges) answer like the
+// reference in the binary protocol, each execution with its own values.
+func TestReviewPreparedParams(t *testing.T) {
+	sl, ref := revSluice(t, true), revRef(t, true)
+	ctx := ctxT(t)
+	cases := []struct {
+		sql     string
+		ordered bool
+		args    [][]any
+	}{
+		{"SELECT id, amt, dt, n FROM t WHERE id IN (?, ?, ?, ?) ORDER BY id", true,
+			[][]any{{1, 6, 11, 16}, {21, 21, 21, 21}, {26, 999, -4, 31}}},
+		{"SELECT id, name FROM t WHERE k = ? ORDER BY id LIMIT ? OFFSET ?", true,
+			[][]any{{0, 3, 1}, {-1, 2, 0}, {1, 100, 5}}},
+		{"SELECT k, COUNT(*), SUM(amt), MIN(dt) FROM t WHERE id BETWEEN ? AND ? GROUP BY k", false,
+			[][]any{{1, 60}, {50, 120}, {200, 300}}},
+		{"SELECT COUNT(*), AVG(f) FROM t WHERE amt < ?", false,
+			[][]any{{"-10.5"}, {0}, {-1000}}},
+	}
+	for _, tc := range cases {
+		ps1, err := sl.PrepareContext(ctx, tc.sql)
+		if err != nil {
+			t.Fatalf("prepare %s on sluice: %v", tc.sql, err)
+		}
+		ps2, err := ref.PrepareContext(ctx, tc.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range tc.args {
+			s := stmt{sql: tc.sql, args: a, ordered: tc.ordered}
+			got, want := run(ctx, stmtQuerier{ps1}, s), run(ctx, stmtQuerier{ps2}, s)
+			if !same(got, want) {
+				t.Errorf("%s\n  sluice:    %v\n  reference: %v", s, got, want)
+			}
+		}
+		ps1.Close()
+		ps2.Close()
+	}
+}
+
+// TestReviewCausalAfterMultiShardWrite: with consistency = "causal" a
+// session reads its own writes. The replica of c1 stops applying, so a
+// read that goes to it instead of waiting for it (or going to the master)
+// misses the write: after an INSERT split over shards, after a broadcast
+// DELETE, and after a COMMIT whose writing cluster was not the session's
+// active one.
+func TestReviewCausalAfterMultiShardWrite(t *testing.T) {
+	c := revSluice(t, false)
+	replica := env.clusters[clusterNames[0]].Replicas[0]
+	ctx := ctxT(t)
+	if err := replica.Exec(ctx, "STOP SLAVE SQL_THREAD"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := replica.Exec(ctxT(t), "START SLAVE SQL_THREAD"); err != nil {
+			t.Error(err)
+		}
+		waitReplicated(t)
+		mustExec(t, c, "DELETE FROM t WHERE k = 70", "DELETE FROM bc")
+	}()
+	a, b, d := revIDOn(0, 7000), revIDOn(1, 7000), revIDOn(2, 7000)
+	mustExec(t, c, fmt.Sprintf("INSERT INTO t (id, k, name, bname) VALUES (%d, 70, 'c', 'c'), (%d, 70, 'c', 'c'), (%d, 70, 'c', 'c')", a, b, d))
+	if n := countRows(t, c, "t", "k = 70"); n != 3 {
+		t.Errorf("after an INSERT over three shards: SELECT COUNT(*) = %d, want 3 (read your writes)", n)
+	}
+	mustExec(t, c, "INSERT INTO bc (code, name) VALUES ('AA', 'a'), ('BB', 'b')")
+	mustExec(t, c, "DELETE FROM bc WHERE code = 'AA'")
+	countRows(t, c, "t", "id = 1") // on c1: the broadcast read below picks c1's copy
+	if n := countRows(t, c, "bc", "code = 'AA'"); n != 0 {
+		t.Errorf("after a broadcast DELETE: %d rows still read, want 0", n)
+	}
+	e := revIDOn(0, 7100)
+	mustExec(t, c, "BEGIN", fmt.Sprintf("INSERT INTO t (id, k, name, bname) VALUES (%d, 70, 'c', 'c')", e),
+		"SELECT COUNT(*) FROM plain", "COMMIT")
+	if n := countRows(t, c, "t", "id = ?", e); n != 1 {
+		t.Errorf("BEGIN; INSERT on c1; read on c2; COMMIT; then SELECT on c1: %d rows, want 1", n)
+	}
+}
