@@ -658,6 +658,8 @@ func TestReviewCausalAfterMultiShardWrite(t *testing.T) {
 	c := revSluice(t, false)
 	replica := env.clusters[clusterNames[0]].Replicas[0]
 	ctx := ctxT(t)
+	mustExec(t, c, "INSERT INTO bc (code, name) VALUES ('AA', 'a'), ('BB', 'b')")
+	waitReplicated(t)
 	if err := replica.Exec(ctx, "STOP SLAVE SQL_THREAD"); err != nil {
 		t.Fatal(err)
 	}
@@ -673,7 +675,6 @@ func TestReviewCausalAfterMultiShardWrite(t *testing.T) {
 	if n := countRows(t, c, "t", "k = 70"); n != 3 {
 		t.Errorf("after an INSERT over three shards: SELECT COUNT(*) = %d, want 3 (read your writes)", n)
 	}
-	mustExec(t, c, "INSERT INTO bc (code, name) VALUES ('AA', 'a'), ('BB', 'b')")
 	mustExec(t, c, "DELETE FROM bc WHERE code = 'AA'")
 	countRows(t, c, "t", "id = 1") // on c1: the broadcast read below picks c1's copy
 	if n := countRows(t, c, "bc", "code = 'AA'"); n != 0 {
