@@ -33,6 +33,7 @@ const (
 	typeTime2      byte = 0x13
 	typeNewDecimal byte = 0xf6
 
+	flagBinary   uint16 = 0x0080
 	flagUnsigned uint16 = 0x0020
 
 	binaryCollation = 63
@@ -48,14 +49,16 @@ const (
 type cmpKind uint8
 
 const (
-	kindText     cmpKind = iota // case-insensitive, trailing spaces ignored
-	kindBytes                   // binary collation: byte-wise
-	kindInt                     // signed integer
-	kindUint                    // unsigned integer
-	kindDecimal                 // exact decimal
-	kindFloat                   // float64
-	kindTemporal                // DATE, DATETIME, TIMESTAMP: fixed-width text
-	kindTime                    // TIME: signed, hours of varying width
+	kindText      cmpKind = iota // case-insensitive, trailing spaces ignored
+	kindBytes                    // binary collation: byte-wise
+	kindBin                      // a _bin collation: byte-wise, trailing spaces ignored
+	kindTextNoPad                // a _nopad_ci collation: case-insensitive, trailing spaces count
+	kindInt                      // signed integer
+	kindUint                     // unsigned integer
+	kindDecimal                  // exact decimal
+	kindFloat                    // float64
+	kindTemporal                 // DATE, DATETIME, TIMESTAMP: fixed-width text
+	kindTime                     // TIME: signed, hours of varying width
 )
 
 // columnKind maps a result column to its comparison rules.
@@ -79,8 +82,44 @@ func columnKind(c Column) cmpKind {
 	case typeBit:
 		return kindBytes
 	}
-	if c.Charset == binaryCollation {
+	if k := collationKind(c.Charset); k != kindText || c.Flags&flagBinary == 0 {
+		return k
+	}
+	// The server reports a text column in the connection's collation and
+	// marks one of a _bin collation with the BINARY flag.
+	return kindBin
+}
+
+// padBinCollations are the MariaDB and MySQL collation ids named *_bin
+// that pad with spaces: they order by code point (the bytes of the UTF-8
+// text a result carries), case-sensitively. MariaDB numbers the NO PAD
+// variant of collation id as id + 1024.
+var padBinCollations = [128]bool{
+	43: true, 46: true, 47: true, 50: true, 53: true, 55: true, 58: true, 61: true, 62: true,
+	64: true, 65: true, 66: true, 67: true, 68: true, 69: true, 70: true, 71: true, 72: true,
+	73: true, 74: true, 75: true, 77: true, 78: true, 79: true, 80: true, 81: true, 82: true,
+	83: true, 84: true, 85: true, 86: true, 87: true, 88: true, 89: true, 90: true, 91: true,
+	93: true, 96: true, 98: true,
+}
+
+// mysql0900Bin is MySQL 8's utf8mb4_0900_bin, a NO PAD binary order.
+const mysql0900Bin = 309
+
+// collationKind maps a text column's collation id to its comparison rules:
+// a case-sensitive _bin collation must not fold case (GROUP BY and
+// DISTINCT would merge 'a' and 'A', ORDER BY would interleave them), and a
+// NO PAD collation must not ignore trailing spaces. Other collations fold
+// case as the common _ci ones do.
+func collationKind(id uint16) cmpKind {
+	switch {
+	case id == binaryCollation || id == mysql0900Bin:
 		return kindBytes
+	case id < 128 && padBinCollations[id]:
+		return kindBin
+	case id >= 1024 && id < 1024+128 && padBinCollations[id-1024]:
+		return kindBytes
+	case id >= 1024 && id < 2048:
+		return kindTextNoPad
 	}
 	return kindText
 }
@@ -208,6 +247,10 @@ func compareKeys(k cmpKind, a, b *keyVal) int {
 		return c
 	case kindText:
 		return foldCompare(a.b, b.b)
+	case kindTextNoPad:
+		return foldCompareNoPad(a.b, b.b)
+	case kindBin:
+		return bytes.Compare(trimPad(a.b), trimPad(b.b))
 	}
 	return bytes.Compare(a.b, b.b)
 }
@@ -250,8 +293,13 @@ func appendKey(dst []byte, k cmpKind, v []byte) ([]byte, error) {
 	case kindTime:
 		dst = append(dst, signByte(kv.neg))
 	case kindText:
+		dst = appendFolded(dst, trimPad(kv.b))
+		return append(dst, 0, 0), nil
+	case kindTextNoPad:
 		dst = appendFolded(dst, kv.b)
 		return append(dst, 0, 0), nil
+	case kindBin:
+		return appendEscaped(dst, trimPad(kv.b)), nil
 	}
 	return appendEscaped(dst, kv.b), nil
 }
@@ -322,7 +370,12 @@ func nextFolded(b []byte) (rune, int) {
 // foldCompare compares two strings case-insensitively, ignoring trailing
 // spaces.
 func foldCompare(a, b []byte) int {
-	a, b = trimPad(a), trimPad(b)
+	return foldCompareNoPad(trimPad(a), trimPad(b))
+}
+
+// foldCompareNoPad compares two strings case-insensitively, trailing
+// spaces included (the NO PAD collations).
+func foldCompareNoPad(a, b []byte) int {
 	for len(a) > 0 && len(b) > 0 {
 		ra, na := nextFolded(a)
 		rb, nb := nextFolded(b)
@@ -334,10 +387,10 @@ func foldCompare(a, b []byte) int {
 	return cmpOrdered(len(a), len(b))
 }
 
-// appendFolded appends the folded form of b (trailing spaces dropped),
-// escaped as appendEscaped does but without the terminator.
+// appendFolded appends the folded form of b (callers drop trailing spaces
+// first for PAD SPACE collations), escaped as appendEscaped does but
+// without the terminator.
 func appendFolded(dst, b []byte) []byte {
-	b = trimPad(b)
 	for len(b) > 0 {
 		r, n := nextFolded(b)
 		switch {

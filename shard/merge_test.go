@@ -607,3 +607,52 @@ func TestFoldCompare(t *testing.T) {
 		}
 	}
 }
+
+// TestCollationKind: _bin collations compare bytes (case-sensitive) and
+// ignore trailing spaces unless NO PAD; NO PAD _ci collations fold case
+// and count trailing spaces; the common _ci ones fold case and pad.
+func TestCollationKind(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		collation  uint16
+		flags      uint16
+		a, b       string
+		wantCmp    int
+		wantEqKeys bool
+	}{
+		{"utf8mb4_general_ci folds case", 45, 0, "abc", "ABC", 0, true},
+		{"utf8mb4_general_ci pads", 45, 0, "abc", "abc  ", 0, true},
+		{"utf8mb4_bin keeps case", 46, 0, "abc", "ABC", 1, false},
+		{"utf8mb4_bin orders by code point", 46, 0, "B", "a", -1, false},
+		{"utf8mb4_bin pads", 46, 0, "abc", "abc  ", 0, true},
+		{"utf8mb3_bin keeps case", 83, 0, "a", "A", 1, false},
+		{"latin1_bin keeps case", 47, 0, "a", "A", 1, false},
+		{"utf8mb4_nopad_bin counts spaces", 1070, 0, "abc", "abc ", -1, false},
+		{"utf8mb4_general_nopad_ci folds case", 1069, 0, "abc", "ABC", 0, true},
+		{"utf8mb4_general_nopad_ci counts spaces", 1069, 0, "abc", "abc ", -1, false},
+		{"binary counts spaces", 63, 0, "abc", "abc ", -1, false},
+		{"utf8mb4_0900_bin keeps case", 309, 0, "a", "A", 1, false},
+		{"utf8mb4_unicode_ci folds case", 224, 0, "a", "A", 0, true},
+		// MariaDB reports a utf8mb4_bin column in the connection's
+		// collation with the BINARY flag.
+		{"BINARY flag in utf8mb4_general_ci keeps case", 45, flagBinary, "a", "A", 1, false},
+		{"BINARY flag in utf8mb4_general_ci pads", 45, flagBinary, "a", "a ", 0, true},
+	} {
+		k := columnKind(Column{Type: 0xfd, Charset: tc.collation, Flags: tc.flags})
+		var ka, kb keyVal
+		if err := parseKey(k, []byte(tc.a), &ka); err != nil {
+			t.Fatal(err)
+		}
+		if err := parseKey(k, []byte(tc.b), &kb); err != nil {
+			t.Fatal(err)
+		}
+		if got := compareKeys(k, &ka, &kb); got != tc.wantCmp {
+			t.Errorf("%s: compare(%q, %q) = %d, want %d", tc.name, tc.a, tc.b, got, tc.wantCmp)
+		}
+		ea, _ := appendKey(nil, k, []byte(tc.a))
+		eb, _ := appendKey(nil, k, []byte(tc.b))
+		if (string(ea) == string(eb)) != tc.wantEqKeys {
+			t.Errorf("%s: keys of %q and %q equal %v, want %v", tc.name, tc.a, tc.b, string(ea) == string(eb), tc.wantEqKeys)
+		}
+	}
+}
