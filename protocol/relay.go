@@ -323,6 +323,7 @@ func ReadResponse(c *Conn, kind ResponseKind) (uint16, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%w: %w", ErrBackendIO, err)
 		}
+		c.noteTrackedGTID(p)
 		if ok.Status&StatusMoreResultsExists != 0 {
 			return ok.Status, fmt.Errorf("%w: unexpected further results", ErrBackendIO)
 		}
@@ -361,6 +362,22 @@ func ReadResponse(c *Conn, kind ResponseKind) (uint16, error) {
 		}
 	}
 }
+
+// noteTrackedGTID keeps the GTID an OK packet p of a connection with
+// session tracking reports in LastGTID (a COMMIT the proxy sent itself).
+func (c *Conn) noteTrackedGTID(p []byte) {
+	if !c.SessionTrack {
+		return
+	}
+	if t, err := ParseOKTail(p); err == nil {
+		if g, ok := TrackedGTID(t.State); ok {
+			c.LastGTID = append(c.LastGTID[:0], g...)
+		}
+	}
+}
+
+// NoteTrackedGTID is noteTrackedGTID for an OK packet read by the caller.
+func (c *Conn) NoteTrackedGTID(p []byte) { c.noteTrackedGTID(p) }
 
 // RelayPackets streams exactly n packets from backend to client and flushes
 // (the metadata after a COM_STMT_PREPARE answer).

@@ -54,6 +54,12 @@ type Session struct {
 	// cluster the transaction wrote to, -1 before its first write.
 	txBegin  string
 	txWrites int
+	// pendingTxWrite is the cluster of the sharded write being run on the
+	// ordinary path (-1: none); once it succeeds inside a transaction it
+	// becomes txWrites. txSavepoints are the transaction's SAVEPOINT
+	// statements, replayed on each cluster it reaches later.
+	pendingTxWrite int
+	txSavepoints   []string
 
 	// last ran the session's previous statement: SHOW WARNINGS and the
 	// like must ask it.
@@ -157,7 +163,8 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 		id:       id,
 		client:   c,
 		stmts:    make(map[uint32]*preparedStmt),
-		txWrites: -1,
+		txWrites:       -1,
+		pendingTxWrite: -1,
 	}
 	if srv.shards != nil {
 		s.legs = make([]clusterLeg, len(srv.cfg.Clusters))
@@ -347,6 +354,7 @@ func (s *Session) serve() error {
 			}
 			continue
 		}
+		s.pendingTxWrite = -1
 		if err := s.dispatch(p); err != nil {
 			if errors.Is(err, errQuit) {
 				return nil
@@ -613,13 +621,12 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			// SHOW WARNINGS / @@error_count may ask about this one.
 			s.holdWarnings = res.Warnings > 0 || res.Err != nil
 			s.noteResult(res)
-			if len(bc.LastGTID) > 0 {
-				// A transaction of this session committed: causal reads
-				// wait for it.
-				s.lastGTID = append(s.lastGTID[:0], bc.LastGTID...)
-				bc.LastGTID = bc.LastGTID[:0]
-				s.appliedOn = nil
+			if res.Err == nil && s.pendingTxWrite >= 0 && s.inTransaction() {
+				// A sharded write went through: the transaction now
+				// writes to this cluster only.
+				s.txWrites = s.pendingTxWrite
 			}
+			s.absorbGTID(bc)
 			if res.HasStatus {
 				bc.status = res.Status
 				s.lastStatus = res.Status
@@ -667,6 +674,16 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		}
 		return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
 			"Lost connection to %s %s during query", b.Role, b.Address))
+	}
+}
+
+// absorbGTID takes the GTID of a transaction bc reported committed as the
+// session's last one on the active cluster: causal reads wait for it.
+func (s *Session) absorbGTID(bc *BackendConn) {
+	if len(bc.LastGTID) > 0 {
+		s.lastGTID = append(s.lastGTID[:0], bc.LastGTID...)
+		bc.LastGTID = bc.LastGTID[:0]
+		s.appliedOn = nil
 	}
 }
 

@@ -86,8 +86,8 @@ func (s *Session) runRoute(p []byte, plan *router.Plan, sql string, route *shard
 	if prepared == nil && (len(route.Parts) == 1 || route.AnyOne) {
 		part := s.pickPart(route)
 		s.useCluster(part.Cluster)
-		if route.Write && s.inTransaction() {
-			s.txWrites = part.Cluster
+		if route.Write {
+			s.pendingTxWrite = part.Cluster
 		}
 		if part.SQL == sql {
 			return p, false, nil
@@ -158,6 +158,7 @@ func (s *Session) shardTxn(p []byte, plan *router.Plan, sql string) error {
 	case router.TxnEnd:
 		s.txBegin = ""
 		s.txWrites = -1
+		s.txSavepoints = s.txSavepoints[:0]
 		legs := s.legsInTxn()
 		if len(legs) == 0 {
 			return s.writeOK()
@@ -166,20 +167,29 @@ func (s *Session) shardTxn(p []byte, plan *router.Plan, sql string) error {
 		for _, i := range legs[:len(legs)-1] {
 			s.useCluster(i)
 			s.txBegun = false
-			if err := s.master.simpleCommand(s.master.command(protocol.ComQuery, sql), protocol.ResponseResult); err != nil {
+			if _, err := s.master.execOK(sql); err != nil {
 				s.dropIfBroken(s.master)
 				s.useCluster(last)
 				return s.client.WriteErr(protocol.NewError(protocol.ErUnknownError,
 					"sluice: %s failed on cluster %s: %v", plan.Digest, s.cluster.Name, err))
 			}
+			s.absorbGTID(s.master)
 		}
 		s.useCluster(last)
 		s.txBegun = false
 		return s.forward(router.TargetMaster, p, protocol.ResponseResult, nil)
 	}
 	// SAVEPOINT, RELEASE / ROLLBACK TO SAVEPOINT, XA: every cluster the
-	// transaction touched, else the default one (which begins it).
+	// transaction touched. A savepoint is also kept and set on each
+	// cluster the transaction reaches later, so a ROLLBACK TO it works
+	// wherever the transaction wrote.
 	legs := s.legsInTxn()
+	if plan.Txn == router.TxnSavepoint && s.inTransaction() {
+		s.txSavepoints = append(s.txSavepoints, strings.Clone(sql))
+		if len(legs) == 0 {
+			return s.writeOK()
+		}
+	}
 	if len(legs) == 0 {
 		s.useCluster(s.srv.defaultCluster)
 		return s.forward(router.TargetMaster, p, protocol.ResponseResult, nil)
@@ -187,10 +197,10 @@ func (s *Session) shardTxn(p []byte, plan *router.Plan, sql string) error {
 	last := legs[len(legs)-1]
 	for _, i := range legs[:len(legs)-1] {
 		s.useCluster(i)
-		if err := s.master.simpleCommand(s.master.command(protocol.ComQuery, sql), protocol.ResponseResult); err != nil {
+		if _, err := s.master.execOK(sql); err != nil {
 			s.dropIfBroken(s.master)
 			s.useCluster(last)
-			return s.client.WriteErr(protocol.ToSQLError(err))
+			return s.client.WriteErr(partError(err, s.cluster.Name))
 		}
 	}
 	s.useCluster(last)
@@ -223,19 +233,22 @@ func (s *Session) legsInTxn() []int {
 func (s *Session) endTxnQuietly(end string) *protocol.SQLError {
 	s.txBegin = ""
 	s.txWrites = -1
+	s.txSavepoints = s.txSavepoints[:0]
 	for _, i := range s.legsInTxn() {
 		s.useCluster(i)
 		s.txBegun = false
-		if err := s.master.simpleCommand(s.master.command(protocol.ComQuery, end), protocol.ResponseResult); err != nil {
+		if _, err := s.master.execOK(end); err != nil {
 			s.dropIfBroken(s.master)
 			return protocol.NewError(protocol.ErUnknownError, "sluice: %s failed on cluster %s: %v", end, s.cluster.Name, err)
 		}
+		s.absorbGTID(s.master)
 	}
 	return nil
 }
 
 // beginIfPending starts the session's transaction on bc, the active
-// cluster's master, when the transaction has not touched this cluster yet.
+// cluster's master, when the transaction has not touched this cluster yet,
+// and sets the transaction's savepoints there.
 func (s *Session) beginIfPending(bc *BackendConn) error {
 	if s.txBegin == "" || s.txBegun || bc != s.master {
 		return nil
@@ -244,6 +257,11 @@ func (s *Session) beginIfPending(bc *BackendConn) error {
 		return err
 	}
 	s.txBegun = true
+	for _, sp := range s.txSavepoints {
+		if err := bc.simpleCommand(bc.command(protocol.ComQuery, sp), protocol.ResponseResult); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -300,9 +318,11 @@ func (s *Session) writeParts(route *shard.Route) error {
 			total.AffectedRows += ok.AffectedRows
 			total.Warnings += ok.Warnings
 		}
-		if total.LastInsertID == 0 {
+		// LAST_INSERT_ID() is the id of the statement's first row.
+		if i == route.FirstRow || total.LastInsertID == 0 && i < route.FirstRow {
 			total.LastInsertID = ok.LastInsertID
 		}
+		s.absorbGTID(bc)
 	}
 	if implicit {
 		end := "COMMIT"
@@ -312,7 +332,9 @@ func (s *Session) writeParts(route *shard.Route) error {
 		for _, i := range s.legsInTxn() {
 			s.useCluster(i)
 			s.txBegun = false
-			if err := s.master.simpleCommand(s.master.command(protocol.ComQuery, end), protocol.ResponseResult); err != nil {
+			_, err := s.master.execOK(end)
+			s.absorbGTID(s.master)
+			if err != nil {
 				s.dropIfBroken(s.master)
 				if failed == nil {
 					failed = protocol.NewError(protocol.ErUnknownError,
@@ -370,6 +392,7 @@ func (bc *BackendConn) execOK(sql string) (protocol.OK, error) {
 			return ok, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
 		}
 		bc.status = ok.Status
+		bc.NoteTrackedGTID(p)
 		return ok, nil
 	}
 	// A result set where an OK was due (INSERT ... RETURNING): the
@@ -412,8 +435,8 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		part := s.pickPart(route)
 		if part.Params == nil {
 			s.useCluster(part.Cluster)
-			if route.Write && s.inTransaction() {
-				s.txWrites = part.Cluster
+			if route.Write {
+				s.pendingTxWrite = part.Cluster
 			}
 			return part, false, nil
 		}
@@ -469,10 +492,82 @@ type partStream struct {
 	vals   shard.Row
 	err    *protocol.SQLError
 	status uint16
+	// headDone: the column count and definitions (defs, or headErr) have
+	// been read.
+	headDone bool
+	defs     [][]byte
+	headErr  error
+	// buffered: the rows were read ahead into rows (next is the next one
+	// to hand out; bufErr ends them), so bc could run another Part.
+	buffered bool
+	rows     []shard.Row
+	next     int
+	bufErr   error
+}
+
+// readHead reads the Part's column count and definitions once.
+func (ps *partStream) readHead() error {
+	if !ps.headDone {
+		ps.headDone = true
+		ps.cols, ps.defs, ps.headErr = readResultHead(ps.bc)
+		if ps.headErr != nil {
+			ps.done = true
+		}
+	}
+	return ps.headErr
+}
+
+// readAll reads the rest of the Part's result into memory, at most limit
+// rows (0: no bound), so its connection can run the next Part. A failing
+// head is left for the caller's readHead to report.
+func (ps *partStream) readAll(limit int) error {
+	if ps.readHead() != nil {
+		return nil
+	}
+	for {
+		r, err := ps.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			ps.bufErr = err
+			break
+		}
+		if limit > 0 && len(ps.rows) >= limit {
+			ps.drain()
+			return fmt.Errorf("%w: a transaction's read of several tables on one cluster holds more than max_merge_rows (%d) rows of one table", shard.ErrTooManyRows, limit)
+		}
+		n := 0
+		for _, v := range r {
+			n += len(v)
+		}
+		mem := make([]byte, 0, n)
+		row := make(shard.Row, len(r))
+		for j, v := range r {
+			if v != nil {
+				mem = append(mem, v...)
+				row[j] = mem[len(mem)-len(v) : len(mem) : len(mem)]
+			}
+		}
+		ps.rows = append(ps.rows, row)
+	}
+	ps.buffered = true
+	return nil
 }
 
 // Next returns the Part's next row, io.EOF after the last.
 func (ps *partStream) Next() (shard.Row, error) {
+	if ps.buffered {
+		if ps.next < len(ps.rows) {
+			ps.next++
+			return ps.rows[ps.next-1], nil
+		}
+		if err := ps.bufErr; err != nil {
+			ps.bufErr = nil
+			return nil, err
+		}
+		return nil, io.EOF
+	}
 	if ps.done {
 		return nil, io.EOF
 	}
@@ -557,14 +652,28 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		bc, err := s.backendFor(s.route(plan), nil)
 		extra := false
 		if err == nil {
-			for _, prev := range parts[:i] {
-				if prev.bc == bc {
-					// Two physical tables on one cluster: the second
-					// needs a connection of its own.
-					bc, err = s.srv.pools[bc.backend.Address].Get(s.srv.ctx, s.key, s.schema == "")
-					extra = true
+			shared := -1
+			for j := i - 1; j >= 0; j-- {
+				if parts[j].bc == bc {
+					shared = j
 					break
 				}
+			}
+			switch {
+			case shared < 0:
+			case s.inTransaction():
+				// Two physical tables on one cluster inside a
+				// transaction: both must see its writes and take its
+				// locks, so they run one after the other on its
+				// connection, the first one's rows read ahead.
+				if e := parts[shared].readAll(s.srv.shards.MaxMergeRows()); e != nil {
+					return fail(shardError(e))
+				}
+			default:
+				// Outside a transaction the second gets a connection of
+				// its own, and the two run at once.
+				bc, err = s.srv.pools[bc.backend.Address].Get(s.srv.ctx, s.key, s.schema == "")
+				extra = true
 			}
 		}
 		if err == nil {
@@ -599,15 +708,13 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	var colDefs []protocol.ColumnDef
 	var failed *protocol.SQLError
 	for _, ps := range parts {
-		n, head, err := readResultHead(ps.bc)
-		if err != nil {
-			ps.done = true
+		if err := ps.readHead(); err != nil {
 			if failed == nil {
 				failed = partError(err, ps.bc.backend.Cluster)
 			}
 			continue
 		}
-		ps.cols = n
+		n, head := ps.cols, ps.defs
 		if defs == nil {
 			defs = head
 			for _, d := range head {

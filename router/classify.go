@@ -222,7 +222,9 @@ func classifyStmt(stmt ast.StmtNode, sql string) analysis {
 			return analysis{kind: KindTxn, txn: TxnOther}
 		}
 		return analysis{kind: KindTxn, txn: TxnEnd}
-	case *ast.SavepointStmt, *ast.ReleaseSavepointStmt:
+	case *ast.SavepointStmt:
+		return analysis{kind: KindTxn, txn: TxnSavepoint}
+	case *ast.ReleaseSavepointStmt:
 		return analysis{kind: KindTxn, txn: TxnOther}
 	case *ast.SetStmt:
 		return classifySet(s, sql)

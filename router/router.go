@@ -165,12 +165,14 @@ type Plan struct {
 type TxnOp uint8
 
 const (
-	// TxnOther: SAVEPOINT, RELEASE SAVEPOINT, ROLLBACK TO SAVEPOINT, XA.
+	// TxnOther: RELEASE SAVEPOINT, ROLLBACK TO SAVEPOINT, XA.
 	TxnOther TxnOp = iota
 	// TxnBegin: BEGIN, START TRANSACTION.
 	TxnBegin
 	// TxnEnd: COMMIT, ROLLBACK.
 	TxnEnd
+	// TxnSavepoint: SAVEPOINT.
+	TxnSavepoint
 )
 
 // ErrParse is wrapped by Plan.ParseErr when the parser rejected the text.

@@ -892,7 +892,7 @@ func TestTxnOp(t *testing.T) {
 		{"ROLLBACK", KindTxn, TxnEnd},
 		{"ROLLBACK WORK", KindTxn, TxnEnd},
 		{"ROLLBACK TO SAVEPOINT a", KindTxn, TxnOther},
-		{"SAVEPOINT a", KindTxn, TxnOther},
+		{"SAVEPOINT a", KindTxn, TxnSavepoint},
 		{"RELEASE SAVEPOINT a", KindTxn, TxnOther},
 		{"XA START 'x'", KindTxn, TxnOther},
 		{"SELECT 1", KindRead, TxnOther},

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // MySQL column type bytes and flags the merge reads (the same values as
@@ -333,12 +335,15 @@ func trimPad(b []byte) []byte {
 	return b
 }
 
-// foldRune maps r to the representative of its case: ASCII letters to
-// upper case, other runes through lower then upper case, which unites
-// each simple case-folding orbit common in practice (k, K and the Kelvin
-// sign; s, S and the long s; the three sigmas). This approximates
-// utf8mb4_general_ci for ASCII and the common letters; unlike it, accents
-// still matter (é is not e) and ß is not ss.
+// foldRune maps r to its weight in a case- and accent-insensitive
+// comparison: ASCII letters to upper case; other runes through lower then
+// upper case, which unites each simple case-folding orbit common in
+// practice (k, K and the Kelvin sign; s, S and the long s; the three
+// sigmas), and Latin letters with diacritics to their base letter (é, É,
+// è and e weigh the same; ß weighs as s), as utf8mb4_general_ci, the
+// servers' default collation, compares them. It is an approximation of
+// that collation's weight table, exact for ASCII and the Latin letters
+// that decompose into a base letter and marks.
 func foldRune(r rune) rune {
 	if r < utf8.RuneSelf {
 		if 'a' <= r && r <= 'z' {
@@ -346,7 +351,18 @@ func foldRune(r rune) rune {
 		}
 		return r
 	}
-	return unicode.ToUpper(unicode.ToLower(r))
+	r = unicode.ToUpper(unicode.ToLower(r))
+	if r == 'ß' || r == 'ẞ' {
+		return 'S'
+	}
+	if r < 0x2B0 { // Latin-1 Supplement and Latin Extended-A and -B
+		var buf [utf8.UTFMax]byte
+		n := utf8.EncodeRune(buf[:], r)
+		if d := norm.NFD.Properties(buf[:n]).Decomposition(); len(d) > 0 && d[0] < utf8.RuneSelf {
+			return foldRune(rune(d[0]))
+		}
+	}
+	return r
 }
 
 // nextFolded decodes the rune at the start of b and folds it. A byte that

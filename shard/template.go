@@ -381,6 +381,9 @@ func (t *Template) routeInsert(args []Value) (*Route, error) {
 		case params == nil:
 			params = []int{} // none
 		}
+		if s == places[0]%ru.shards {
+			r.FirstRow = len(r.Parts)
+		}
 		r.Parts = append(r.Parts, Part{
 			Cluster: ru.cluster(s),
 			SQL:     in.text.build(t, s, "", sb.String()),

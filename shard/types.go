@@ -38,6 +38,9 @@ type Route struct {
 	// AnyOne marks a read of broadcast tables only: one Part per cluster,
 	// and running any single one of them answers the statement.
 	AnyOne bool
+	// FirstRow indexes the Part that holds an INSERT's first row, whose
+	// generated id is the statement's LAST_INSERT_ID().
+	FirstRow int
 	// PerExecution marks a Route built for one execution's values alone
 	// (rows split over shards, ids filled in): its Parts' SQL will not
 	// repeat, so the proxy runs them as text instead of preparing them on
