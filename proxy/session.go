@@ -92,6 +92,7 @@ type Session struct {
 	shardPkt []byte
 	args     []shard.Value
 	argText  []byte
+	renamed  shard.Row
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -159,10 +160,10 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	c := protocol.NewLeanConn(nc)
 	c.MaxPacket = int(srv.cfg.Proxy.MaxAllowedPacket)
 	s := &Session{
-		srv:      srv,
-		id:       id,
-		client:   c,
-		stmts:    make(map[uint32]*preparedStmt),
+		srv:            srv,
+		id:             id,
+		client:         c,
+		stmts:          make(map[uint32]*preparedStmt),
 		txWrites:       -1,
 		pendingTxWrite: -1,
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -82,6 +83,9 @@ func (s *Session) runRoute(p []byte, plan *router.Plan, sql string, route *shard
 		if e := s.checkTxnWrite(route, plan); e != nil {
 			return nil, true, s.client.WriteErr(e)
 		}
+	}
+	if route.Rename != nil {
+		return nil, true, s.scatter(plan, route, prepared != nil)
 	}
 	if prepared == nil && (len(route.Parts) == 1 || route.AnyOne) {
 		part := s.pickPart(route)
@@ -431,7 +435,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 			return nil, true, s.client.WriteErr(e)
 		}
 	}
-	if (len(route.Parts) == 1 || route.AnyOne) && !route.PerExecution {
+	if (len(route.Parts) == 1 || route.AnyOne) && !route.PerExecution && route.Rename == nil {
 		part := s.pickPart(route)
 		if part.Params == nil {
 			s.useCluster(part.Cluster)
@@ -443,7 +447,8 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 	}
 	// Run the Parts as text with the values written in.
 	nbe := s.lastStatus&protocol.StatusNoBackslashEscape != 0
-	text := &shard.Route{Write: route.Write, AnyOne: route.AnyOne, Merge: route.Merge, Parts: make([]shard.Part, len(route.Parts))}
+	text := &shard.Route{Write: route.Write, AnyOne: route.AnyOne, Merge: route.Merge, Rename: route.Rename,
+		FirstRow: route.FirstRow, Parts: make([]shard.Part, len(route.Parts))}
 	for i, pt := range route.Parts {
 		q, err := shard.Interpolate(pt.SQL, args, pt.Params, nbe)
 		if err != nil {
@@ -734,7 +739,11 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	if failed != nil {
 		return fail(failed)
 	}
-	m, err := route.Merge.Resolve(len(defs))
+	merge := route.Merge
+	if merge == nil {
+		merge = passThrough
+	}
+	m, err := merge.Resolve(len(defs))
 	if err != nil {
 		return fail(shardError(err))
 	}
@@ -775,6 +784,9 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	visibleDefs := colDefs[:visible]
 	err = m.Run(cols, sources, s.srv.shards.MaxMergeRows(), func(r shard.Row) error {
 		var err error
+		if rn := route.Rename; rn != nil {
+			r = s.renameRow(r, rn)
+		}
 		if binaryRows {
 			s.scratch, err = protocol.AppendBinaryRow(s.scratch[:0], r, visibleDefs)
 			if err != nil {
@@ -804,6 +816,29 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	s.noteResult(protocol.RelayResult{Columns: true})
 	s.scratch = protocol.AppendEOF(s.scratch[:0], 0, s.status())
 	return s.client.WritePacketFlush(s.scratch)
+}
+
+// passThrough is the Merge of a single Part's result relayed row by row.
+var passThrough = &shard.Merge{Visible: -1, Limit: -1}
+
+// renameRow shows a physical table's name as the logical one in a SHOW
+// CREATE TABLE row: the name column and the name after CREATE TABLE.
+func (s *Session) renameRow(r shard.Row, rn *shard.Rename) shard.Row {
+	if len(r) < 2 {
+		return r
+	}
+	out := append(s.renamed[:0], r...)
+	if string(r[0]) == rn.Physical {
+		out[0] = []byte(rn.Logical)
+	}
+	quoted := "`" + rn.Physical + "`"
+	if i := bytes.Index(r[1], []byte(quoted)); i >= 0 {
+		v := append([]byte(nil), r[1][:i]...)
+		v = append(v, "`"+strings.ReplaceAll(rn.Logical, "`", "``")+"`"...)
+		out[1] = append(v, r[1][i+len(quoted):]...)
+	}
+	s.renamed = out
+	return out
 }
 
 // readResultHead reads the column count and column definitions (and their

@@ -297,7 +297,15 @@ func (b *builder) build(stmt ast.StmtNode) (*Template, error) {
 		return b.fixed(t, stmt, true)
 	case *ast.ShowStmt, *ast.ExplainStmt:
 		// SHOW CREATE TABLE, DESCRIBE: every physical table looks alike.
-		return b.fixed(t, stmt, false)
+		t, err := b.fixed(t, stmt, false)
+		if sh, ok := stmt.(*ast.ShowStmt); err == nil && ok && sh.Tp == ast.ShowCreateTable && ru.tables > 1 {
+			// It names the physical table; the client asked about the
+			// logical one.
+			rt := *t.fixed
+			rt.Rename = &Rename{Physical: ru.table + "_0", Logical: t.tables[0]}
+			t.fixed = &rt
+		}
+		return t, err
 	default:
 		return nil, fmt.Errorf("%w: %T on sharded table %s", ErrUnsupported, stmt, ru.lower)
 	}

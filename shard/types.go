@@ -38,6 +38,11 @@ type Route struct {
 	// AnyOne marks a read of broadcast tables only: one Part per cluster,
 	// and running any single one of them answers the statement.
 	AnyOne bool
+	// Rename, when set, is a physical table name the result of the one
+	// Part shows where the client must see the logical one (SHOW CREATE
+	// TABLE of a sharded table): the table name column and the name in
+	// the CREATE TABLE text.
+	Rename *Rename
 	// FirstRow indexes the Part that holds an INSERT's first row, whose
 	// generated id is the statement's LAST_INSERT_ID().
 	FirstRow int
@@ -51,6 +56,9 @@ type Route struct {
 	// one OK whose affected rows are the sum of the Parts'.
 	Merge *Merge
 }
+
+// Rename maps a physical table name in a result back to the logical one.
+type Rename struct{ Physical, Logical string }
 
 // Part is one statement for one cluster.
 type Part struct {
