@@ -460,7 +460,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		part := s.pickPart(text)
 		text.Parts, text.AnyOne = []shard.Part{*part}, false
 		if !text.Write && text.Merge == nil {
-			text.Merge = &shard.Merge{Limit: -1}
+			text.Merge = passThrough
 		}
 	}
 	if text.Write {
