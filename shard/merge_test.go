@@ -586,7 +586,7 @@ func TestFoldCompare(t *testing.T) {
 		{"abc", "ABC", 0},
 		{"abc", "abc   ", 0},
 		{"abc", "abd", -1},
-		{"a", "_", -1}, // upper-case weights: 'A' < '_'
+		{"a", "_", -1},            // upper-case weights: 'A' < '_'
 		{"straße", "STRASSE", -1}, // ß weighs as one s, as in utf8mb4_general_ci
 		{"straße", "strase", 0},
 		{"σ", "Σ", 0},
