@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -392,7 +393,59 @@ func (s *Server) stop() error {
 // Freeze stops the server's process (SIGSTOP) without closing anything: its sockets stay
 // open and the kernel still accepts connections, but nothing answers, as with a hung host.
 // Thaw resumes it; Stop thaws it first, Kill kills it as it is.
-func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+//
+// Freeze returns once every thread of the process has stopped. kill(2) only starts a
+// multi-threaded process's group stop: the thread that takes the signal must be scheduled to
+// stop the others, and until then a connection thread woken by a query runs it. A caller that
+// sent a statement right after a bare SIGSTOP could see it answered.
+func (s *Server) Freeze() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pid := s.PID()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stopped, err := allThreadsStopped(pid)
+		if err != nil {
+			return fmt.Errorf("sandbox: %s: freeze: %w", s.Name, err)
+		}
+		if stopped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sandbox: %s: threads still running 5s after SIGSTOP", s.Name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allThreadsStopped reports whether every thread of process pid is in the stopped state (T).
+func allThreadsStopped(pid int) (bool, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		stat, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // the thread ended
+			}
+			return false, err
+		}
+		// The state follows the command name, which is in parentheses and may hold
+		// spaces: "pid (comm) S ...".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) {
+			return false, fmt.Errorf("unexpected %s/%s/stat: %q", dir, t.Name(), stat)
+		}
+		if stat[i+2] != 'T' {
+			return false, nil
+		}
+	}
+	return true, nil
+}
 
 // Thaw resumes a server that Freeze stopped (SIGCONT).
 func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
