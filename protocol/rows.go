@@ -483,7 +483,7 @@ func appendBinaryValue(b []byte, v []byte, c *ColumnDef) ([]byte, error) {
 // or unsigned, and returns its two's-complement bits.
 func parseIntText(v []byte, unsigned bool, bits int) (uint64, error) {
 	if unsigned {
-		x, ok := parseUintDigits(v)
+		x, ok := ParseUintDigits(v)
 		if !ok || (bits < 64 && x >= 1<<bits) {
 			return 0, fmt.Errorf("%w: not an unsigned %d-bit integer", ErrBadValue, bits)
 		}
@@ -494,7 +494,7 @@ func parseIntText(v []byte, unsigned bool, bits int) (uint64, error) {
 	if neg {
 		digits = v[1:]
 	}
-	x, ok := parseUintDigits(digits)
+	x, ok := ParseUintDigits(digits)
 	limit := uint64(1) << (bits - 1) // magnitude of the smallest value
 	if !ok || x > limit || (!neg && x == limit) {
 		return 0, fmt.Errorf("%w: not a signed %d-bit integer", ErrBadValue, bits)
@@ -505,8 +505,9 @@ func parseIntText(v []byte, unsigned bool, bits int) (uint64, error) {
 	return x, nil
 }
 
-// parseUintDigits parses one or more decimal digits into a uint64.
-func parseUintDigits(v []byte) (uint64, bool) {
+// ParseUintDigits parses one or more decimal digits (nothing else) into a
+// uint64, reporting false for anything else or an overflow.
+func ParseUintDigits(v []byte) (uint64, bool) {
 	if len(v) == 0 {
 		return 0, false
 	}
@@ -534,7 +535,7 @@ func textFields(v []byte, seps string, out []uint64) (n int, micro uint32, err e
 		for j < len(v) && v[j] >= '0' && v[j] <= '9' {
 			j++
 		}
-		x, ok := parseUintDigits(v[i:j])
+		x, ok := ParseUintDigits(v[i:j])
 		if !ok {
 			return n, 0, fmt.Errorf("%w: malformed date or time", ErrBadValue)
 		}
@@ -554,7 +555,7 @@ func textFields(v []byte, seps string, out []uint64) (n int, micro uint32, err e
 		return n, 0, fmt.Errorf("%w: malformed date or time", ErrBadValue)
 	}
 	frac := v[i+1:]
-	f, ok := parseUintDigits(frac)
+	f, ok := ParseUintDigits(frac)
 	if !ok {
 		return n, 0, fmt.Errorf("%w: malformed fraction of a second", ErrBadValue)
 	}

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/sluice-proxy/sluice/protocol"
 )
 
 // MySQL column type bytes and flags the merge reads (the same values as
@@ -427,21 +429,7 @@ func parseUint(v []byte) (uint64, bool) {
 	if len(v) > 0 && v[0] == '+' {
 		v = v[1:]
 	}
-	if len(v) == 0 {
-		return 0, false
-	}
-	var x uint64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if x > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		x = x*10 + d
-	}
-	return x, true
+	return protocol.ParseUintDigits(v)
 }
 
 // parseInt parses an optionally signed decimal integer into an int64.
