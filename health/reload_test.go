@@ -200,12 +200,13 @@ func TestReconfigureAddedReplicaComesUpWithProbe(t *testing.T) {
 	if !added.Up() {
 		t.Fatalf("added replica is %s after a good probe", added.State())
 	}
-	// The removed replica's worker stops: its probe count settles.
-	var last int
-	waitFor(t, "probes of the removed replica to stop", func() bool {
-		n := count("127.0.0.1:11")
-		stopped := n == last && count("127.0.0.1:20") > 3
-		last = n
-		return stopped
-	})
+	// The removed replica's worker stops: while the added one is probed
+	// ten more times, the removed one is probed at most once more (a
+	// probe under way at the reload).
+	waitFor(t, "probes of the added replica", func() bool { return count("127.0.0.1:20") > 3 })
+	removed, seen := count("127.0.0.1:11"), count("127.0.0.1:20")
+	waitFor(t, "ten more probes of the added replica", func() bool { return count("127.0.0.1:20") >= seen+10 })
+	if n := count("127.0.0.1:11"); n > removed+1 {
+		t.Errorf("the removed replica was probed %d more times after the reload", n-removed)
+	}
 }
