@@ -154,7 +154,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, errors.New("pool closed")
+			return nil, errPoolClosed
 		}
 		l := p.idle[key]
 		pick := -1

@@ -51,8 +51,8 @@ func (f *failovers) unlock() { <-f.mu }
 // credentials are the service account of cluster name, with its TLS.
 func (f *failovers) credentials(name string, addr string) health.Credentials {
 	cc := f.s.cfg.Cluster(name)
-	cred := health.Credentials{User: cc.User, Password: cc.Password, Timeout: f.s.cfg.Health.Timeout.Duration}
-	if p := f.s.pools[addr]; p != nil && p.tlsRequired {
+	cred := health.Credentials{User: cc.User, Password: cc.Password, Timeout: f.s.config().Health.Timeout.Duration}
+	if p := f.s.pool(addr); p != nil && p.tlsRequired {
 		cred.TLS = p.tls
 	}
 	return cred
@@ -88,13 +88,13 @@ func (f *failovers) masterDown(b *health.Backend) {
 	if c == nil || c.Master != b {
 		return
 	}
-	if p := f.s.pools[b.Address]; p != nil {
+	if p := f.s.pool(b.Address); p != nil {
 		if n := p.CloseLent(); n > 0 {
 			f.s.log.Warn("closed the connections lent to the master that went down", zap.String("cluster", b.Cluster),
 				zap.String("backend", b.Address), zap.Int("connections", n))
 		}
 	}
-	if !f.s.cfg.Health.AutoFailover {
+	if !f.s.config().Health.AutoFailover {
 		return
 	}
 	f.lock()
@@ -140,9 +140,9 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 			Credentials:  f.credentials(cluster, master.Address),
 			Epoch:        snap.Epoch,
 			LastFailover: last,
-			Block:        f.s.cfg.Health.FailoverBlock.Duration,
+			Block:        f.s.config().Health.FailoverBlock.Duration,
 		}
-		ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.cfg.Health.Timeout.Duration)
+		ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.config().Health.Timeout.Duration)
 		res, err := fo.Run(ctx)
 		cancel()
 		if err == nil {
@@ -170,7 +170,7 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 		select {
 		case <-f.s.ctx.Done():
 			return
-		case <-time.After(f.s.cfg.Health.Interval.Duration):
+		case <-time.After(f.s.config().Health.Interval.Duration):
 		}
 	}
 }
@@ -189,7 +189,7 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 			f.s.backendStateChanged(b, health.StateDown, health.StateFenced, "failover: replaced by "+res.NewMaster)
 		}
 	}
-	if p := f.s.pools[res.OldMaster]; p != nil {
+	if p := f.s.pool(res.OldMaster); p != nil {
 		p.CloseLent()
 	}
 	f.lock()
@@ -232,7 +232,7 @@ func (f *failovers) status(b *health.Backend, st *health.Status) {
 	f.s.wg.Add(1)
 	go func() {
 		defer f.s.wg.Done()
-		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.cfg.Health.Timeout.Duration)
+		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
 		defer cancel()
 		fr, err := health.FenceOldMaster(ctx, b.Address, f.credentials(b.Cluster, b.Address), promotedAt)
 		f.lock()
@@ -255,12 +255,12 @@ func (f *failovers) status(b *health.Backend, st *health.Status) {
 // diverge), and sets them read-only when [health] enforce_read_only is on.
 func (f *failovers) writableReplicas(cluster string, addrs []string) {
 	for _, addr := range addrs {
-		if !f.s.cfg.Health.EnforceReadOnly {
+		if !f.s.config().Health.EnforceReadOnly {
 			f.s.log.Warn("replica is writable (read_only is OFF); enforce_read_only would set it read-only",
 				zap.String("cluster", cluster), zap.String("backend", addr))
 			continue
 		}
-		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.cfg.Health.Timeout.Duration)
+		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
 		err := func() error {
 			cc, err := health.Dial(ctx, addr, f.credentials(cluster, addr))
 			if err != nil {
@@ -309,7 +309,7 @@ func (f *failovers) recover() error {
 		for _, r := range cc.Replicas {
 			addrs = append(addrs, r.Address)
 		}
-		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.cfg.Health.Timeout.Duration)
+		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
 		d, err := health.Discover(ctx, cc.Name, addrs, known, f.credentials(cc.Name, cc.Master))
 		cancel()
 		f.writableReplicas(cc.Name, d.WritableReplicas)

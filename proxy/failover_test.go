@@ -128,7 +128,7 @@ func TestPromoteRepointsPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := srv.pools["127.0.0.1:3"].Backend(); b != snap.Cluster("main").Master || b.Role != health.RoleMaster {
+	if b := srv.pool("127.0.0.1:3").Backend(); b != snap.Cluster("main").Master || b.Role != health.RoleMaster {
 		t.Fatalf("pool of the new master lends for %+v", b)
 	}
 }
@@ -137,7 +137,7 @@ func TestPromoteRepointsPools(t *testing.T) {
 // once when the pool closes what it lent (the master went down), and idle connections go too.
 func TestCloseLentUnblocksReaders(t *testing.T) {
 	srv := failoverServer(t, "")
-	p := srv.pools["127.0.0.1:2"]
+	p := srv.pool("127.0.0.1:2")
 	client, server := net.Pipe()
 	defer server.Close()
 	bc := &BackendConn{Conn: protocol.NewConn(client), pool: p}

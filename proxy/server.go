@@ -24,12 +24,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
-	"github.com/sluice-proxy/sluice/shard"
 )
 
 // sluiceCapabilities are the capability flags sluice offers clients: only
@@ -47,16 +45,28 @@ const defaultCollation = 45
 
 // Server accepts client connections and serves them.
 type Server struct {
-	cfg    *conf.Config
+	// cfg is the configuration the Server started with: read it only for
+	// settings that need a restart (listeners, TLS, cluster names,
+	// masters and accounts), which a reload never changes. Live settings
+	// come from config().
+	cfg *conf.Config
+	// live is the running configuration, replaced by Reload.
+	live   atomic.Pointer[conf.Config]
 	log    *zap.Logger
 	router *router.Router
-	auth   auth.Authenticator
-	topo   *health.Topology
-	pools  map[string]*Pool // by backend address; fixed for the Server's life
-	// shards are the sharding rules, nil when the configuration has none;
-	// defaultCluster indexes the cluster of unsharded tables.
-	shards         *shard.Rules
-	defaultCluster int
+	// auth delegates to the authenticator of the live configuration.
+	auth *liveAuth
+	topo *health.Topology
+	// poolMap maps backend addresses to pools; Reload and followSnapshot
+	// replace the map (copy on write, under reloadMu or the topology's
+	// publish lock), sessions load it per statement (pool).
+	poolMap atomic.Pointer[map[string]*Pool]
+	// shardSet holds the sharding rules and the default cluster's index;
+	// Reload replaces it, sessions load it per statement (shards,
+	// defaultCluster).
+	shardSet atomic.Pointer[shardSet]
+	reload   reloader
+	events   eventLog // SHOW EVENTS (proxy/events.go)
 
 	tls         *tls.Config // towards clients; nil when off
 	clientCaps  uint32      // capabilities offered to clients
@@ -83,24 +93,9 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	if len(cfg.Clusters) == 0 {
 		return nil, errors.New("proxy: no cluster configured")
 	}
-	var a auth.Authenticator
-	switch cfg.Auth.Backend {
-	case "static":
-		users := make(map[string]string, len(cfg.Auth.Users))
-		for _, u := range cfg.Auth.Users {
-			users[u.Name] = u.PasswordHash
-		}
-		st, err := auth.NewStatic(users)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: auth.user: %w", err)
-		}
-		a = st
-	default:
-		t, required, err := clientTLS("auth", cfg.Auth.TLS, cfg.Auth.TLSCA, cfg.Auth.Address)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: %w", err)
-		}
-		a = &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required}
+	a, err := newAuthenticator(cfg)
+	if err != nil {
+		return nil, err
 	}
 	stls, err := serverTLS(cfg.Proxy.TLSCert, cfg.Proxy.TLSKey)
 	if err != nil {
@@ -111,9 +106,8 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		cfg:      cfg,
 		log:      log,
 		router:   router.New(16384),
-		auth:     a,
+		auth:     &liveAuth{},
 		topo:     health.NewTopology(cfg),
-		pools:    make(map[string]*Pool),
 		ctx:      ctx,
 		cancel:   cancel,
 		sessions: make(map[uint32]*Session),
@@ -125,19 +119,14 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		Help: "Backend state changes (up, lagging, down, fenced, offline), by cluster, backend and the new state.",
 	}, []string{"cluster", "backend", "to"})
 	s.metrics.reg.MustRegister(s.stateChanges)
+	s.live.Store(cfg)
+	s.auth.cur.Store(&a)
 	s.failover = newFailovers(s)
-	rules, err := shard.New(cfg)
+	set, err := newShardSet(cfg, nil)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, err
 	}
-	if rules.Enabled() {
-		s.shards = rules
-	}
-	for i := range cfg.Clusters {
-		if cfg.Clusters[i].Name == cfg.DefaultCluster() {
-			s.defaultCluster = i
-		}
-	}
+	s.shardSet.Store(set)
 	// Pools lend for the roles of a new snapshot before sessions see it.
 	s.topo.OnPublish = s.followSnapshot
 	for _, cc := range cfg.Clusters {
@@ -155,32 +144,17 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	if cfg.Proxy.LocalInfile {
 		s.clientCaps |= protocol.ClientLocalFiles
 	}
+	pools := make(map[string]*Pool)
 	for _, c := range s.topo.Current().Clusters {
-		cc := cfg.Cluster(c.Name)
 		for _, b := range c.Backends() {
-			t, required, err := clientTLS("cluster "+cc.Name, cc.TLS, cc.TLSCA, b.Address)
+			p, err := s.newPoolFor(cfg, b)
 			if err != nil {
-				return nil, fmt.Errorf("proxy: %w", err)
+				return nil, err
 			}
-			size := cc.PoolSize
-			if size <= 0 {
-				size = conf.DefaultPoolSize
-			}
-			wait := cc.PoolWaitTimeout.Duration
-			if wait <= 0 {
-				wait = conf.DefaultPoolWaitTimeout
-			}
-			p := newPool(b, size)
-			p.user, p.password = cc.User, cc.Password
-			p.dialTimeout, p.waitTimeout = cfg.Proxy.ConnectTimeout.Duration, wait
-			p.tls, p.tlsRequired = t, required
-			p.trackGTID = cc.Consistency == "causal"
-			if b.Role == health.RoleMaster {
-				p.onGreeting = func(g *protocol.Greeting) { s.learnVersion(g.ServerVersion) }
-			}
-			s.pools[b.Address] = p
+			pools[b.Address] = p
 		}
 	}
+	s.poolMap.Store(&pools)
 	if cfg.Proxy.ServerVersion != "" {
 		v := cfg.Proxy.ServerVersion
 		s.version.Store(&v)
@@ -191,7 +165,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 // learnVersion adopts the master's version string for greetings, so clients
 // that switch features on it see the server they really talk to.
 func (s *Server) learnVersion(v string) {
-	if s.cfg.Proxy.ServerVersion != "" || v == "" {
+	if s.config().Proxy.ServerVersion != "" || v == "" {
 		return
 	}
 	if cur := s.version.Load(); cur == nil || *cur != v {
@@ -243,12 +217,12 @@ func (s *Server) Start() error {
 	}
 	prober := &health.Prober{
 		Topology:           s.topo,
-		Interval:           s.cfg.Health.Interval.Duration,
-		Timeout:            s.cfg.Health.Timeout.Duration,
-		FailuresBeforeDown: s.cfg.Health.FailuresBeforeDown,
+		Interval:           s.config().Health.Interval.Duration,
+		Timeout:            s.config().Health.Timeout.Duration,
+		FailuresBeforeDown: s.config().Health.FailuresBeforeDown,
 		TLS: func(b *health.Backend) *tls.Config {
 			// A backend that must be reached over TLS is probed over TLS.
-			if p := s.pools[b.Address]; p != nil && p.tlsRequired {
+			if p := s.pool(b.Address); p != nil && p.tlsRequired {
 				return p.tls
 			}
 			return nil
@@ -270,27 +244,20 @@ func (s *Server) Start() error {
 				zap.String("backend", b.Address), zap.String("agent", redactAgent(b.Agent)))
 		},
 	}
-	if s.shards != nil {
+	if s.shards() != nil {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.checkShardTables() }()
 	}
-	s.wg.Add(2)
-	go func() { defer s.wg.Done(); prober.Run(s.ctx) }()
+	s.runProber(prober)
+	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.Serve() }()
 	return nil
 }
 
 // followSnapshot points each pool at its address's Backend in snap, so
-// connections are lent for the roles snap gives (after a failover).
-func (s *Server) followSnapshot(snap *health.Snapshot) {
-	for _, c := range snap.Clusters {
-		for _, b := range c.Watched() {
-			if p := s.pools[b.Address]; p != nil {
-				p.SetBackend(b)
-			}
-		}
-	}
-}
+// connections are lent for the roles snap gives (after a failover), and
+// gives the backends a reload added pools (followPools).
+func (s *Server) followSnapshot(snap *health.Snapshot) { s.followPools(snap) }
 
 // backendStateChanged logs and counts a backend's state change; the prober
 // and the data plane call it. A master going down closes what its pool lent
@@ -359,14 +326,15 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.mu.Unlock()
 	}()
 	s.mu.Lock()
-	full := len(s.sessions) >= s.cfg.Proxy.MaxClientConnections
+	limit := s.config().Proxy.MaxClientConnections
+	full := len(s.sessions) >= limit
 	if !full {
 		s.sessions[id] = sess
 	}
 	s.mu.Unlock()
 	if full {
 		_ = sess.client.WriteErr(protocol.NewError(protocol.ErConCount,
-			"Too many connections: sluice max_client_connections (%d) reached", s.cfg.Proxy.MaxClientConnections))
+			"Too many connections: sluice max_client_connections (%d) reached", limit))
 		return
 	}
 	s.metrics.clients.Inc()
@@ -388,7 +356,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	for _, p := range s.pools {
+	for _, p := range *s.poolMap.Load() {
 		p.Close()
 	}
 	return err
@@ -406,8 +374,9 @@ func (s *Server) serverVersion() string {
 // PoolStats reports, per backend address, the open, idle and closed-so-far
 // data connections of its pool (for tests and the admin port).
 func (s *Server) PoolStats() map[string][3]int {
-	out := make(map[string][3]int, len(s.pools))
-	for addr, p := range s.pools {
+	pools := *s.poolMap.Load()
+	out := make(map[string][3]int, len(pools))
+	for addr, p := range pools {
 		o, i, c := p.Stats()
 		out[addr] = [3]int{o, i, c}
 	}

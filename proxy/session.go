@@ -129,14 +129,18 @@ func (s *Session) initLeg(l *clusterLeg, i int) {
 	snap := s.srv.topo.Current()
 	l.clusterIdx = i
 	l.cluster, l.epoch = snap.Clusters[i], snap.Epoch
-	l.consistency = consistencyOf(s.srv.cfg.Cluster(l.cluster.Name).Consistency)
+	l.consistency = consistencyOf(s.srv.config().Cluster(l.cluster.Name).Consistency)
 }
 
 // useCluster makes cluster i (its index in the configuration and in every
 // snapshot) the one the session's next exchange runs on.
 func (s *Session) useCluster(i int) {
-	if i == s.clusterIdx || s.legs == nil {
+	if i == s.clusterIdx {
 		return
+	}
+	if s.legs == nil {
+		// A reload brought shard rules to a session made without.
+		s.legs = make([]clusterLeg, len(s.srv.cfg.Clusters))
 	}
 	s.legs[s.clusterIdx] = s.clusterLeg
 	s.clusterLeg = s.legs[i]
@@ -158,7 +162,7 @@ func (s *Session) eachLeg(f func(l *clusterLeg)) {
 
 func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	c := protocol.NewLeanConn(nc)
-	c.MaxPacket = int(srv.cfg.Proxy.MaxAllowedPacket)
+	c.MaxPacket = int(srv.config().Proxy.MaxAllowedPacket)
 	s := &Session{
 		srv:            srv,
 		id:             id,
@@ -167,7 +171,7 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 		txWrites:       -1,
 		pendingTxWrite: -1,
 	}
-	if srv.shards != nil {
+	if srv.shards() != nil {
 		s.legs = make([]clusterLeg, len(srv.cfg.Clusters))
 	}
 	return s
@@ -225,13 +229,13 @@ func (s *Session) login(ctx context.Context) (err error) {
 // handshake authenticates the client within handshake_timeout, checks the
 // schema it asked for on a backend, and sends the final OK.
 func (s *Session) handshake(ctx context.Context) error {
-	deadline := time.Now().Add(s.srv.cfg.Proxy.HandshakeTimeout.Duration)
+	deadline := time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration)
 	_ = s.client.SetDeadline(deadline)
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
 	version := s.srv.serverVersion()
-	if version == "" && s.srv.cfg.Auth.Backend == "static" {
+	if version == "" && s.srv.config().Auth.Backend == "static" {
 		version = fallbackVersion
 	}
 	login, err := s.srv.auth.Authenticate(actx, s.client, auth.Server{
@@ -256,7 +260,7 @@ func (s *Session) handshake(ctx context.Context) error {
 		foundRows:  login.Capabilities&protocol.ClientFoundRows != 0,
 		localFiles: login.Capabilities&protocol.ClientLocalFiles != 0,
 	}
-	s.initLeg(&s.clusterLeg, s.srv.defaultCluster)
+	s.initLeg(&s.clusterLeg, s.srv.defaultCluster())
 	s.caps = login.Capabilities
 	if err := s.checkSchema(login.Database); err != nil {
 		_ = s.client.WriteErr(err)
@@ -307,9 +311,9 @@ func (s *Session) comChangeUser(p []byte) error {
 	}
 	s.resetState()
 	s.schema = ""
-	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.Proxy.HandshakeTimeout.Duration)
+	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.config().Proxy.HandshakeTimeout.Duration)
 	defer cancel()
-	_ = s.client.SetDeadline(time.Now().Add(s.srv.cfg.Proxy.HandshakeTimeout.Duration))
+	_ = s.client.SetDeadline(time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration))
 	defer s.client.SetDeadline(time.Time{})
 	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
 	login, err := s.srv.auth.ChangeUser(ctx, s.client, auth.Server{
@@ -433,7 +437,7 @@ func (s *Session) dispatch(p []byte) error {
 func (s *Session) comQuery(p []byte) error {
 	var plan *router.Plan
 	var sql string
-	if s.srv.shards != nil {
+	if s.srv.shards() != nil {
 		plan, sql = s.srv.router.ClassifyText(p[1:])
 	} else {
 		plan = s.srv.router.ClassifyBytes(p[1:])
@@ -451,7 +455,7 @@ func (s *Session) comQuery(p []byte) error {
 	}
 	// Pin before running: even a failing statement may have left state.
 	s.pin(plan.Pins)
-	if s.srv.shards != nil {
+	if s.srv.shards() != nil {
 		q, handled, err := s.shardQuery(p, plan, sql)
 		if handled {
 			return err
@@ -701,6 +705,8 @@ func (s *Session) followTopology() error {
 	}
 	c := snap.Clusters[s.clusterIdx]
 	s.cluster, s.epoch = c, snap.Epoch
+	// A reload may have changed the cluster's consistency.
+	s.consistency = consistencyOf(s.srv.config().Cluster(c.Name).Consistency)
 	if bc := s.master; bc != nil && bc.backend != c.Master {
 		inTx := bc.inTransaction()
 		s.master = nil
@@ -751,7 +757,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	if failed == nil && ready() {
 		return nil
 	}
-	h := &s.srv.cfg.Health
+	h := &s.srv.config().Health
 	wait := h.FailoverWriteWait.Duration
 	if !h.AutoFailover || s.cluster.WritesRefused != "" {
 		// Refused writes wait for nothing: no failover settles them.
@@ -860,7 +866,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 				skip = b
 				continue
 			}
-			bc, err := s.srv.pools[b.Address].Get(s.srv.ctx, s.key, s.schema == "")
+			bc, err := s.srv.getConn(b.Address, s.key, s.schema == "")
 			if err == nil {
 				s.replica = bc
 				if !s.aside {
@@ -869,6 +875,11 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 				return bc, nil
 			}
 			skip = b
+			if errors.Is(err, errBackendGone) {
+				// A reload removed it after this statement loaded the
+				// topology.
+				continue
+			}
 			if errors.Is(err, ErrPoolExhausted) {
 				// Busy, not broken: try the next replica, then the master.
 				s.log().Warn("replica pool exhausted", zap.String("backend", b.Address))
@@ -897,14 +908,14 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 	if s.master != nil {
 		return s.master, nil
 	}
-	if c := s.srv.topo.Current().Clusters[s.clusterIdx]; c.WritesRefused != "" || (s.srv.cfg.Health.AutoFailover && !c.Master.Up()) {
+	if c := s.srv.topo.Current().Clusters[s.clusterIdx]; c.WritesRefused != "" || (s.srv.config().Health.AutoFailover && !c.Master.Up()) {
 		if err := s.awaitMaster(nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	m := s.cluster.Master
-	bc, err := s.srv.pools[m.Address].Get(s.srv.ctx, s.key, s.schema == "")
-	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.srv.cfg.Health.AutoFailover {
+	bc, err := s.srv.getConn(m.Address, s.key, s.schema == "")
+	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.srv.config().Health.AutoFailover {
 		// The master may have just died: wait for the probes to say so
 		// and a failover to replace it, then try the master of the
 		// snapshot that ends the wait.
@@ -912,7 +923,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			return nil, werr
 		}
 		m = s.cluster.Master
-		bc, err = s.srv.pools[m.Address].Get(s.srv.ctx, s.key, s.schema == "")
+		bc, err = s.srv.getConn(m.Address, s.key, s.schema == "")
 	}
 	if errors.Is(err, ErrPoolExhausted) {
 		return nil, protocol.NewError(protocol.ErConCount,
@@ -984,7 +995,7 @@ func (s *Session) sync(bc *BackendConn) error {
 		same = bc.vars[i] == s.vars[i].SQL
 	}
 	if !same {
-		if !bc.reset(s.srv.cfg.Proxy.ConnectTimeout.Duration) {
+		if !bc.reset(s.srv.config().Proxy.ConnectTimeout.Duration) {
 			bc.broken = true
 			return fmt.Errorf("%w: COM_RESET_CONNECTION failed", protocol.ErrBackendIO)
 		}

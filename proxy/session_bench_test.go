@@ -227,7 +227,7 @@ func BenchmarkSession(b *testing.B) {
 			served := &benchConn{in: bc.response}
 			c := protocol.NewConn(served)
 			c.LenientSeq = true
-			pool := srv.pools[be.Address]
+			pool := srv.pool(be.Address)
 			conn := &BackendConn{Conn: c, backend: be, pool: pool, key: s.key, status: protocol.StatusAutocommit, schema: s.schema}
 			conn.setStmt(stmtKey{id: st.id}, backendStmt{id: 7, typesVersion: st.typesVersion})
 			pool.Put(conn)
@@ -298,7 +298,7 @@ func BenchmarkSessionPrepareExecuteClose(b *testing.B) {
 	c := protocol.NewConn(rnc)
 	c.LenientSeq = true
 	be := cluster.Replicas[0]
-	pool := srv.pools[be.Address]
+	pool := srv.pool(be.Address)
 	conn := &BackendConn{Conn: c, backend: be, pool: pool, key: s.key, status: protocol.StatusAutocommit, schema: s.schema}
 	pool.Put(conn)
 	serveThree := func() {

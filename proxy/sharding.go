@@ -39,15 +39,15 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	case router.KindTxn:
 		return nil, true, s.shardTxn(p, plan, sql)
 	case router.KindUse, router.KindSet:
-		s.useCluster(s.srv.defaultCluster)
+		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
 	if plan.ParseErr != nil {
 		// The default cluster's server reports the syntax error.
-		s.useCluster(s.srv.defaultCluster)
+		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
-	tpl, err := s.srv.shards.Prepare(s.schema, sql)
+	tpl, err := s.srv.shards().Prepare(s.schema, sql)
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
@@ -117,7 +117,7 @@ func (s *Session) pickPart(route *shard.Route) *shard.Part {
 		switch route.Parts[i].Cluster {
 		case s.clusterIdx:
 			return &route.Parts[i]
-		case s.srv.defaultCluster:
+		case s.srv.defaultCluster():
 			best = &route.Parts[i]
 		}
 	}
@@ -131,7 +131,7 @@ func (s *Session) checkTxnWrite(route *shard.Route, plan *router.Plan) *protocol
 	if !s.inTransaction() {
 		return nil
 	}
-	names := s.srv.shards.Clusters()
+	names := s.srv.shards().Clusters()
 	c := route.Parts[0].Cluster
 	for _, pt := range route.Parts[1:] {
 		if pt.Cluster != c {
@@ -195,7 +195,7 @@ func (s *Session) shardTxn(p []byte, plan *router.Plan, sql string) error {
 		}
 	}
 	if len(legs) == 0 {
-		s.useCluster(s.srv.defaultCluster)
+		s.useCluster(s.srv.defaultCluster())
 		return s.forward(router.TargetMaster, p, protocol.ResponseResult, nil)
 	}
 	last := legs[len(legs)-1]
@@ -671,13 +671,13 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 				// transaction: both must see its writes and take its
 				// locks, so they run one after the other on its
 				// connection, the first one's rows read ahead.
-				if e := parts[shared].readAll(s.srv.shards.MaxMergeRows()); e != nil {
+				if e := parts[shared].readAll(s.srv.shards().MaxMergeRows()); e != nil {
 					return fail(shardError(e))
 				}
 			default:
 				// Outside a transaction the second gets a connection of
 				// its own, and the two run at once.
-				bc, err = s.srv.pools[bc.backend.Address].Get(s.srv.ctx, s.key, s.schema == "")
+				bc, err = s.srv.getConn(bc.backend.Address, s.key, s.schema == "")
 				extra = true
 			}
 		}
@@ -782,7 +782,7 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	}
 	var clientErr error
 	visibleDefs := colDefs[:visible]
-	err = m.Run(cols, sources, s.srv.shards.MaxMergeRows(), func(r shard.Row) error {
+	err = m.Run(cols, sources, s.srv.shards().MaxMergeRows(), func(r shard.Row) error {
 		var err error
 		if rn := route.Rename; rn != nil {
 			r = s.renameRow(r, rn)
@@ -912,10 +912,10 @@ func shardError(err error) *protocol.SQLError {
 // list once so a DBA sees a rule that names the wrong table before the first
 // client does. A master that cannot be asked is reported in the error.
 func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
-	if s.shards == nil {
+	if s.shards() == nil {
 		return nil, nil
 	}
-	names := s.shards.Clusters()
+	names := s.shards().Clusters()
 	type key struct {
 		cluster int
 		schema  string
@@ -924,7 +924,7 @@ func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
 	var missing []string
 	var errs []error
 	snap := s.topo.Current()
-	for _, pt := range s.shards.PhysicalTables() {
+	for _, pt := range s.shards().PhysicalTables() {
 		k := key{pt.Cluster, strings.ToLower(pt.Schema)}
 		tables, asked := have[k]
 		if !asked {
@@ -962,7 +962,7 @@ func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
 // checkShardTables logs the physical tables the rules expect but the
 // clusters lack.
 func (s *Server) checkShardTables() {
-	ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.Health.Timeout.Duration+5*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, 4*s.config().Health.Timeout.Duration+5*time.Second)
 	defer cancel()
 	missing, err := s.MissingShardTables(ctx)
 	if err != nil {

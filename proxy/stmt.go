@@ -73,20 +73,20 @@ func (s *Session) route(plan *router.Plan) router.Target {
 // comStmtPrepare prepares the statement on the backend it routes to, so the
 // client gets the server's own metadata, and hands the client sluice's id.
 func (s *Session) comStmtPrepare(p []byte) error {
-	if len(s.stmts) >= s.srv.cfg.Proxy.MaxPreparedStatements {
+	if len(s.stmts) >= s.srv.config().Proxy.MaxPreparedStatements {
 		return s.client.WriteErr(protocol.NewError(protocol.ErMaxPreparedStmtCount,
 			"Can't create more than max_prepared_statements statements in one sluice session (current value: %d)",
-			s.srv.cfg.Proxy.MaxPreparedStatements))
+			s.srv.config().Proxy.MaxPreparedStatements))
 	}
 	plan, sql := s.srv.router.ClassifyText(p[1:])
 	s.pin(plan.Pins)
 	var tpl *shard.Template
 	variant := ""
-	if s.srv.shards != nil {
+	if s.srv.shards() != nil {
 		// Prepare one physical text (they all have the same parameters
 		// and columns) on its cluster; executions route by their values.
 		var err error
-		if tpl, err = s.srv.shards.Prepare(s.schema, sql); err != nil {
+		if tpl, err = s.srv.shards().Prepare(s.schema, sql); err != nil {
 			return s.client.WriteErr(shardError(err))
 		}
 		if tpl.Local() != shard.LocalNone {
@@ -315,9 +315,9 @@ func (s *Session) comStmtSendLongData(p []byte) error {
 		return nil
 	}
 	st.longDataSize += int64(len(p) - 7)
-	if st.longDataSize > s.srv.cfg.Proxy.MaxAllowedPacket {
+	if st.longDataSize > s.srv.config().Proxy.MaxAllowedPacket {
 		st.longDataErr = protocol.NewError(protocol.ErNetPacketTooLarge,
-			"Parameter data sent with COM_STMT_SEND_LONG_DATA exceeds max_allowed_packet (%d bytes)", s.srv.cfg.Proxy.MaxAllowedPacket)
+			"Parameter data sent with COM_STMT_SEND_LONG_DATA exceeds max_allowed_packet (%d bytes)", s.srv.config().Proxy.MaxAllowedPacket)
 		st.longData = nil
 		return nil
 	}

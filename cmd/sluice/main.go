@@ -91,7 +91,8 @@ func runProxy(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	log, err := newLogger(cfg.Proxy.LogLevel, false)
+	level := zap.NewAtomicLevel()
+	log, err := newLeveledLogger(cfg.Proxy.LogLevel, false, level)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -109,7 +110,18 @@ func runProxy(args []string, stderr io.Writer) int {
 	log.Info("sluice serving", zap.String("listen", srv.Addr().String()), zap.String("version", version))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	<-ctx.Done()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-hup:
+			reload(srv, level, log)
+		}
+	}
 	log.Info("shutting down")
 	if err := srv.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("close", zap.Error(err))
@@ -117,19 +129,40 @@ func runProxy(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// reload applies the configuration file again (SIGHUP) and logs the
+// outcome; proxy.log_level takes effect through the logger's atomic level.
+func reload(srv *proxy.Server, level zap.AtomicLevel, log *zap.Logger) {
+	changes, err := srv.Reload()
+	if err != nil {
+		log.Error("SIGHUP: configuration not reloaded", zap.Error(err))
+		return
+	}
+	if lvl, err := zapcore.ParseLevel(srv.Config().Proxy.LogLevel); err == nil {
+		level.SetLevel(lvl)
+	}
+	log.Info("SIGHUP: configuration reloaded", zap.Strings("changes", changes))
+}
+
 // newLogger builds the process logger: JSON for servers, console text for
 // the interactive sandbox.
 func newLogger(level string, console bool) (*zap.Logger, error) {
+	return newLeveledLogger(level, console, zap.NewAtomicLevel())
+}
+
+// newLeveledLogger is newLogger with an atomic level the caller may change
+// later (a reload of proxy.log_level).
+func newLeveledLogger(level string, console bool, atom zap.AtomicLevel) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("proxy.log_level: %w", err)
 	}
+	atom.SetLevel(lvl)
 	zc := zap.NewProductionConfig()
 	if console {
 		zc = zap.NewDevelopmentConfig()
 		zc.DisableStacktrace = true
 	}
-	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Level = atom
 	zc.Sampling = nil
 	return zc.Build()
 }

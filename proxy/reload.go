@@ -1,0 +1,401 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/auth"
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/shard"
+)
+
+// reloader is the Server's state for Reload and the prober it restarts.
+type reloader struct {
+	// mu makes Reloads run one at a time.
+	mu sync.Mutex
+
+	// poolMu guards rebuild and retired, which Reload hands to
+	// followSnapshot (run under the topology's publish lock).
+	poolMu sync.Mutex
+	// rebuild names the clusters whose pools the next publish replaces
+	// (their settings changed).
+	rebuild map[string]bool
+	// retired are pools a publish replaced or dropped; Reload closes them
+	// once the snapshot without them is current.
+	retired []*Pool
+
+	// prober is the template of the running prober; proberCancel stops
+	// it and proberDone is closed when it has stopped. Guarded by mu
+	// after Start.
+	prober       health.Prober
+	proberCancel context.CancelFunc
+	proberDone   chan struct{}
+}
+
+// errPoolClosed: the pool was closed (a reload replaced or dropped it, or
+// the Server closed).
+var errPoolClosed = errors.New("pool closed")
+
+// errBackendGone: a reload took the backend out of the topology; the
+// session picks another.
+var errBackendGone = errors.New("backend left the topology")
+
+// config returns the running configuration: the one the Server started with
+// or the last one Reload applied. It is immutable; load it again per
+// statement rather than keep it.
+func (s *Server) config() *conf.Config { return s.live.Load() }
+
+// Config returns the running configuration (for the admin port's SHOW
+// CONFIG and the process's log level). Callers must not modify it.
+func (s *Server) Config() *conf.Config { return s.live.Load() }
+
+// pool returns the pool of the backend at addr, nil when the topology has
+// no such backend (any more).
+func (s *Server) pool(addr string) *Pool { return (*s.poolMap.Load())[addr] }
+
+// getConn borrows a connection to the backend at addr. A pool that a
+// reload replaced between the lookup and the borrow is looked up again; a
+// backend the reload dropped is errBackendGone.
+func (s *Server) getConn(addr string, key poolKey, noSchema bool) (*BackendConn, error) {
+	p := s.pool(addr)
+	for range 3 {
+		if p == nil {
+			return nil, fmt.Errorf("%s: %w", addr, errBackendGone)
+		}
+		bc, err := p.Get(s.ctx, key, noSchema)
+		if !errors.Is(err, errPoolClosed) {
+			return bc, err
+		}
+		next := s.pool(addr)
+		if next == p {
+			return nil, err
+		}
+		p = next
+	}
+	return nil, fmt.Errorf("%s: %w", addr, errPoolClosed)
+}
+
+// shardSet is a configuration's sharding rules with the index of its
+// default cluster, swapped as one by Reload.
+type shardSet struct {
+	// rules is nil when the Server has never had a rule: sessions then
+	// take the unsharded path. A reload that removes every rule keeps
+	// empty rules, which route every statement to the default cluster,
+	// because sessions made while rules existed may be on another cluster.
+	rules *shard.Rules
+	def   int
+}
+
+// newShardSet builds cfg's shardSet; prev is the running one (nil at
+// start-up), whose global id generator the new rules keep when the node
+// number is the same (a fresh one would repeat ids within a millisecond).
+func newShardSet(cfg *conf.Config, prev *shardSet) (*shardSet, error) {
+	rules, err := shard.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	set := &shardSet{}
+	for i := range cfg.Clusters {
+		if cfg.Clusters[i].Name == cfg.DefaultCluster() {
+			set.def = i
+		}
+	}
+	if rules.Enabled() || (prev != nil && prev.rules != nil) {
+		set.rules = rules
+	}
+	if prev != nil && prev.rules != nil && set.rules != nil {
+		set.rules.ShareIDs(prev.rules)
+	}
+	return set, nil
+}
+
+// shards returns the sharding rules of the running configuration, nil when
+// the Server never had any.
+func (s *Server) shards() *shard.Rules { return s.shardSet.Load().rules }
+
+// defaultCluster returns the index of the cluster of unsharded tables.
+func (s *Server) defaultCluster() int { return s.shardSet.Load().def }
+
+// liveAuth is the Server's Authenticator: it delegates to the one built from
+// the running configuration, which Reload replaces. Logins in progress
+// finish with the one they started with.
+type liveAuth struct {
+	cur atomic.Pointer[auth.Authenticator]
+}
+
+func (a *liveAuth) Authenticate(ctx context.Context, client *protocol.Conn, srv auth.Server) (*auth.Login, error) {
+	return (*a.cur.Load()).Authenticate(ctx, client, srv)
+}
+
+func (a *liveAuth) ChangeUser(ctx context.Context, client *protocol.Conn, srv auth.Server, caps uint32, cu *protocol.ChangeUser) (*auth.Login, error) {
+	return (*a.cur.Load()).ChangeUser(ctx, client, srv, caps, cu)
+}
+
+// newAuthenticator builds the authenticator cfg's [auth] describes.
+func newAuthenticator(cfg *conf.Config) (auth.Authenticator, error) {
+	if cfg.Auth.Backend == "static" {
+		users := make(map[string]string, len(cfg.Auth.Users))
+		for _, u := range cfg.Auth.Users {
+			users[u.Name] = u.PasswordHash
+		}
+		st, err := auth.NewStatic(users)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: auth.user: %w", err)
+		}
+		return st, nil
+	}
+	t, required, err := clientTLS("auth", cfg.Auth.TLS, cfg.Auth.TLSCA, cfg.Auth.Address)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	return &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required}, nil
+}
+
+// newPoolFor builds the pool of backend b with the settings cfg gives b's
+// cluster.
+func (s *Server) newPoolFor(cfg *conf.Config, b *health.Backend) (*Pool, error) {
+	cc := cfg.Cluster(b.Cluster)
+	if cc == nil {
+		return nil, fmt.Errorf("proxy: backend %s: no cluster %q", b.Address, b.Cluster)
+	}
+	t, required, err := clientTLS("cluster "+cc.Name, cc.TLS, cc.TLSCA, b.Address)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	size := cc.PoolSize
+	if size <= 0 {
+		size = conf.DefaultPoolSize
+	}
+	wait := cc.PoolWaitTimeout.Duration
+	if wait <= 0 {
+		wait = conf.DefaultPoolWaitTimeout
+	}
+	p := newPool(b, size)
+	p.user, p.password = cc.User, cc.Password
+	p.dialTimeout, p.waitTimeout = cfg.Proxy.ConnectTimeout.Duration, wait
+	p.tls, p.tlsRequired = t, required
+	p.trackGTID = cc.Consistency == "causal"
+	// Every pool may become a master's after a failover.
+	p.onGreeting = func(g *protocol.Greeting) {
+		if bk := p.Backend(); bk.Role == health.RoleMaster && bk.State() != health.StateFenced {
+			s.learnVersion(g.ServerVersion)
+		}
+	}
+	return p, nil
+}
+
+// poolsToRebuild names the clusters whose pool settings differ between old
+// and next (pool size and wait, consistency, which decides GTID tracking,
+// and the connect timeout of every cluster).
+func poolsToRebuild(old, next *conf.Config) map[string]bool {
+	out := map[string]bool{}
+	for _, nc := range next.Clusters {
+		oc := old.Cluster(nc.Name)
+		if oc == nil || oc.PoolSize != nc.PoolSize || oc.PoolWaitTimeout != nc.PoolWaitTimeout ||
+			oc.Consistency != nc.Consistency || old.Proxy.ConnectTimeout != next.Proxy.ConnectTimeout {
+			out[nc.Name] = true
+		}
+	}
+	return out
+}
+
+// followPools is followSnapshot's work on the pool map, under the
+// topology's publish lock: every watched backend of snap gets a pool (a
+// new one when its cluster is to be rebuilt or it has none), and the pools
+// of backends snap no longer has are retired. It stores a new map only
+// when something changed.
+func (s *Server) followPools(snap *health.Snapshot) {
+	s.reload.poolMu.Lock()
+	defer s.reload.poolMu.Unlock()
+	pools := *s.poolMap.Load()
+	var next map[string]*Pool
+	watched := make(map[string]bool, len(pools))
+	cfg := s.config()
+	for _, c := range snap.Clusters {
+		for _, b := range c.Watched() {
+			watched[b.Address] = true
+			p := pools[b.Address]
+			if p != nil && !s.reload.rebuild[c.Name] {
+				p.SetBackend(b)
+				continue
+			}
+			np, err := s.newPoolFor(cfg, b)
+			if err != nil {
+				// Only a TLS CA file that became unreadable fails here:
+				// the old pool, if any, stays.
+				s.log.Error("cannot build the pool of a backend", zap.String("backend", b.Address), zap.Error(err))
+				if p != nil {
+					p.SetBackend(b)
+				}
+				continue
+			}
+			if next == nil {
+				next = maps.Clone(pools)
+			}
+			if p != nil {
+				s.reload.retired = append(s.reload.retired, p)
+			}
+			next[b.Address] = np
+		}
+	}
+	for addr, p := range pools {
+		if !watched[addr] {
+			if next == nil {
+				next = maps.Clone(pools)
+			}
+			delete(next, addr)
+			s.reload.retired = append(s.reload.retired, p)
+		}
+	}
+	s.reload.rebuild = nil
+	if next != nil {
+		s.poolMap.Store(&next)
+	}
+}
+
+// runProber starts p (on the Server's context, counted in its wait group)
+// and keeps a copy of it as the template later restarts copy.
+func (s *Server) runProber(p *health.Prober) {
+	s.reload.prober = *p
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	s.reload.proberCancel, s.reload.proberDone = cancel, done
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(done)
+		p.Run(ctx)
+	}()
+}
+
+// restartProber stops the running prober and starts one with h's timings.
+// Backend states, failure counts and statuses live on the Backends, so
+// nothing is lost; the new prober's workers probe at its first tick.
+func (s *Server) restartProber(h conf.Health) {
+	if s.reload.proberCancel == nil {
+		return // not started
+	}
+	s.reload.proberCancel()
+	<-s.reload.proberDone
+	if s.ctx.Err() != nil {
+		return
+	}
+	p := s.reload.prober
+	p.Interval, p.Timeout, p.FailuresBeforeDown = h.Interval.Duration, h.Timeout.Duration, h.FailuresBeforeDown
+	s.runProber(&p)
+}
+
+// Reload reads the configuration file again (the path the running
+// configuration was loaded from) and applies what changed while sessions
+// serve:
+//
+//   - replicas added (they take reads after their first good probe),
+//     removed (no new reads; sessions leave them at their next statement
+//     and their pools close as connections come back) or re-weighted, and
+//     each cluster's balance, max_replication_lag and
+//     reads_fall_back_to_master, in a new topology snapshot one epoch up;
+//   - pool settings and consistency, with new pools for the clusters
+//     concerned (connections lent from the old ones close when returned);
+//   - [health] timings, by restarting the prober;
+//   - [auth], for new logins; the proxy limits; shard and broadcast
+//     rules and [sharding], for the statements that start afterwards.
+//
+// changes lists every difference with Change.String, those that wait for a
+// restart prefixed "needs restart: ", and notes for changes that could not
+// be applied as written (a removed replica that a failover made the
+// master). A file that does not load, or whose live part does not validate
+// against the running clusters, changes nothing: the error is a
+// *protocol.SQLError naming the key, and line where known. Reload is safe
+// to call concurrently with sessions and with itself (calls run one at a
+// time).
+func (s *Server) Reload() (changes []string, err error) {
+	s.reload.mu.Lock()
+	defer s.reload.mu.Unlock()
+	old := s.config()
+	if old.Path == "" {
+		return nil, protocol.NewError(protocol.ErUnknownError,
+			"sluice: RELOAD: the running configuration was not loaded from a file")
+	}
+	file, err := conf.Load(old.Path)
+	if err != nil {
+		s.log.Warn("configuration reload failed; the running configuration is unchanged", zap.Error(err))
+		return nil, protocol.NewError(protocol.ErUnknownError,
+			"sluice: reload failed, running configuration unchanged: %v", oneLine(err))
+	}
+	diff := conf.Diff(old, file)
+	next := conf.Live(old, file)
+	if err := next.Validate(); err != nil {
+		// The file is valid on its own: it leans on a restart-only change
+		// (a shard rule naming a cluster a restart would add).
+		return nil, protocol.NewError(protocol.ErUnknownError,
+			"sluice: reload refused, running configuration unchanged (%s): %v", strings.Join(diff.Strings(), "; "), oneLine(err))
+	}
+	set, err := newShardSet(next, s.shardSet.Load())
+	if err != nil {
+		return nil, protocol.NewError(protocol.ErUnknownError, "sluice: reload refused, running configuration unchanged: %v", err)
+	}
+	var authn auth.Authenticator
+	if !reflect.DeepEqual(old.Auth, next.Auth) || old.Proxy.ConnectTimeout != next.Proxy.ConnectTimeout {
+		if authn, err = newAuthenticator(next); err != nil {
+			return nil, protocol.NewError(protocol.ErUnknownError, "sluice: reload refused, running configuration unchanged: %v", err)
+		}
+	}
+
+	// Everything is checked: apply. The configuration first, so pools
+	// built for the new snapshot and sessions that see it read the new
+	// settings.
+	s.live.Store(next)
+	if authn != nil {
+		s.auth.cur.Store(&authn)
+	}
+	s.shardSet.Store(set)
+	if v := next.Proxy.ServerVersion; v != "" {
+		s.version.Store(&v)
+	}
+	s.reload.poolMu.Lock()
+	s.reload.rebuild = poolsToRebuild(old, next)
+	s.reload.poolMu.Unlock()
+	snap, notes := s.topo.Reconfigure(old, next)
+	s.reload.poolMu.Lock()
+	retired := s.reload.retired
+	s.reload.retired = nil
+	s.reload.poolMu.Unlock()
+	for _, p := range retired {
+		// Idle connections close now, lent ones when they come back.
+		p.Close()
+	}
+	if old.Health.Interval != next.Health.Interval || old.Health.Timeout != next.Health.Timeout ||
+		old.Health.FailuresBeforeDown != next.Health.FailuresBeforeDown {
+		s.restartProber(next.Health)
+	}
+
+	changes = append(diff.Strings(), notes...)
+	summary := fmt.Sprintf("%d changes applied, %d need a restart", len(diff)-diff.NeedRestart(), diff.NeedRestart())
+	if len(notes) > 0 {
+		summary += fmt.Sprintf(", %d not applied", len(notes))
+	}
+	if len(changes) > 0 {
+		summary += ": " + strings.Join(changes, "; ")
+	}
+	s.event("reload", "", "", summary)
+	s.log.Info("configuration reloaded", zap.String("path", old.Path), zap.Uint64("epoch", snap.Epoch),
+		zap.Strings("changes", changes), zap.Int("need_restart", diff.NeedRestart()))
+	if changes == nil {
+		changes = []string{}
+	}
+	return changes, nil
+}
+
+// oneLine joins a multi-line error (errors.Join of validation problems) for
+// an ERR packet.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
