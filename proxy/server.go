@@ -76,6 +76,14 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[uint32]*Session
 	wg       sync.WaitGroup
+
+	// The admin port (admin.go): its listener, authenticator and open
+	// connections (under mu); events and digests are what it shows.
+	adminLn    net.Listener
+	adminAuth  *auth.Static
+	adminConns map[net.Conn]struct{}
+	events     eventRing
+	digests    *digestStore
 }
 
 // New builds a Server from a validated configuration.
@@ -119,6 +127,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		sessions: make(map[uint32]*Session),
 		metrics:  newMetrics(),
 		tls:      stls,
+		digests:  newDigestStore(),
 	}
 	s.stateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_backend_state_changes_total",
@@ -241,6 +250,11 @@ func (s *Server) Start() error {
 		s.ln.Close()
 		return fmt.Errorf("proxy: %w", err)
 	}
+	if err := s.startAdmin(); err != nil {
+		s.ln.Close()
+		s.cancel()
+		return err
+	}
 	prober := &health.Prober{
 		Topology:           s.topo,
 		Interval:           s.cfg.Health.Interval.Duration,
@@ -302,6 +316,7 @@ func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, r
 		}
 	}()
 	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
+	s.event(stateEventKind(to), b.Cluster, b.Address, from.String()+" -> "+to.String()+": "+reason)
 	log := s.log.Warn
 	if to == health.StateUp {
 		log = s.log.Info
