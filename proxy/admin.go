@@ -228,8 +228,9 @@ type adminResult struct {
 func (a *adminSession) ok(info string) error {
 	b := protocol.AppendOK(a.buf[:0], protocol.OK{Status: protocol.StatusAutocommit})
 	if info != "" {
-		// The human-readable info string after the fixed fields.
-		b = append(b, info...)
+		// The human-readable info after the fixed fields; libmariadb
+		// and libmysqlclient read it length-encoded.
+		b = protocol.AppendLenEncString(b, []byte(info))
 	}
 	a.buf = b
 	return a.c.WritePacketFlush(b)

@@ -59,7 +59,7 @@ var adminCommands = [][2]string{
 	{"SHOW EVENTS", "failovers, fencing, reloads, backends going up/down, with time and epoch"},
 	{"SHOW CONFIG", "the running configuration, secrets redacted"},
 	{"SHOW VERSION", "the sluice version"},
-	{"HELP", "this list"},
+	{"HELP", "this list (SHOW HELP in the mysql and mariadb clients, which answer HELP themselves)"},
 	{"SET BACKEND '<addr>' OFFLINE | ONLINE | WEIGHT <n>", "drain a backend, put it back (also un-fences), or change its balancer weight"},
 	{"KILL [CONNECTION | QUERY] <id>", "close a client session, or kill the statement it runs"},
 	{"SWITCHOVER CLUSTER <name> TO '<addr>'", "planned master switch with no lost writes"},
@@ -212,6 +212,8 @@ func parseAdmin(q string) (adminCommand, error) {
 			cmd.kind = adminShowConfig
 		case "VERSION":
 			cmd.kind = adminShowVersion
+		case "HELP":
+			cmd.kind = adminHelp
 		default:
 			return cmd, p.unknown()
 		}

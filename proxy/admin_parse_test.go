@@ -13,6 +13,7 @@ func TestParseAdmin(t *testing.T) {
 	}{
 		{"HELP", adminCommand{kind: adminHelp, limit: -1}},
 		{"  help ;; ", adminCommand{kind: adminHelp, limit: -1}},
+		{"SHOW HELP", adminCommand{kind: adminHelp, limit: -1}},
 		{"show backends;", adminCommand{kind: adminShowBackends, limit: -1}},
 		{"Show Clusters", adminCommand{kind: adminShowClusters, limit: -1}},
 		{"SHOW POOLS", adminCommand{kind: adminShowPools, limit: -1}},
