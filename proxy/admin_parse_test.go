@@ -161,10 +161,24 @@ func itoa(i int) string {
 
 func TestDigestRecordAllocs(t *testing.T) {
 	ds := newDigestStore()
-	d := "SELECT c FROM sbtest1 WHERE id = ?"
-	ds.record(d, 1, 1, false, routeReplica)
-	if n := testing.AllocsPerRun(1000, func() { ds.record(d, 1000, 1, false, routeReplica) }); n != 0 {
-		t.Fatalf("record of a known digest allocates %.1f times, want 0", n)
+	for _, d := range []string{"SELECT c FROM sbtest1 WHERE id = ?", ""} {
+		ds.record(d, 1, 1, false, routeReplica)
+		if n := testing.AllocsPerRun(1000, func() { ds.record(d, 1000, 1, false, routeReplica) }); n != 0 {
+			t.Fatalf("record of known digest %q allocates %.1f times, want 0", d, n)
+		}
+	}
+}
+
+// TestDigestSameTextTwoStrings: two strings with one text (a plan evicted
+// and classified again) count in one row.
+func TestDigestSameTextTwoStrings(t *testing.T) {
+	ds := newDigestStore()
+	a := strings.Repeat("SELECT ?", 1)
+	b := strings.Clone(a)
+	ds.record(a, 1, 0, false, routeMaster)
+	ds.record(b, 1, 0, false, routeMaster)
+	if rows := ds.snapshot(-1); len(rows) != 1 || rows[0].count != 2 {
+		t.Fatalf("two strings of one digest: %+v", rows)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // maxDigests bounds the digest store; statements of further digests are
@@ -44,17 +45,31 @@ type digestStats struct {
 type digestStore struct {
 	mu sync.RWMutex
 	m  map[string]*digestStats
+	// byData finds the entry of a digest string by the address of its
+	// bytes: plans are cached, so the same string comes back statement
+	// after statement, and hashing one pointer is cheaper than hashing
+	// the text. It holds at most maxDigestAliases strings (and keeps
+	// them alive, so an address is never reused by another string).
+	byData map[*byte]*digestStats
 }
 
+// maxDigestAliases bounds byData; past it the map starts afresh (plans
+// evicted from the router's cache leave their strings here otherwise).
+const maxDigestAliases = 4 * maxDigests
+
 func newDigestStore() *digestStore {
-	return &digestStore{m: make(map[string]*digestStats)}
+	return &digestStore{m: make(map[string]*digestStats), byData: make(map[*byte]*digestStats)}
 }
 
 // record counts one statement of digest that took d, touched rows rows,
 // failed when failed, and ran where route (route bits) says.
 func (ds *digestStore) record(digest string, d time.Duration, rows uint64, failed bool, route uint32) {
+	data := unsafe.StringData(digest)
 	ds.mu.RLock()
-	e := ds.m[digest]
+	e := ds.byData[data]
+	if data == nil {
+		e = ds.m[digest] // "" has no bytes to point at
+	}
 	ds.mu.RUnlock()
 	if e == nil {
 		e = ds.insert(digest)
@@ -83,6 +98,19 @@ func (ds *digestStore) record(digest string, d time.Duration, rows uint64, faile
 func (ds *digestStore) insert(digest string) *digestStats {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
+	e := ds.lookupLocked(digest)
+	if data := unsafe.StringData(digest); data != nil {
+		if len(ds.byData) >= maxDigestAliases {
+			clear(ds.byData)
+		}
+		ds.byData[data] = e
+	}
+	return e
+}
+
+// lookupLocked returns digest's entry by its text, adding it (or using
+// the overflow entry) when missing. The caller holds mu.
+func (ds *digestStore) lookupLocked(digest string) *digestStats {
 	if e := ds.m[digest]; e != nil {
 		return e
 	}
