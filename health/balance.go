@@ -85,22 +85,27 @@ func (w *weighted) Pick(skip *Backend) *Backend {
 	total := 0
 	for _, b := range w.replicas {
 		if eligible(b, skip) {
-			total += b.Weight
+			total += b.CurrentWeight()
 		}
 	}
 	if total == 0 {
 		return nil
 	}
 	pos := int((w.next.Add(1) - 1) % uint64(total))
+	var last *Backend
 	for _, b := range w.replicas {
 		if eligible(b, skip) {
-			if pos < b.Weight {
+			wt := b.CurrentWeight()
+			if pos < wt {
 				return b
 			}
-			pos -= b.Weight
+			pos -= wt
+			last = b
 		}
 	}
-	return nil
+	// A weight lowered at run time since the total was summed: the
+	// position ran past the end.
+	return last
 }
 
 // leastLoad takes the lower-scored of two distinct eligible replicas chosen
@@ -162,7 +167,7 @@ func loadScore(b *Backend) float64 {
 	if st == nil {
 		return 0
 	}
-	return st.Load / float64(max(b.Weight, 1))
+	return st.Load / float64(max(b.CurrentWeight(), 1))
 }
 
 // leastConn takes the eligible replica with the fewest data connections
@@ -181,11 +186,15 @@ func (l *leastConn) Pick(skip *Backend) *Backend {
 			continue
 		}
 		use := b.InUse()
+		bw, bestW := int64(b.CurrentWeight()), int64(0)
+		if best != nil {
+			bestW = int64(best.CurrentWeight())
+		}
 		// Compare use/weight with bestUse/best.Weight without dividing.
 		switch {
-		case best == nil || use*int64(best.Weight) < bestUse*int64(b.Weight):
+		case best == nil || use*bestW < bestUse*bw:
 			best, bestUse, ties = b, use, 1
-		case use*int64(best.Weight) == bestUse*int64(b.Weight):
+		case use*bestW == bestUse*bw:
 			// Keep each of the tied replicas seen so far with
 			// probability 1/ties: a uniform choice among them.
 			ties++

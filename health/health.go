@@ -86,7 +86,23 @@ type Backend struct {
 	lastErr  atomic.Pointer[string]
 	status   atomic.Pointer[Status]
 	inUse    atomic.Int64
+	// adminWeight replaces Weight once an administrator set it (SET
+	// BACKEND ... WEIGHT); 0 until then.
+	adminWeight atomic.Int64
 }
+
+// CurrentWeight is the weight balancers use: the one an administrator set
+// at run time, else the configured Weight. Safe for concurrent use.
+func (b *Backend) CurrentWeight() int {
+	if w := b.adminWeight.Load(); w > 0 {
+		return int(w)
+	}
+	return b.Weight
+}
+
+// SetWeight changes the backend's balancer weight at run time (n >= 1;
+// smaller values are taken as 1). The balancers read it on their next pick.
+func (b *Backend) SetWeight(n int) { b.adminWeight.Store(int64(max(n, 1))) }
 
 // State returns the current state.
 func (b *Backend) State() State { return State(b.state.Load()) }

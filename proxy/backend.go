@@ -44,6 +44,8 @@ type BackendConn struct {
 	// lentAt is its index in the pool's lent list meanwhile.
 	lent   bool
 	lentAt int
+	// ident names the server thread for KILL QUERY from the admin port.
+	ident *backendIdent
 }
 
 // idleCheckAfter is how long a connection may rest in its pool before it is
@@ -85,6 +87,10 @@ type Pool struct {
 	// trackGTID asks the server to report each transaction's GTID in its
 	// OK packets (session tracking), for causal reads.
 	trackGTID bool
+
+	// queries counts the commands run on the pool's connections (SHOW
+	// BACKENDS).
+	queries atomic.Uint64
 
 	// avail is signalled when a connection is returned or closed, waking
 	// a borrower that waits for a free slot.
@@ -288,7 +294,7 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		return nil, err
 	}
 	bc := &BackendConn{Conn: c, backend: p.Backend(), pool: p, key: key, status: g.Status,
-		mariadb: strings.Contains(g.ServerVersion, "MariaDB")}
+		mariadb: strings.Contains(g.ServerVersion, "MariaDB"), ident: &backendIdent{pool: p, threadID: g.ConnectionID}}
 	if p.trackGTID && g.Capabilities&protocol.ClientSessionTrack != 0 {
 		c.SessionTrack = true
 		if err := bc.trackGTIDs(); err != nil {

@@ -197,6 +197,7 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 	f.writeState(res.Cluster)
 	f.unlock()
 	f.total.WithLabelValues(res.Cluster, string(res.Outcome)).Inc()
+	f.s.event("failover", res.Cluster, res.NewMaster, fmt.Sprintf("%s replaced %s (%s)", res.NewMaster, res.OldMaster, res.Outcome))
 	fields := []zap.Field{zap.String("outcome", string(res.Outcome)), zap.String("new_master", res.NewMaster),
 		zap.Uint64("epoch", snap.Epoch), zap.String("promoted_at", res.PromotedAt), zap.Strings("repointed", res.Repointed),
 		zap.Any("not_repointed", res.NotRepointed), zap.Any("skipped", res.Skipped), zap.Duration("took", res.Finished.Sub(res.Started))}

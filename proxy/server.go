@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
@@ -66,7 +67,6 @@ type Server struct {
 	// defaultCluster).
 	shardSet atomic.Pointer[shardSet]
 	reload   reloader
-	events   eventLog // SHOW EVENTS (proxy/events.go)
 
 	tls         *tls.Config // towards clients; nil when off
 	clientCaps  uint32      // capabilities offered to clients
@@ -86,6 +86,14 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[uint32]*Session
 	wg       sync.WaitGroup
+
+	// The admin port (admin.go): its listener, authenticator and open
+	// connections (under mu); events and digests are what it shows.
+	adminLn    net.Listener
+	adminAuth  *auth.Static
+	adminConns map[net.Conn]struct{}
+	events     eventRing
+	digests    *digestStore
 }
 
 // New builds a Server from a validated configuration.
@@ -113,6 +121,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		sessions: make(map[uint32]*Session),
 		metrics:  newMetrics(),
 		tls:      stls,
+		digests:  newDigestStore(),
 	}
 	s.stateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_backend_state_changes_total",
@@ -215,6 +224,11 @@ func (s *Server) Start() error {
 		s.ln.Close()
 		return fmt.Errorf("proxy: %w", err)
 	}
+	if err := s.startAdmin(); err != nil {
+		s.ln.Close()
+		s.cancel()
+		return err
+	}
 	prober := &health.Prober{
 		Topology:           s.topo,
 		Interval:           s.config().Health.Interval.Duration,
@@ -269,6 +283,7 @@ func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, r
 		}
 	}()
 	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
+	s.event(stateEventKind(to), b.Cluster, b.Address, from.String()+" -> "+to.String()+": "+reason)
 	log := s.log.Warn
 	if to == health.StateUp {
 		log = s.log.Info

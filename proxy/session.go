@@ -93,6 +93,9 @@ type Session struct {
 	args     []shard.Value
 	argText  []byte
 	renamed  shard.Row
+
+	// info is what the admin port reads of the session (admin_sessions.go).
+	info sessionInfo
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -254,6 +257,11 @@ func (s *Session) handshake(ctx context.Context) error {
 		return err
 	}
 	s.user = login.User
+	if login.User == s.srv.cfg.Admin.User {
+		e := s.srv.refuseAdminOnDataPort(host)
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", auth.ErrAccessDenied, e)
+	}
 	s.multiStmts = login.Capabilities&protocol.ClientMultiStatements != 0
 	s.key = poolKey{
 		collation:  login.Collation,
@@ -453,6 +461,8 @@ func (s *Session) comQuery(p []byte) error {
 	if plan.Local != router.LocalNone {
 		return s.answerLocal(plan)
 	}
+	s.beginStatement(plan)
+	defer s.endStatement()
 	// Pin before running: even a failing statement may have left state.
 	s.pin(plan.Pins)
 	if s.srv.shards() != nil {
@@ -620,7 +630,12 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		} else {
 			s.srv.metrics.routeReplica.Inc()
 		}
+		if bc.pool != nil {
+			bc.pool.queries.Add(1)
+		}
+		s.runningOn(bc)
 		res, err := run(bc)
+		s.ranOn(res, err)
 		if err == nil {
 			s.last = bc
 			// SHOW WARNINGS / @@error_count may ask about this one.
@@ -1082,6 +1097,7 @@ func (s *Session) afterCommand() {
 	if !s.pinned() {
 		s.release(false)
 	}
+	s.publishInfo()
 }
 
 func (s *Session) writeOK() error {

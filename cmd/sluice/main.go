@@ -98,6 +98,7 @@ func runProxy(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer log.Sync()
+	proxy.Version = version
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

@@ -1,0 +1,360 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// errAdminSyntax reports an admin command sluice cannot read; the message
+// names the part that failed.
+var errAdminSyntax = errors.New("admin command syntax")
+
+// adminKind is which admin command a text asks for.
+type adminKind uint8
+
+const (
+	adminHelp adminKind = iota + 1
+	adminShowBackends
+	adminShowClusters
+	adminShowPools
+	adminShowSessions
+	adminShowDigests
+	adminShowShards
+	adminShowEvents
+	adminShowConfig
+	adminShowVersion
+	adminSetOffline
+	adminSetOnline
+	adminSetWeight
+	adminKillConnection
+	adminKillQuery
+	adminSwitchover
+	adminFailover
+	adminReload
+)
+
+// adminCommand is one parsed admin command. Which fields matter depends on
+// kind; values come from the client's text only through the tokenizer, never
+// by pasting text into SQL.
+type adminCommand struct {
+	kind    adminKind
+	limit   int    // SHOW QUERY DIGESTS LIMIT n; -1 when not given
+	addr    string // SET BACKEND, SWITCHOVER ... TO
+	weight  int    // SET BACKEND ... WEIGHT n
+	id      uint32 // KILL
+	cluster string // SWITCHOVER, FAILOVER
+}
+
+// adminCommands lists the valid commands, for HELP and for the error an
+// unknown command gets.
+var adminCommands = [][2]string{
+	{"SHOW BACKENDS", "every backend: cluster, address, role, state, weight, load, lag, connections, queries"},
+	{"SHOW CLUSTERS", "every cluster: master, replicas, balance policy, epoch"},
+	{"SHOW POOLS", "the data connection pool of every backend"},
+	{"SHOW SESSIONS", "client sessions: id, user, client, schema, backend, state, time, digest, pins"},
+	{"SHOW QUERY DIGESTS [LIMIT n]", "statement digests by total time: count, times, rows, errors, route"},
+	{"SHOW SHARDS", "the shard and broadcast rules"},
+	{"SHOW EVENTS", "failovers, fencing, reloads, backends going up/down, with time and epoch"},
+	{"SHOW CONFIG", "the running configuration, secrets redacted"},
+	{"SHOW VERSION", "the sluice version"},
+	{"HELP", "this list (SHOW HELP in the mysql and mariadb clients, which answer HELP themselves)"},
+	{"SET BACKEND '<addr>' OFFLINE | ONLINE | WEIGHT <n>", "drain a backend, put it back (also un-fences), or change its balancer weight"},
+	{"KILL [CONNECTION | QUERY] <id>", "close a client session, or kill the statement it runs"},
+	{"SWITCHOVER CLUSTER <name> TO '<addr>'", "planned master switch with no lost writes"},
+	{"FAILOVER CLUSTER <name>", "promote a replica of the cluster now"},
+	{"RELOAD CONFIG", "load the configuration file again and apply it"},
+}
+
+// adminUsage is the list of valid commands in one line, for errors.
+var adminUsage = func() string {
+	var b strings.Builder
+	for i, c := range adminCommands {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(c[0])
+	}
+	return b.String()
+}()
+
+// tokKind is the kind of an admin token.
+type tokKind uint8
+
+const (
+	tokWord tokKind = iota + 1
+	tokString
+	tokNumber
+)
+
+type adminToken struct {
+	kind tokKind
+	text string // a word as written, a string's value unquoted
+}
+
+// maxAdminWeight bounds SET BACKEND ... WEIGHT.
+const maxAdminWeight = 1_000_000
+
+// tokenizeAdmin splits an admin command into words, numbers and quoted
+// strings. One or more trailing semicolons and any whitespace are allowed;
+// anything else that is not a token is an error naming it.
+func tokenizeAdmin(q string) ([]adminToken, error) {
+	var toks []adminToken
+	s := strings.TrimRight(q, " \t\r\n;")
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			i++
+		case c == '\'' || c == '"':
+			var b strings.Builder
+			j := i + 1
+			closed := false
+			for j < len(s) {
+				if s[j] == c {
+					if j+1 < len(s) && s[j+1] == c {
+						b.WriteByte(c)
+						j += 2
+						continue
+					}
+					closed = true
+					j++
+					break
+				}
+				b.WriteByte(s[j])
+				j++
+			}
+			if !closed {
+				return nil, fmt.Errorf("%w: unterminated string starting at offset %d", errAdminSyntax, i)
+			}
+			toks = append(toks, adminToken{kind: tokString, text: b.String()})
+			i = j
+		case c >= '0' && c <= '9':
+			j := i
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			if j < len(s) && isWordByte(s[j]) {
+				return nil, fmt.Errorf("%w: bad number %q", errAdminSyntax, wordAt(s, i))
+			}
+			toks = append(toks, adminToken{kind: tokNumber, text: s[i:j]})
+			i = j
+		case isWordByte(c):
+			j := i
+			for j < len(s) && isWordByte(s[j]) {
+				j++
+			}
+			toks = append(toks, adminToken{kind: tokWord, text: s[i:j]})
+			i = j
+		default:
+			return nil, fmt.Errorf("%w: unexpected %q at offset %d", errAdminSyntax, c, i)
+		}
+	}
+	return toks, nil
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// wordAt returns the run of word bytes at s[i:] for messages.
+func wordAt(s string, i int) string {
+	j := i
+	for j < len(s) && isWordByte(s[j]) {
+		j++
+	}
+	return s[i:j]
+}
+
+// parseAdmin reads one admin command. Errors wrap errAdminSyntax and say
+// what was expected.
+func parseAdmin(q string) (adminCommand, error) {
+	toks, err := tokenizeAdmin(q)
+	if err != nil {
+		return adminCommand{}, err
+	}
+	if len(toks) == 0 {
+		return adminCommand{}, fmt.Errorf("%w: empty command", errAdminSyntax)
+	}
+	p := adminParser{toks: toks}
+	cmd := adminCommand{limit: -1}
+	switch p.word() {
+	case "HELP":
+		cmd.kind = adminHelp
+	case "SHOW":
+		switch w := p.word(); w {
+		case "BACKENDS":
+			cmd.kind = adminShowBackends
+		case "CLUSTERS":
+			cmd.kind = adminShowClusters
+		case "POOLS":
+			cmd.kind = adminShowPools
+		case "SESSIONS", "PROCESSLIST":
+			cmd.kind = adminShowSessions
+		case "QUERY":
+			if !p.accept("DIGESTS") {
+				return cmd, p.expected("DIGESTS after SHOW QUERY")
+			}
+			cmd.kind = adminShowDigests
+			if p.accept("LIMIT") {
+				n, err := p.number("LIMIT", 1<<20)
+				if err != nil {
+					return cmd, err
+				}
+				cmd.limit = n
+			}
+		case "SHARDS":
+			cmd.kind = adminShowShards
+		case "EVENTS":
+			cmd.kind = adminShowEvents
+		case "CONFIG":
+			cmd.kind = adminShowConfig
+		case "VERSION":
+			cmd.kind = adminShowVersion
+		case "HELP":
+			cmd.kind = adminHelp
+		default:
+			return cmd, p.unknown()
+		}
+	case "SET":
+		if !p.accept("BACKEND") {
+			return cmd, p.expected("BACKEND after SET")
+		}
+		addr, err := p.str("the backend address")
+		if err != nil {
+			return cmd, err
+		}
+		cmd.addr = addr
+		switch w := p.word(); w {
+		case "OFFLINE":
+			cmd.kind = adminSetOffline
+		case "ONLINE":
+			cmd.kind = adminSetOnline
+		case "WEIGHT":
+			n, err := p.number("WEIGHT", maxAdminWeight)
+			if err != nil {
+				return cmd, err
+			}
+			if n < 1 {
+				return cmd, fmt.Errorf("%w: WEIGHT must be between 1 and %d, not %d", errAdminSyntax, maxAdminWeight, n)
+			}
+			cmd.kind, cmd.weight = adminSetWeight, n
+		default:
+			return cmd, p.expected("OFFLINE, ONLINE or WEIGHT <n> after SET BACKEND '<addr>'")
+		}
+	case "KILL":
+		cmd.kind = adminKillConnection
+		if p.accept("QUERY") {
+			cmd.kind = adminKillQuery
+		} else {
+			p.accept("CONNECTION")
+		}
+		n, err := p.number("the session id of KILL", 1<<32-1)
+		if err != nil {
+			return cmd, err
+		}
+		cmd.id = uint32(n)
+	case "SWITCHOVER":
+		name, err := p.clusterName("SWITCHOVER")
+		if err != nil {
+			return cmd, err
+		}
+		if !p.accept("TO") {
+			return cmd, p.expected("TO '<addr>' after SWITCHOVER CLUSTER <name>")
+		}
+		addr, err := p.str("the target address")
+		if err != nil {
+			return cmd, err
+		}
+		cmd.kind, cmd.cluster, cmd.addr = adminSwitchover, name, addr
+	case "FAILOVER":
+		name, err := p.clusterName("FAILOVER")
+		if err != nil {
+			return cmd, err
+		}
+		cmd.kind, cmd.cluster = adminFailover, name
+	case "RELOAD":
+		if !p.accept("CONFIG") {
+			return cmd, p.expected("CONFIG after RELOAD")
+		}
+		cmd.kind = adminReload
+	default:
+		return cmd, p.unknown()
+	}
+	if p.i < len(p.toks) {
+		return cmd, fmt.Errorf("%w: unexpected %q after the command", errAdminSyntax, p.toks[p.i].text)
+	}
+	return cmd, nil
+}
+
+// adminParser walks the tokens of one command.
+type adminParser struct {
+	toks []adminToken
+	i    int
+}
+
+// word returns the next token upper-cased when it is a word, else "".
+func (p *adminParser) word() string {
+	if p.i >= len(p.toks) || p.toks[p.i].kind != tokWord {
+		return ""
+	}
+	p.i++
+	return strings.ToUpper(p.toks[p.i-1].text)
+}
+
+// accept consumes the next token when it is the word w (case-insensitive).
+func (p *adminParser) accept(w string) bool {
+	if p.i < len(p.toks) && p.toks[p.i].kind == tokWord && strings.EqualFold(p.toks[p.i].text, w) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// str reads a quoted string naming what.
+func (p *adminParser) str(what string) (string, error) {
+	if p.i >= len(p.toks) || p.toks[p.i].kind != tokString {
+		return "", p.expected(what + " as a quoted string")
+	}
+	p.i++
+	return p.toks[p.i-1].text, nil
+}
+
+// number reads a decimal number between 0 and maxV.
+func (p *adminParser) number(what string, maxV int) (int, error) {
+	if p.i >= len(p.toks) || p.toks[p.i].kind != tokNumber {
+		return 0, p.expected("a number for " + what)
+	}
+	t := p.toks[p.i].text
+	p.i++
+	n, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || n > uint64(maxV) {
+		return 0, fmt.Errorf("%w: %s %s is out of range (0..%d)", errAdminSyntax, what, t, maxV)
+	}
+	return int(n), nil
+}
+
+// clusterName reads CLUSTER <name>; the name is a word or a quoted string.
+func (p *adminParser) clusterName(cmd string) (string, error) {
+	if !p.accept("CLUSTER") {
+		return "", p.expected("CLUSTER <name> after " + cmd)
+	}
+	if p.i < len(p.toks) && (p.toks[p.i].kind == tokWord || p.toks[p.i].kind == tokString) {
+		p.i++
+		return p.toks[p.i-1].text, nil
+	}
+	return "", p.expected("a cluster name after " + cmd + " CLUSTER")
+}
+
+func (p *adminParser) expected(what string) error {
+	got := "the end of the command"
+	if p.i < len(p.toks) {
+		got = fmt.Sprintf("%q", p.toks[p.i].text)
+	}
+	return fmt.Errorf("%w: expected %s, got %s", errAdminSyntax, what, got)
+}
+
+func (p *adminParser) unknown() error {
+	return fmt.Errorf("%w: unknown command; valid commands: %s", errAdminSyntax, adminUsage)
+}

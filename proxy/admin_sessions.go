@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
+)
+
+// backendIdent names the server thread of one data connection: its pool
+// (address and service account) and the connection id the server's
+// greeting gave. It is immutable; KILL QUERY uses it.
+type backendIdent struct {
+	pool     *Pool
+	threadID uint32
+}
+
+// sessionInfo is what SHOW SESSIONS and KILL read of a Session from other
+// goroutines. Only the session's goroutine writes it, with atomics, so
+// readers never race; it stores pointers to strings that already exist (a
+// cached plan's digest, a backend's address) so the statement path
+// allocates nothing for it. The plain fields after the atomics are the
+// session goroutine's own bookkeeping of the statement it runs.
+type sessionInfo struct {
+	user    atomic.Pointer[string]
+	schema  atomic.Pointer[string]
+	backend atomic.Pointer[string] // address of the backend of the last statement
+	digest  atomic.Pointer[string] // digest of the running statement; nil when idle
+	start   atomic.Int64           // when the running statement started (UnixNano); 0 when idle
+	running atomic.Pointer[backendIdent]
+	pins    atomic.Uint32 // router.Pin
+	inTx    atomic.Bool
+
+	// Owned by the session goroutine: the statement being run.
+	stmtDigest string
+	stmtStart  time.Time
+	stmtRows   uint64
+	stmtFailed bool
+	stmtRoute  uint32
+	stmtActive bool
+}
+
+// sessionView is a copy of a sessionInfo for display.
+type sessionView struct {
+	user, schema, backend, digest, state, pins string
+	time                                       time.Duration
+}
+
+func loadString(p *atomic.Pointer[string]) string {
+	if v := p.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// view reads the info for SHOW SESSIONS (any goroutine).
+func (si *sessionInfo) view(now time.Time) sessionView {
+	v := sessionView{user: loadString(&si.user), schema: loadString(&si.schema), backend: loadString(&si.backend),
+		digest: loadString(&si.digest)}
+	inTx := si.inTx.Load()
+	v.pins = pinNames(router.Pin(si.pins.Load()), inTx)
+	switch start := si.start.Load(); {
+	case start != 0:
+		v.state = "query"
+		v.time = now.Sub(time.Unix(0, start))
+	case inTx:
+		v.state = "idle in transaction"
+	default:
+		v.state = "idle"
+	}
+	return v
+}
+
+// beginStatement marks the session running a statement of plan.
+func (s *Session) beginStatement(plan *router.Plan) {
+	si := &s.info
+	si.stmtStart = time.Now()
+	si.stmtDigest, si.stmtRows, si.stmtFailed, si.stmtRoute, si.stmtActive = plan.Digest, 0, false, 0, true
+	si.digest.Store(&plan.Digest)
+	si.start.Store(si.stmtStart.UnixNano())
+}
+
+// runningOn records that bc is about to run the session's statement.
+func (s *Session) runningOn(bc *BackendConn) {
+	if bc.ident != nil {
+		s.info.running.Store(bc.ident)
+	}
+	if b := bc.backend; b != nil {
+		if cur := s.info.backend.Load(); cur != &b.Address {
+			s.info.backend.Store(&b.Address)
+		}
+		if b.Role == health.RoleMaster {
+			s.info.stmtRoute |= routeMaster
+		} else {
+			s.info.stmtRoute |= routeReplica
+		}
+	}
+}
+
+// ranOn records the outcome of the exchange runningOn announced.
+func (s *Session) ranOn(res protocol.RelayResult, err error) {
+	s.info.running.Store(nil)
+	si := &s.info
+	if err != nil || res.Err != nil {
+		si.stmtFailed = true
+	}
+	if !res.Columns {
+		si.stmtRows += res.OK.AffectedRows
+	}
+}
+
+// endStatement counts the statement in the digest store and marks the
+// session idle.
+func (s *Session) endStatement() {
+	si := &s.info
+	if !si.stmtActive {
+		return
+	}
+	si.stmtActive = false
+	if si.stmtRoute == 0 && s.srv.shards != nil {
+		si.stmtRoute = routeShard
+	}
+	s.srv.digests.record(si.stmtDigest, time.Since(si.stmtStart), si.stmtRows, si.stmtFailed, si.stmtRoute)
+	si.start.Store(0)
+	si.digest.Store(nil)
+	si.running.Store(nil)
+}
+
+// publishInfo copies the session's user, schema, pins and transaction
+// state where SHOW SESSIONS reads them; it allocates only when the user or
+// schema changed.
+func (s *Session) publishInfo() {
+	si := &s.info
+	if u := si.user.Load(); (u == nil && s.user != "") || (u != nil && *u != s.user) {
+		v := s.user
+		si.user.Store(&v)
+	}
+	if d := si.schema.Load(); (d == nil && s.schema != "") || (d != nil && *d != s.schema) {
+		v := s.schema
+		si.schema.Store(&v)
+	}
+	si.pins.Store(uint32(s.pins))
+	si.inTx.Store(s.inTransaction())
+}
