@@ -67,6 +67,7 @@ type Server struct {
 	// new state.
 	stateChanges *prometheus.CounterVec
 	failover     *failovers
+	events       eventLog
 	nextID       atomic.Uint32
 	version      atomic.Pointer[string]
 
