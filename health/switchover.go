@@ -234,6 +234,18 @@ func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
 	if err := target.conn.Promote(ctx); err != nil {
 		return nil, sw.errorf(ErrSwitchoverIncomplete, "promoting %s: %v; master %s was left read-only", sw.Target, err, sw.Master)
 	}
+	// Semi-synchronous replication moves with the master: the new one waits for
+	// acknowledgements as the old one did, and the old one, now a replica, must not (its
+	// applier would wait for an acknowledgement no one sends).
+	semi, err := master.conn.semiSync(ctx)
+	if err != nil {
+		res.Warnings = append(res.Warnings, err.Error())
+	}
+	if semi.sourceOn {
+		if err := target.conn.setSemiSync(ctx, true); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync not enabled on the new master: %v", err))
+		}
+	}
 	target.refresh(ctx)
 	if target.reachable() {
 		res.PromotedAt = target.st.BinlogPos.String()
@@ -249,6 +261,11 @@ func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
 		case !m.reachable():
 			rerr = errors.New("unreachable: " + m.err.Error())
 		case m == master:
+			if semi.sourceOn {
+				if err := m.conn.setSemiSync(ctx, false); err != nil {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync still on at the old master: %v", err))
+				}
+			}
 			rerr = m.conn.Follow(ctx, host, port, sw.Credentials.User, sw.Credentials.Password)
 		case !m.st.Replica.Configured:
 			rerr = errors.New("replicates from no one")
@@ -351,6 +368,58 @@ func (d dialect) follow(host string, port int, user, password string) []string {
 		"CHANGE MASTER TO MASTER_HOST = " + h + ", MASTER_PORT = " + p + ", MASTER_USER = " + u +
 			", MASTER_PASSWORD = " + pw + ", MASTER_AUTO_POSITION = 1, MASTER_CONNECT_RETRY = 1",
 		"START SLAVE"}
+}
+
+// semiSyncState is which semi-synchronous replication sides a server has switched on, with
+// the variable names of its flavor and version (master/slave or source/replica).
+type semiSyncState struct {
+	sourceVar, replicaVar string // "" when the server has no such variable
+	sourceOn, replicaOn   bool
+}
+
+// semiSync reads the server's semi-sync variables (none when the plugin is not loaded).
+func (cc *ControlConn) semiSync(ctx context.Context) (semiSyncState, error) {
+	var st semiSyncState
+	rs, err := cc.query(ctx, "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_%_enabled'")
+	if err != nil {
+		return st, err
+	}
+	for i := range rs.Values {
+		name, _ := rs.GetString(i, 0)
+		val, _ := rs.GetString(i, 1)
+		on := val == "ON" || val == "1"
+		switch name {
+		case "rpl_semi_sync_master_enabled", "rpl_semi_sync_source_enabled":
+			st.sourceVar, st.sourceOn = name, on
+		case "rpl_semi_sync_slave_enabled", "rpl_semi_sync_replica_enabled":
+			st.replicaVar, st.replicaOn = name, on
+		}
+	}
+	return st, nil
+}
+
+// setSemiSync makes the server the source side of semi-sync (source true: master side on,
+// replica side off) or the replica side (master side off, replica side on), as far as it has
+// the variables; the replica side takes effect when replication (re)starts.
+func (cc *ControlConn) setSemiSync(ctx context.Context, source bool) error {
+	st, err := cc.semiSync(ctx)
+	if err != nil {
+		return err
+	}
+	onOff := func(b bool) string {
+		if b {
+			return "ON"
+		}
+		return "OFF"
+	}
+	var stmts []string
+	if st.sourceVar != "" && st.sourceOn != source {
+		stmts = append(stmts, "SET GLOBAL "+st.sourceVar+" = "+onOff(source))
+	}
+	if st.replicaVar != "" && st.replicaOn == source {
+		stmts = append(stmts, "SET GLOBAL "+st.replicaVar+" = "+onOff(!source))
+	}
+	return cc.exec(ctx, stmts...)
 }
 
 // HoldWrites publishes a snapshot in which cluster's statements for the master wait (reason

@@ -105,9 +105,10 @@ func (s *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) {
 // transaction (health.Switchover): statements for the master wait from the moment the servers
 // are checked and locked until the new master is published (or the switchover is undone), up
 // to 2 x switchover_timeout + 4 x [health] timeout. The old master becomes a read-only replica
-// of target and keeps serving reads. Sessions with a transaction still open on the old master
-// when it turns read-only (after up to switchover_timeout of draining) lose it: its writes
-// fail there, and its next statement ends the session as a lost master does. Switchover may be
+// of target and keeps serving reads. Statements already on their way to the old master finish
+// first (the drain); a transaction still open there after switchover_timeout of draining is cut
+// off (its connection closed, so it rolls back unacknowledged and the session ends as with a
+// lost master). Switchover may be
 // called from any goroutine; it refuses while another failover or switchover of the cluster
 // runs. Errors are *protocol.SQLError naming the cluster, the target and what failed.
 func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
@@ -169,8 +170,16 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 			held = true
 			drained = s.drainMaster(ctx, idx, time.Now().Add(h.SwitchoverTimeout.Duration))
 			if drained > 0 {
-				log.Warn("switchover: sessions still busy on the old master after switchover_timeout; their transactions will fail",
-					zap.Int("sessions", drained))
+				// read_only does not stop an account with READ ONLY ADMIN or SUPER, which
+				// service accounts often have: cut the stragglers off, so that nothing
+				// commits on the old master after its final position is read. Their
+				// transactions roll back unacknowledged.
+				n := 0
+				if p := s.pools[c.Master.Address]; p != nil {
+					n = p.CloseLent()
+				}
+				log.Warn("switchover: sessions still busy on the old master after switchover_timeout; closed their connections",
+					zap.Int("sessions", drained), zap.Int("connections", n))
 			}
 			return ctx.Err()
 		},
