@@ -680,7 +680,7 @@ password = "`+adminSecret+`"
 		`admin: user "admin", password set in the file`,
 		"auth: mysql, auth server 127.0.0.1:3310\n",
 		"shard pay.orders: key uid, algorithm mod, 2 cluster(s) x 10 table(s)\n",
-		"failover_block 10m, failover_write_wait 10s\n",
+		"failover_block 10m, failover_write_wait 10s, switchover_timeout 10s\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Describe lacks %q:\n%s", want, got)
