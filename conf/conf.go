@@ -223,6 +223,10 @@ type Health struct {
 	// fenced or unknown waits for a failover to give the cluster a master
 	// (auto_failover on) before it fails.
 	FailoverWriteWait Duration `toml:"failover_write_wait"`
+	// SwitchoverTimeout bounds how long a planned switchover waits for the
+	// target to apply every transaction of the old master (writes are held
+	// meanwhile); past it the switchover is undone.
+	SwitchoverTimeout Duration `toml:"switchover_timeout"`
 	// EnforceReadOnly makes sluice set read_only on a configured replica it
 	// finds writable at start-up, instead of only reporting it.
 	EnforceReadOnly bool `toml:"enforce_read_only"`
@@ -311,6 +315,7 @@ const (
 	DefaultAutoFailover          = true
 	DefaultFailoverBlock         = 10 * time.Minute
 	DefaultFailoverWriteWait     = 10 * time.Second
+	DefaultSwitchoverTimeout     = 10 * time.Second
 	DefaultTablesPerCluster      = 1
 	DefaultMaxMergeRows          = 100000
 	// MaxNodeID is the largest sharding.node_id: global ids keep 5 bits
@@ -352,6 +357,7 @@ func defaults() *Config {
 			AutoFailover:       DefaultAutoFailover,
 			FailoverBlock:      Duration{DefaultFailoverBlock},
 			FailoverWriteWait:  Duration{DefaultFailoverWriteWait},
+			SwitchoverTimeout:  Duration{DefaultSwitchoverTimeout},
 		},
 	}
 }

@@ -84,6 +84,7 @@ clusters = ["main"]
 		{"health.failover_block", c.Health.FailoverBlock.Duration, 10 * time.Minute},
 		{"health.enforce_read_only", c.Health.EnforceReadOnly, false},
 		{"health.failover_write_wait", c.Health.FailoverWriteWait.Duration, 10 * time.Second},
+		{"health.switchover_timeout", c.Health.SwitchoverTimeout.Duration, 10 * time.Second},
 		{"proxy.state_dir", c.Proxy.StateDir, ""},
 		{"cluster[0].balance", c.Clusters[0].Balance, "round-robin"},
 		{"cluster[0].max_replication_lag", c.Clusters[0].MaxReplicationLag.Duration, 5 * time.Second},
@@ -322,6 +323,7 @@ func TestValidationErrors(t *testing.T) {
 		{"failures_before_down 0", base + "[health]\nfailures_before_down = 0\n", `health.failures_before_down must be >= 1 (got 0)`},
 		{"failover_block negative", base + "[health]\nfailover_block = \"-1m\"\n", `health.failover_block must be >= 0 (got -1m)`},
 		{"failover_write_wait negative", base + "[health]\nfailover_write_wait = \"-1s\"\n", `health.failover_write_wait must be >= 0 (got -1s)`},
+		{"switchover_timeout 0", base + "[health]\nswitchover_timeout = \"0s\"\n", `health.switchover_timeout must be > 0 (got 0s)`},
 
 		// Shards and broadcast tables.
 		{"shard without schema", base + shard(`table = "orders"`, `key = "uid"`, `algorithm = "mod"`, `clusters = ["main"]`),
@@ -678,7 +680,7 @@ password = "`+adminSecret+`"
 		`admin: user "admin", password set in the file`,
 		"auth: mysql, auth server 127.0.0.1:3310\n",
 		"shard pay.orders: key uid, algorithm mod, 2 cluster(s) x 10 table(s)\n",
-		"failover_block 10m, failover_write_wait 10s\n",
+		"failover_block 10m, failover_write_wait 10s, switchover_timeout 10s\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Describe lacks %q:\n%s", want, got)

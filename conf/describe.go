@@ -57,8 +57,8 @@ func (c *Config) Describe() string {
 	if h.AutoFailover {
 		failover = fmt.Sprintf("on, failover_block %s, failover_write_wait %s", h.FailoverBlock, h.FailoverWriteWait)
 	}
-	line("health: interval %s, timeout %s, failures_before_down %d, auto_failover %s",
-		h.Interval, h.Timeout, h.FailuresBeforeDown, failover)
+	line("health: interval %s, timeout %s, failures_before_down %d, auto_failover %s, switchover_timeout %s",
+		h.Interval, h.Timeout, h.FailuresBeforeDown, failover, h.SwitchoverTimeout)
 	if h.EnforceReadOnly {
 		line("  enforce_read_only: writable replicas are set read-only at start-up")
 	}

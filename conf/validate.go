@@ -309,6 +309,9 @@ func (c *Config) validateHealth(p *problems) {
 	if h.FailoverWriteWait.Duration < 0 {
 		p.add("health.failover_write_wait must be >= 0 (got %s)", h.FailoverWriteWait)
 	}
+	if h.SwitchoverTimeout.Duration <= 0 {
+		p.add("health.switchover_timeout must be > 0 (got %s)", h.SwitchoverTimeout)
+	}
 }
 
 func (c *Config) validateShards(p *problems) {

@@ -127,6 +127,9 @@ type Result struct {
 	NotRepointed map[string]string `json:"not_repointed,omitempty"`
 	// Skipped are replicas that could not be chosen, with the reason.
 	Skipped map[string]string `json:"skipped,omitempty"`
+	// Warnings are what went wrong without stopping the sequence (a switchover's semi-sync
+	// settings).
+	Warnings []string `json:"warnings,omitempty"`
 	// Steps time each step of Run in order.
 	Steps []Step `json:"steps"`
 	// Errant lists transactions found on the old master but not on the new one when the old

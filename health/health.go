@@ -200,6 +200,10 @@ type Cluster struct {
 	// is the cluster's master (health.ErrAmbiguousMaster): statements for
 	// the master fail with it rather than guess.
 	WritesRefused string
+	// WritesHeld, when not "", says why statements for the master wait
+	// (a planned switchover is moving the master): they resume with the
+	// next snapshot that clears it (HoldWrites, ReleaseWrites, Switch).
+	WritesHeld string
 	// Balance names the balancer (conf's cluster.balance).
 	Balance string
 	// MaxReplicationLag: a replica further behind is lagging.

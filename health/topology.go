@@ -53,7 +53,7 @@ func (t *Topology) withCluster(name string, minEpoch uint64, edit func(c *Cluste
 // is the master returns the current snapshot unchanged; one that is neither is
 // ErrUnknownBackend. A refusal of writes (RefuseWrites) is lifted.
 func (t *Topology) Promote(cluster, newMaster string, res *Result) (*Snapshot, error) {
-	if cur := t.Current().Cluster(cluster); cur != nil && cur.Master.Address == newMaster && cur.WritesRefused == "" {
+	if cur := t.Current().Cluster(cluster); cur != nil && cur.Master.Address == newMaster && cur.WritesRefused == "" && cur.WritesHeld == "" {
 		return t.Current(), nil
 	}
 	var minEpoch uint64
@@ -62,7 +62,7 @@ func (t *Topology) Promote(cluster, newMaster string, res *Result) (*Snapshot, e
 	}
 	return t.withCluster(cluster, minEpoch, func(c *Cluster) error {
 		if c.Master.Address == newMaster {
-			c.WritesRefused = ""
+			c.WritesRefused, c.WritesHeld = "", ""
 			return nil
 		}
 		i := slices.IndexFunc(c.Replicas, func(b *Backend) bool { return b.Address == newMaster })
@@ -78,7 +78,7 @@ func (t *Topology) Promote(cluster, newMaster string, res *Result) (*Snapshot, e
 		c.Fenced = append(slices.DeleteFunc(slices.Clone(c.Fenced), func(b *Backend) bool { return b.Address == newMaster }), c.Master)
 		c.Master = m
 		c.Replicas = slices.Delete(slices.Clone(c.Replicas), i, i+1)
-		c.WritesRefused = ""
+		c.WritesRefused, c.WritesHeld = "", ""
 		c.balancer, _ = NewBalancer(c.Balance, c.Replicas)
 		c.aside, _ = NewBalancer(c.Balance, c.Replicas)
 		return nil

@@ -119,7 +119,7 @@ func (s *Session) endStatement() {
 		return
 	}
 	si.stmtActive = false
-	if si.stmtRoute == 0 && s.srv.shards != nil {
+	if si.stmtRoute == 0 && s.srv.shards() != nil {
 		si.stmtRoute = routeShard
 	}
 	s.srv.digests.record(si.stmtDigest, time.Since(si.stmtStart), si.stmtRows, si.stmtFailed, si.stmtRoute)

@@ -39,7 +39,7 @@ func newFailovers(s *Server) *failovers {
 	}
 	f.total = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_failovers_total",
-		Help: "Automatic failovers that changed the master sluice uses, by cluster and outcome (promoted: this instance promoted a replica; followed: another instance had).",
+		Help: "Failovers and switchovers of a cluster's master, by cluster and outcome (promoted: this instance promoted a replica; followed: another instance had; switchover: a planned switchover moved the master; failed, switchover_failed: one gave up).",
 	}, []string{"cluster", "outcome"})
 	s.metrics.reg.MustRegister(f.total)
 	return f

@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -60,6 +61,11 @@ type Session struct {
 	// statements, replayed on each cluster it reaches later.
 	pendingTxWrite int
 	txSavepoints   []string
+	// masterBusy has bit clusterIdx%64 set while a statement of the session
+	// may be on its way to that cluster's master or a transaction is open
+	// there; a switchover drains on it (switchover.go). Written by the
+	// session's goroutine, read by the switchover's.
+	masterBusy atomic.Uint64
 
 	// last ran the session's previous statement: SHOW WARNINGS and the
 	// like must ask it.
@@ -760,7 +766,7 @@ func (s *Session) followTopology() error {
 func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	ready := func() bool {
 		c := s.cluster
-		if c.WritesRefused != "" {
+		if c.WritesRefused != "" || c.WritesHeld != "" {
 			return false
 		}
 		if failed != nil && c.Master == failed {
@@ -778,6 +784,9 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 		// Refused writes wait for nothing: no failover settles them.
 		wait = 0
 	}
+	if s.cluster.WritesHeld != "" {
+		wait = max(wait, heldWriteWait(h))
+	}
 	var timer *time.Timer
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -793,11 +802,13 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	}
 	for {
 		changed := s.srv.topo.Changed()
+		s.markMasterBusy() // before the load: a switchover that misses it published first
 		snap := s.srv.topo.Current()
 		s.cluster = snap.Clusters[s.clusterIdx]
 		if ready() || alive() {
 			return nil
 		}
+		s.unmarkMasterBusy()
 		if timer == nil {
 			if wait <= 0 {
 				break
@@ -820,6 +831,8 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	switch {
 	case c.WritesRefused != "":
 		why = c.WritesRefused
+	case c.WritesHeld != "":
+		why = fmt.Sprintf("writes held (%s) for longer than %v", c.WritesHeld, wait)
 	case cause != nil:
 		why = fmt.Sprintf("cannot connect to master %s: %v", c.Master.Address, cause)
 	default:
@@ -828,7 +841,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 			why += " (" + e + ")"
 		}
 	}
-	if wait > 0 && c.WritesRefused == "" {
+	if wait > 0 && c.WritesRefused == "" && c.WritesHeld == "" {
 		why += fmt.Sprintf("; no failover gave it a master within failover_write_wait %v", wait)
 	}
 	return protocol.NewError(protocol.ErCouldNotConnect, "sluice: cluster %s has no master to take the statement: %s", c.Name, why)
@@ -920,10 +933,20 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 				s.cluster.Name, s.cluster.ReplicaStates(), busy)
 		}
 	}
+	s.markMasterBusy()
 	if s.master != nil {
-		return s.master, nil
+		if s.srv.topo.Current().Clusters[s.clusterIdx].WritesHeld == "" || s.inTransaction() {
+			return s.master, nil
+		}
+		if err := s.awaitMaster(nil, nil); err != nil {
+			return nil, err
+		}
+		_ = s.followTopology() // not in a transaction: drops a master the switchover replaced
+		if s.master != nil {
+			return s.master, nil
+		}
 	}
-	if c := s.srv.topo.Current().Clusters[s.clusterIdx]; c.WritesRefused != "" || (s.srv.config().Health.AutoFailover && !c.Master.Up()) {
+	if c := s.srv.topo.Current().Clusters[s.clusterIdx]; c.WritesRefused != "" || c.WritesHeld != "" || (s.srv.config().Health.AutoFailover && !c.Master.Up()) {
 		if err := s.awaitMaster(nil, nil); err != nil {
 			return nil, err
 		}
@@ -1094,6 +1117,9 @@ func (s *Session) pinned() bool {
 // afterCommand gives the connections back to the pools between statements
 // unless the session is pinned, so many clients share few connections.
 func (s *Session) afterCommand() {
+	if s.masterBusy.Load() != 0 && !s.inTransaction() {
+		s.masterBusy.Store(0)
+	}
 	if !s.pinned() {
 		s.release(false)
 	}

@@ -1,0 +1,493 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DefaultSwitchoverTimeout: how long Switchover.Run waits for the target to apply every
+// transaction of the old master when Switchover.Timeout is 0.
+const DefaultSwitchoverTimeout = 10 * time.Second
+
+// OutcomeSwitchover: a planned switchover moved the master (Switchover.Run).
+const OutcomeSwitchover Outcome = "switchover"
+
+// Reasons a switchover refuses or gives up. Each is wrapped with details naming the cluster
+// and the servers involved; test with errors.Is.
+var (
+	// ErrMasterUnreachable: sluice cannot log in to the master; a switchover needs a live one
+	// (a dead master is a failover).
+	ErrMasterUnreachable = errors.New("the master is unreachable")
+	// ErrTargetNotReplica: the target does not replicate from the master.
+	ErrTargetNotReplica = errors.New("the target does not replicate from the master")
+	// ErrTargetNotReady: the target replicates from the master but a replication thread is
+	// stopped, so it cannot be trusted to catch up.
+	ErrTargetNotReady = errors.New("the target's replication is not running")
+	// ErrCatchUpTimeout: the target had not applied every transaction of the old master
+	// within the timeout; the switchover was undone.
+	ErrCatchUpTimeout = errors.New("the target did not catch up with the master in time")
+	// ErrSwitchoverIncomplete: promoting the target failed after the old master was made
+	// read-only; neither server may be writable, and a DBA must look.
+	ErrSwitchoverIncomplete = errors.New("switchover failed half way")
+)
+
+// Switchover is one planned change of a live cluster's master: the inputs of Run. The caller
+// fills it from the live topology and owns it; Run only reads it.
+//
+// Run's sequence:
+//  1. Survey: log in to the master and every replica, all at once. The master must answer
+//     (else ErrMasterUnreachable); the target must replicate from it (ErrTargetNotReplica)
+//     with both replication threads running (ErrTargetNotReady).
+//  2. Lock: GET_LOCK(FailoverLockName(Cluster), 0) on the reachable servers, so no other
+//     sluice instance fails the cluster over meanwhile (ErrInProgress, ErrNoQuorum).
+//  3. Hold: Run calls Hold, which stops new writes and returns once those in flight are done.
+//  4. Demote: read_only on the old master (the server waits for running writes to commit),
+//     then its binlog GTID position is read: every transaction it will ever have had.
+//  5. Catch up: wait up to Timeout until the target has applied that position. When it does
+//     not, Run sets the old master writable again and returns ErrCatchUpTimeout naming what
+//     the target lacks; the caller resumes writes.
+//  6. Promote the target (STOP SLAVE; RESET SLAVE ALL; read_only OFF). A failure here is
+//     ErrSwitchoverIncomplete: the old master stays read-only.
+//  7. Repoint: the old master replicates from the target (its replica position set to its own
+//     binlog position on MariaDB, GTID auto-positioning on MySQL), logged in as the cluster's
+//     service account, which needs REPLICATION SLAVE; every other replica is repointed as in
+//     a failover. Failures here are reported in the Result, not returned.
+type Switchover struct {
+	Cluster string
+	// Master is the current master's address; Target the replica that takes over.
+	Master, Target string
+	// Replicas are the cluster's replica addresses in configured order, Target among them.
+	// Target's address is what the others are repointed to.
+	Replicas    []string
+	Credentials Credentials
+	// Epoch is the topology epoch before the switchover; the Result carries Epoch+1.
+	Epoch uint64
+	// Timeout bounds step 5; 0 means DefaultSwitchoverTimeout.
+	Timeout time.Duration
+	// Hold is called at step 3 and must return once no write is in flight to the master any
+	// more and new ones wait; an error ends Run before anything changed. nil holds nothing.
+	Hold func(ctx context.Context) error
+	// Now, when set, replaces time.Now for the Result's times.
+	Now func() time.Time
+}
+
+func (sw *Switchover) now() time.Time {
+	if sw.Now != nil {
+		return sw.Now()
+	}
+	return time.Now()
+}
+
+func (sw *Switchover) errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("health: cluster %s: switchover to %s: %w: %s", sw.Cluster, sw.Target, sentinel, fmt.Sprintf(format, args...))
+}
+
+// Run carries out the switchover described at Switchover and returns its Result (Outcome
+// OutcomeSwitchover, OldMaster, NewMaster, PromotedAt, Repointed), or an error wrapping one of
+// the reasons above (or ErrInProgress, ErrNoQuorum, or a connection error). Every connection
+// Run opened is closed, and so every lock released, when it returns. ctx bounds the whole
+// sequence; Timeout bounds the catch-up within it.
+func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
+	res := &Result{Cluster: sw.Cluster, OldMaster: sw.Master, Started: sw.now()}
+	stepStart := time.Now()
+	step := func(name string) {
+		now := time.Now()
+		res.Steps = append(res.Steps, Step{Name: name, Took: now.Sub(stepStart)})
+		stepStart = now
+	}
+	if !slices.Contains(sw.Replicas, sw.Target) {
+		return nil, sw.errorf(ErrUnknownBackend, "%s is not a configured replica", sw.Target)
+	}
+	host, port, err := splitAddr(sw.Target)
+	if err != nil {
+		return nil, fmt.Errorf("health: cluster %s: replica address %q: %w", sw.Cluster, sw.Target, err)
+	}
+
+	// Survey.
+	master := &member{addr: sw.Master}
+	members := make([]*member, len(sw.Replicas))
+	var target *member
+	for i, a := range sw.Replicas {
+		members[i] = &member{addr: a}
+		if a == sw.Target {
+			target = members[i]
+		}
+	}
+	all := append([]*member{master}, members...)
+	defer func() {
+		for _, m := range all {
+			if m.conn != nil {
+				m.conn.Close()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, m := range all {
+		wg.Go(func() {
+			m.conn, m.err = Dial(ctx, m.addr, sw.Credentials)
+			if m.err == nil {
+				m.refresh(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	step("survey")
+	if !master.reachable() {
+		return nil, sw.errorf(ErrMasterUnreachable, "%s: %v", sw.Master, master.err)
+	}
+	res.Flavor = master.st.Flavor.String()
+	if !target.reachable() {
+		return nil, sw.errorf(ErrTargetNotReady, "%s is unreachable: %v", sw.Target, target.err)
+	}
+	rs := target.st.Replica
+	if !rs.Configured || !sameServer(net.JoinHostPort(rs.MasterHost, strconv.Itoa(rs.MasterPort)), sw.Master) {
+		from := "no one"
+		if rs.Configured {
+			from = net.JoinHostPort(rs.MasterHost, strconv.Itoa(rs.MasterPort))
+		}
+		return nil, sw.errorf(ErrTargetNotReplica, "%s replicates from %s, not from master %s", sw.Target, from, sw.Master)
+	}
+	if !rs.IOConnected() || !rs.SQLRunning {
+		return nil, sw.errorf(ErrTargetNotReady, "%s: IO thread %s, SQL thread running %v (last IO error %q, last SQL error %q)",
+			sw.Target, rs.IORunning, rs.SQLRunning, rs.LastIOError, rs.LastSQLError)
+	}
+
+	// Lock on the reachable servers.
+	lock := FailoverLockName(sw.Cluster)
+	got, reachable := 0, 0
+	for _, m := range all {
+		if !m.reachable() {
+			continue
+		}
+		reachable++
+		ok, err := m.conn.TryLock(ctx, lock)
+		if err != nil {
+			continue
+		}
+		if !ok {
+			return nil, sw.errorf(ErrInProgress, "lock %s is held on %s", lock, m.addr)
+		}
+		m.locked = true
+		got++
+	}
+	if !hasMajority(got, reachable) {
+		return nil, sw.errorf(ErrNoQuorum, "lock %s taken on %d of %d reachable servers", lock, got, reachable)
+	}
+	defer unlockAll(context.WithoutCancel(ctx), all, lock)
+	step("lock")
+
+	if sw.Hold != nil {
+		if err := sw.Hold(ctx); err != nil {
+			return nil, fmt.Errorf("health: cluster %s: switchover to %s: holding writes: %w", sw.Cluster, sw.Target, err)
+		}
+	}
+	step("hold")
+
+	// Demote. From here on a failure must leave the old master writable again.
+	undo := func(cause error) error {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sw.Credentials.timeout())
+		defer cancel()
+		if uerr := master.conn.Unfence(uctx); uerr != nil {
+			return fmt.Errorf("%w; and setting %s writable again failed: %w", cause, sw.Master, uerr)
+		}
+		return cause
+	}
+	if err := master.conn.Fence(ctx); err != nil {
+		return nil, undo(fmt.Errorf("health: cluster %s: switchover to %s: setting %s read-only: %w", sw.Cluster, sw.Target, sw.Master, err))
+	}
+	master.refresh(ctx)
+	if !master.reachable() {
+		return nil, undo(fmt.Errorf("health: cluster %s: switchover to %s: reading the position of %s: %w", sw.Cluster, sw.Target, sw.Master, master.err))
+	}
+	final := master.st.BinlogPos
+	step("demote")
+
+	timeout := sw.Timeout
+	if timeout <= 0 {
+		timeout = DefaultSwitchoverTimeout
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	err = target.conn.WaitExecuted(wctx, final)
+	cancel()
+	if err != nil {
+		lacks := ""
+		if target.conn.broken == nil {
+			target.refresh(ctx)
+			if target.reachable() {
+				lacks = final.Missing(target.st.Replica.Executed)
+			}
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, undo(sw.errorf(ErrCatchUpTimeout, "%s had not applied %s of master %s after %v (switchover_timeout); it lacks %s",
+				sw.Target, final, sw.Master, timeout, orNothing(lacks)))
+		}
+		return nil, undo(sw.errorf(ErrCatchUpTimeout, "waiting for %s to apply %s of master %s: %v", sw.Target, final, sw.Master, err))
+	}
+	step("catch_up")
+
+	if err := target.conn.Promote(ctx); err != nil {
+		return nil, sw.errorf(ErrSwitchoverIncomplete, "promoting %s: %v; master %s was left read-only", sw.Target, err, sw.Master)
+	}
+	// Semi-synchronous replication moves with the master: the new one waits for
+	// acknowledgements as the old one did, and the old one, now a replica, must not (its
+	// applier would wait for an acknowledgement no one sends).
+	semi, err := master.conn.semiSync(ctx)
+	if err != nil {
+		res.Warnings = append(res.Warnings, err.Error())
+	}
+	if semi.sourceOn {
+		if err := target.conn.setSemiSync(ctx, true); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync not enabled on the new master: %v", err))
+		}
+	}
+	target.refresh(ctx)
+	if target.reachable() {
+		res.PromotedAt = target.st.BinlogPos.String()
+	}
+	step("promote")
+
+	for _, m := range all {
+		if m == target {
+			continue
+		}
+		var rerr error
+		switch {
+		case !m.reachable():
+			rerr = errors.New("unreachable: " + m.err.Error())
+		case m == master:
+			if semi.sourceOn {
+				if err := m.conn.setSemiSync(ctx, false); err != nil {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync still on at the old master: %v", err))
+				}
+			}
+			rerr = m.conn.Follow(ctx, host, port, sw.Credentials.User, sw.Credentials.Password)
+		case !m.st.Replica.Configured:
+			rerr = errors.New("replicates from no one")
+		default:
+			rerr = m.conn.Repoint(ctx, host, port)
+		}
+		if rerr == nil {
+			res.Repointed = append(res.Repointed, m.addr)
+			continue
+		}
+		if res.NotRepointed == nil {
+			res.NotRepointed = map[string]string{}
+		}
+		res.NotRepointed[m.addr] = rerr.Error()
+	}
+	step("repoint")
+	res.Servers = reports(members)
+	res.Outcome, res.NewMaster, res.Epoch, res.Finished = OutcomeSwitchover, sw.Target, sw.Epoch+1, sw.now()
+	return res, nil
+}
+
+func orNothing(s string) string {
+	if s == "" {
+		return "nothing it has not received (its SQL thread is behind)"
+	}
+	return s
+}
+
+// splitAddr splits host:port with a numeric port.
+func splitAddr(addr string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return "", 0, fmt.Errorf("port: %w", err)
+	}
+	return host, port, nil
+}
+
+// sameServer reports whether two host:port addresses name the same server: the same port and
+// the same host, where every loopback name counts as one host.
+func sameServer(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	loop := func(h string) bool {
+		if h == "localhost" {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return ha == hb || (loop(ha) && loop(hb))
+}
+
+// Unfence turns read_only (and super_read_only on MySQL) off: it undoes Fence on a master a
+// switchover gave up on.
+func (cc *ControlConn) Unfence(ctx context.Context) error {
+	return cc.exec(ctx, cc.d.unfence()...)
+}
+
+// Follow makes a server that replicates from no one (an old master) a replica of host:port,
+// logged in as user: on MariaDB its replica position is set to its own binlog position first
+// (MASTER_USE_GTID = slave_pos), on MySQL GTID auto-positioning does the same. Replication
+// starts at once.
+func (cc *ControlConn) Follow(ctx context.Context, host string, port int, user, password string) error {
+	return cc.exec(ctx, cc.d.follow(host, port, user, password)...)
+}
+
+func (d dialect) unfence() []string {
+	if d.flavor == FlavorMariaDB {
+		return []string{"SET GLOBAL read_only = OFF"}
+	}
+	return []string{"SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}
+}
+
+func (d dialect) follow(host string, port int, user, password string) []string {
+	h, p, u, pw := quoteSQL(host), strconv.Itoa(port), quoteSQL(user), quoteSQL(password)
+	switch {
+	case d.flavor == FlavorMariaDB:
+		return []string{"STOP SLAVE", "RESET SLAVE ALL",
+			"SET GLOBAL gtid_slave_pos = @@GLOBAL.gtid_binlog_pos",
+			"CHANGE MASTER TO MASTER_HOST = " + h + ", MASTER_PORT = " + p + ", MASTER_USER = " + u +
+				", MASTER_PASSWORD = " + pw + ", MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1",
+			"START SLAVE"}
+	case d.replicaWords:
+		return []string{"STOP REPLICA", "RESET REPLICA ALL",
+			"CHANGE REPLICATION SOURCE TO SOURCE_HOST = " + h + ", SOURCE_PORT = " + p + ", SOURCE_USER = " + u +
+				", SOURCE_PASSWORD = " + pw + ", SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1, GET_SOURCE_PUBLIC_KEY = 1",
+			"START REPLICA"}
+	}
+	return []string{"STOP SLAVE", "RESET SLAVE ALL",
+		"CHANGE MASTER TO MASTER_HOST = " + h + ", MASTER_PORT = " + p + ", MASTER_USER = " + u +
+			", MASTER_PASSWORD = " + pw + ", MASTER_AUTO_POSITION = 1, MASTER_CONNECT_RETRY = 1",
+		"START SLAVE"}
+}
+
+// semiSyncState is which semi-synchronous replication sides a server has switched on, with
+// the variable names of its flavor and version (master/slave or source/replica).
+type semiSyncState struct {
+	sourceVar, replicaVar string // "" when the server has no such variable
+	sourceOn, replicaOn   bool
+}
+
+// semiSync reads the server's semi-sync variables (none when the plugin is not loaded).
+func (cc *ControlConn) semiSync(ctx context.Context) (semiSyncState, error) {
+	var st semiSyncState
+	rs, err := cc.query(ctx, "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_%_enabled'")
+	if err != nil {
+		return st, err
+	}
+	for i := range rs.Values {
+		name, _ := rs.GetString(i, 0)
+		val, _ := rs.GetString(i, 1)
+		on := val == "ON" || val == "1"
+		switch name {
+		case "rpl_semi_sync_master_enabled", "rpl_semi_sync_source_enabled":
+			st.sourceVar, st.sourceOn = name, on
+		case "rpl_semi_sync_slave_enabled", "rpl_semi_sync_replica_enabled":
+			st.replicaVar, st.replicaOn = name, on
+		}
+	}
+	return st, nil
+}
+
+// setSemiSync makes the server the source side of semi-sync (source true: master side on,
+// replica side off) or the replica side (master side off, replica side on), as far as it has
+// the variables; the replica side takes effect when replication (re)starts.
+func (cc *ControlConn) setSemiSync(ctx context.Context, source bool) error {
+	st, err := cc.semiSync(ctx)
+	if err != nil {
+		return err
+	}
+	onOff := func(b bool) string {
+		if b {
+			return "ON"
+		}
+		return "OFF"
+	}
+	var stmts []string
+	if st.sourceVar != "" && st.sourceOn != source {
+		stmts = append(stmts, "SET GLOBAL "+st.sourceVar+" = "+onOff(source))
+	}
+	if st.replicaVar != "" && st.replicaOn == source {
+		stmts = append(stmts, "SET GLOBAL "+st.replicaVar+" = "+onOff(!source))
+	}
+	return cc.exec(ctx, stmts...)
+}
+
+// HoldWrites publishes a snapshot in which cluster's statements for the master wait (reason
+// says why) until ReleaseWrites or Switch (or Promote) publishes one without the hold.
+func (t *Topology) HoldWrites(cluster, reason string) (*Snapshot, error) {
+	return t.withCluster(cluster, 0, func(c *Cluster) error {
+		c.WritesHeld = reason
+		return nil
+	})
+}
+
+// ReleaseWrites lifts HoldWrites: statements for the master go on to the same master.
+func (t *Topology) ReleaseWrites(cluster string) (*Snapshot, error) {
+	return t.withCluster(cluster, 0, func(c *Cluster) error {
+		c.WritesHeld = ""
+		return nil
+	})
+}
+
+// Switch publishes the snapshot of a planned switchover: replica newMaster becomes the master
+// of cluster and the old master becomes a replica (new Backends: Role is never changed in
+// place; each keeps its last probe Status, and weight 1 for the old master), so reads go on
+// to both. The epoch rises to at least res.Epoch (res may be nil). A hold or a refusal of
+// writes is lifted. A newMaster that is not a replica is ErrUnknownBackend.
+func (t *Topology) Switch(cluster, newMaster string, res *Result) (*Snapshot, error) {
+	var minEpoch uint64
+	if res != nil {
+		minEpoch = res.Epoch
+	}
+	return t.withCluster(cluster, minEpoch, func(c *Cluster) error {
+		i := slices.IndexFunc(c.Replicas, func(b *Backend) bool { return b.Address == newMaster })
+		if i < 0 {
+			return fmt.Errorf("health: cluster %s: switch to %s: %w", cluster, newMaster, ErrUnknownBackend)
+		}
+		old, prev := c.Replicas[i], c.Master
+		m := &Backend{Cluster: old.Cluster, Address: old.Address, Role: RoleMaster, Weight: 1}
+		r := &Backend{Cluster: prev.Cluster, Address: prev.Address, Role: RoleReplica, Weight: 1}
+		for _, x := range []struct{ from, to *Backend }{{old, m}, {prev, r}} {
+			if st := x.from.Status(); st != nil {
+				x.to.status.Store(st)
+			}
+			s := x.from.State()
+			if s.held() {
+				s = State(x.from.probed.Load())
+			}
+			x.to.state.Store(uint32(s))
+			x.to.probed.Store(x.from.probed.Load())
+		}
+		c.Master = m
+		c.Replicas = slices.Clone(c.Replicas)
+		c.Replicas[i] = r
+		c.Fenced = slices.DeleteFunc(slices.Clone(c.Fenced), func(b *Backend) bool { return b.Address == newMaster || b.Address == prev.Address })
+		c.WritesRefused, c.WritesHeld = "", ""
+		c.balancer, _ = NewBalancer(c.Balance, c.Replicas)
+		c.aside, _ = NewBalancer(c.Balance, c.Replicas)
+		return nil
+	})
+}
+
+// RecordSwitchover adds a successful switchover's result: the new master and epoch and the
+// history. Unlike Record it fences nothing (the old master is a replica now) and leaves
+// LastFailover alone: a planned switchover does not block an automatic failover.
+func (s *FailoverState) RecordSwitchover(r *Result) {
+	s.Cluster = r.Cluster
+	s.Epoch, s.Master = r.Epoch, r.NewMaster
+	s.Fenced = slices.DeleteFunc(s.Fenced, func(a string) bool { return a == r.NewMaster || a == r.OldMaster })
+	s.History = append(s.History, *r)
+	if n := len(s.History); n > maxHistory {
+		s.History = slices.Clone(s.History[n-maxHistory:])
+	}
+}

@@ -1,0 +1,291 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
+)
+
+// drainPoll is how often a switchover looks at the sessions while it waits for the writes in
+// flight to the old master to finish.
+const drainPoll = 2 * time.Millisecond
+
+// heldWriteWait is how long a statement for a master whose writes a switchover holds waits
+// before it fails: the drain and the catch-up (switchover_timeout each) and the promote and
+// repoint statements (each bounded by the control timeout).
+func heldWriteWait(h *conf.Health) time.Duration {
+	return 2*h.SwitchoverTimeout.Duration + 4*h.Timeout.Duration
+}
+
+// masterBit is the session's bit in masterBusy for its active cluster.
+func (s *Session) masterBit() uint64 { return 1 << (uint(s.clusterIdx) % 64) }
+
+// markMasterBusy notes that a statement of the session may be on its way to its cluster's
+// master. It is called before the session loads the snapshot that decides whether the
+// statement waits, so a switchover that publishes a hold and then finds the bit clear knows
+// the session will see the hold.
+func (s *Session) markMasterBusy() {
+	if b := s.masterBit(); s.masterBusy.Load()&b == 0 {
+		s.masterBusy.Or(b)
+	}
+}
+
+// unmarkMasterBusy clears the bit while the session waits for a held master.
+func (s *Session) unmarkMasterBusy() { s.masterBusy.And(^s.masterBit()) }
+
+// drainMaster waits until no session has a statement in flight to, or a transaction open on,
+// the master of cluster idx, or until deadline or ctx ends. It returns how many sessions were
+// still busy then (0: drained).
+func (s *Server) drainMaster(ctx context.Context, idx int, deadline time.Time) int {
+	bit := uint64(1) << (uint(idx) % 64)
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		busy := 0
+		s.mu.Lock()
+		for _, sess := range s.sessions {
+			if sess.masterBusy.Load()&bit != 0 {
+				busy++
+			}
+		}
+		s.mu.Unlock()
+		if busy == 0 || !time.Now().Before(deadline) {
+			return busy
+		}
+		select {
+		case <-ctx.Done():
+			return busy
+		case <-tick.C:
+		}
+	}
+}
+
+// claim marks cluster as having a failover or switchover run by this process, so that no
+// other one (automatic or operator's) starts; it returns an ERR when one is running.
+func (f *failovers) claim(cluster, what string) *protocol.SQLError {
+	f.lock()
+	defer f.unlock()
+	if f.running[cluster] {
+		return protocol.NewError(protocol.ErUnknownError,
+			"sluice: %s of cluster %s refused: a failover or switchover of it is already running", what, cluster)
+	}
+	f.running[cluster] = true
+	return nil
+}
+
+func (f *failovers) unclaim(cluster string) {
+	f.lock()
+	delete(f.running, cluster)
+	f.unlock()
+}
+
+// clusterIndex returns cluster's index in every snapshot, or an ERR naming it.
+func (s *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) {
+	i := slices.IndexFunc(s.topo.Current().Clusters, func(c *health.Cluster) bool { return c.Name == cluster })
+	if i < 0 {
+		names := make([]string, 0, len(s.config().Clusters))
+		for _, c := range s.config().Clusters {
+			names = append(names, c.Name)
+		}
+		return -1, protocol.NewError(protocol.ErWrongArguments, "sluice: %s: no cluster %q (clusters: %s)", what, cluster, strings.Join(names, ", "))
+	}
+	return i, nil
+}
+
+// Switchover moves the master of cluster to target, one of its replicas, without losing a
+// transaction (health.Switchover): statements for the master wait from the moment the servers
+// are checked and locked until the new master is published (or the switchover is undone), up
+// to 2 x switchover_timeout + 4 x [health] timeout. The old master becomes a read-only replica
+// of target and keeps serving reads. Statements already on their way to the old master finish
+// first (the drain); a transaction still open there after switchover_timeout of draining is cut
+// off (its connection closed, so it rolls back unacknowledged and the session ends as with a
+// lost master). Switchover may be
+// called from any goroutine; it refuses while another failover or switchover of the cluster
+// runs. Errors are *protocol.SQLError naming the cluster, the target and what failed.
+func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
+	what := fmt.Sprintf("SWITCHOVER CLUSTER %s TO '%s'", cluster, target)
+	idx, serr := s.clusterIndex(cluster, what)
+	if serr != nil {
+		return serr
+	}
+	snap := s.topo.Current()
+	c := snap.Clusters[idx]
+	if c.Master.Address == target {
+		return protocol.NewError(protocol.ErWrongArguments, "sluice: %s: %s is already the master of cluster %s", what, target, cluster)
+	}
+	i := slices.IndexFunc(c.Replicas, func(b *health.Backend) bool { return b.Address == target })
+	if i < 0 {
+		addrs := make([]string, len(c.Replicas))
+		for j, r := range c.Replicas {
+			addrs[j] = r.Address
+		}
+		return protocol.NewError(protocol.ErWrongArguments, "sluice: %s: %s is not a replica of cluster %s (replicas: %s)",
+			what, target, cluster, strings.Join(addrs, ", "))
+	}
+	if st := c.Replicas[i].State(); st != health.StateUp {
+		why := ""
+		if e := c.Replicas[i].LastError(); e != "" {
+			why = " (" + e + ")"
+		}
+		return protocol.NewError(protocol.ErUnknownError, "sluice: %s: replica %s is %s%s; only an up replica can take over", what, target, st, why)
+	}
+	if st := c.Master.State(); st != health.StateUp {
+		return protocol.NewError(protocol.ErUnknownError,
+			"sluice: %s: master %s is %s; a switchover needs a live master (use FAILOVER CLUSTER %s)", what, c.Master.Address, st, cluster)
+	}
+	if serr := s.failover.claim(cluster, "SWITCHOVER"); serr != nil {
+		return serr
+	}
+	defer s.failover.unclaim(cluster)
+
+	h := &s.config().Health
+	log := s.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.String("new_master", target))
+	replicas := make([]string, len(c.Replicas))
+	for j, r := range c.Replicas {
+		replicas[j] = r.Address
+	}
+	held := false
+	var drained int
+	sw := health.Switchover{
+		Cluster:     cluster,
+		Master:      c.Master.Address,
+		Target:      target,
+		Replicas:    replicas,
+		Credentials: s.failover.credentials(cluster, c.Master.Address),
+		Epoch:       snap.Epoch,
+		Timeout:     h.SwitchoverTimeout.Duration,
+		Hold: func(ctx context.Context) error {
+			if _, err := s.topo.HoldWrites(cluster, "switchover to "+target); err != nil {
+				return err
+			}
+			held = true
+			drained = s.drainMaster(ctx, idx, time.Now().Add(h.SwitchoverTimeout.Duration))
+			if drained > 0 {
+				// read_only does not stop an account with READ ONLY ADMIN or SUPER, which
+				// service accounts often have: cut the stragglers off, so that nothing
+				// commits on the old master after its final position is read. Their
+				// transactions roll back unacknowledged.
+				n := 0
+				if p := s.pool(c.Master.Address); p != nil {
+					n = p.CloseLent()
+				}
+				log.Warn("switchover: sessions still busy on the old master after switchover_timeout; closed their connections",
+					zap.Int("sessions", drained), zap.Int("connections", n))
+			}
+			return ctx.Err()
+		},
+	}
+	// The catch-up and the drain have their own bounds; ctx covers the statements around them.
+	rctx, cancel := context.WithTimeout(ctx, heldWriteWait(h)+2*h.Timeout.Duration)
+	defer cancel()
+	res, err := sw.Run(rctx)
+	if err != nil {
+		switch {
+		case errors.Is(err, health.ErrSwitchoverIncomplete):
+			// Neither server may be writable: refuse rather than guess.
+			if _, rerr := s.topo.RefuseWrites(cluster, err.Error()); rerr != nil {
+				log.Error("cannot refuse writes", zap.Error(rerr))
+			}
+		case held:
+			if _, rerr := s.topo.ReleaseWrites(cluster); rerr != nil {
+				log.Error("cannot resume writes", zap.Error(rerr))
+			}
+		}
+		s.failover.total.WithLabelValues(cluster, "switchover_failed").Inc()
+		s.event("switchover", cluster, target, "failed: "+err.Error())
+		log.Error("switchover failed", zap.Error(err))
+		return protocol.NewError(protocol.ErUnknownError, "sluice: %s failed: %v", what, err)
+	}
+	next, err := s.topo.Switch(cluster, target, res)
+	if err != nil {
+		// The servers switched but sluice cannot follow: refuse writes rather than send them
+		// to the read-only old master.
+		_, _ = s.topo.RefuseWrites(cluster, "switchover to "+target+" done on the servers but not published: "+err.Error())
+		log.Error("switchover: cannot publish the new master", zap.Error(err))
+		return protocol.NewError(protocol.ErUnknownError, "sluice: %s: the servers switched but sluice cannot publish it: %v", what, err)
+	}
+	s.failover.lock()
+	s.failover.stateOf(cluster).RecordSwitchover(res)
+	s.failover.writeState(cluster)
+	s.failover.unlock()
+	s.failover.total.WithLabelValues(cluster, string(health.OutcomeSwitchover)).Inc()
+	detail := fmt.Sprintf("%s -> %s, epoch %d, took %v", res.OldMaster, res.NewMaster, next.Epoch, res.Finished.Sub(res.Started).Round(time.Millisecond))
+	if len(res.NotRepointed) > 0 {
+		detail += fmt.Sprintf("; not repointed: %v", res.NotRepointed)
+	}
+	s.event("switchover", cluster, target, detail)
+	fields := []zap.Field{zap.Uint64("epoch", next.Epoch), zap.String("promoted_at", res.PromotedAt),
+		zap.Strings("repointed", res.Repointed), zap.Any("not_repointed", res.NotRepointed), zap.Int("busy_after_drain", drained),
+		zap.Duration("took", res.Finished.Sub(res.Started))}
+	for _, st := range res.Steps {
+		fields = append(fields, zap.Duration("step_"+st.Name, st.Took))
+	}
+	log.Warn("switchover: writes go to the new master", fields...)
+	return nil
+}
+
+// FailoverCluster is an operator's failover of cluster: the sequence an automatic failover
+// runs for a master that is down (health.Failover.Run, published like one), whether
+// auto_failover is on or not, and regardless of failover_block (the operator decided). A
+// master the probes find up (or lagging, or offline) is refused: a live master is moved with
+// Switchover, never failed over blindly; Run refuses too when sluice can still log in to it.
+// FailoverCluster may be called from any goroutine; it refuses while another failover or
+// switchover of the cluster runs. Errors are *protocol.SQLError naming what failed.
+func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
+	what := "FAILOVER CLUSTER " + cluster
+	idx, serr := s.clusterIndex(cluster, what)
+	if serr != nil {
+		return serr
+	}
+	snap := s.topo.Current()
+	c := snap.Clusters[idx]
+	if st := c.Master.State(); st != health.StateDown && st != health.StateFenced {
+		return protocol.NewError(protocol.ErUnknownError,
+			"sluice: %s refused: master %s is %s; a live master is not failed over, use SWITCHOVER CLUSTER %s TO '<replica>'",
+			what, c.Master.Address, st, cluster)
+	}
+	if serr := s.failover.claim(cluster, "FAILOVER"); serr != nil {
+		return serr
+	}
+	defer s.failover.unclaim(cluster)
+	replicas := make([]string, len(c.Replicas))
+	for i, r := range c.Replicas {
+		replicas[i] = r.Address
+	}
+	fo := health.Failover{
+		Cluster:     cluster,
+		Master:      c.Master.Address,
+		Replicas:    replicas,
+		Credentials: s.failover.credentials(cluster, c.Master.Address),
+		Epoch:       snap.Epoch,
+	}
+	log := s.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.Bool("manual", true))
+	rctx, cancel := context.WithTimeout(ctx, health.DefaultApplyTimeout+10*s.config().Health.Timeout.Duration)
+	defer cancel()
+	res, err := fo.Run(rctx)
+	if err != nil {
+		s.failover.total.WithLabelValues(cluster, "failed").Inc()
+		s.event("failover", cluster, c.Master.Address, "manual failover failed: "+err.Error())
+		log.Error("manual failover failed", zap.Error(err))
+		hint := ""
+		if errors.Is(err, health.ErrMasterReachable) {
+			hint = "; a live master is not failed over, use SWITCHOVER"
+		}
+		return protocol.NewError(protocol.ErUnknownError, "sluice: %s failed: %v%s", what, err, hint)
+	}
+	s.failover.publish(res, log)
+	if cur := s.topo.Current().Cluster(cluster); cur.Master.Address != res.NewMaster {
+		return protocol.NewError(protocol.ErUnknownError, "sluice: %s: %s was promoted but sluice cannot switch to it (see the log)", what, res.NewMaster)
+	}
+	s.event("failover", cluster, res.NewMaster, fmt.Sprintf("manual: %s -> %s (%s)", res.OldMaster, res.NewMaster, res.Outcome))
+	return nil
+}
