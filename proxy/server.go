@@ -185,6 +185,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		v := cfg.Proxy.ServerVersion
 		s.version.Store(&v)
 	}
+	s.initMetrics()
 	return s, nil
 }
 

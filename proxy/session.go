@@ -93,6 +93,10 @@ type Session struct {
 	args     []shard.Value
 	argText  []byte
 	renamed  shard.Row
+
+	// rec is what the current command recorded for metrics and the slow
+	// log (metrics_session.go).
+	rec commandRecord
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -356,12 +360,14 @@ func (s *Session) serve() error {
 			continue
 		}
 		s.pendingTxWrite = -1
+		start := monoNow()
 		if err := s.dispatch(p); err != nil {
 			if errors.Is(err, errQuit) {
 				return nil
 			}
 			return err
 		}
+		s.finishCommand(p, start)
 		s.afterCommand()
 		// Waiting for the next command holds no write buffer.
 		s.client.Idle()
@@ -438,6 +444,7 @@ func (s *Session) comQuery(p []byte) error {
 	} else {
 		plan = s.srv.router.ClassifyBytes(p[1:])
 	}
+	s.rec.plan = plan
 	if plan.LoadDataLocal && !s.key.localFiles {
 		if !s.srv.cfg.Proxy.LocalInfile {
 			return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
@@ -611,12 +618,8 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			skip = bc.backend
 			continue
 		}
-		if bc.backend.Role == health.RoleMaster {
-			s.srv.metrics.routeMaster.Inc()
-		} else {
-			s.srv.metrics.routeReplica.Inc()
-		}
 		res, err := run(bc)
+		s.rec.note(bc.backend, &res)
 		if err == nil {
 			s.last = bc
 			// SHOW WARNINGS / @@error_count may ask about this one.
