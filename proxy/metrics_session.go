@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -143,6 +144,18 @@ func (s *Session) logSlow(p []byte, route stmtRoute, code uint16, d time.Duratio
 		}
 	}
 	s.log().Warn("slow query", fields...)
+}
+
+// loginFailed counts the ERR a failed login sent the client: the auth
+// server's own (relayed, carried in err) or one sluice wrote (sent).
+func (m *metrics) loginFailed(err error, sent uint16) {
+	var se *protocol.SQLError
+	if errors.As(err, &se) {
+		sent = se.Code
+	}
+	if sent != 0 {
+		m.clientError(sent)
+	}
 }
 
 // SetSlowQueryLog sets the slow-query log's threshold (0 switches it off)

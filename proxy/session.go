@@ -196,6 +196,7 @@ func (s *Session) run(ctx context.Context) {
 			result = "denied"
 		}
 		s.srv.metrics.logins.WithLabelValues(result).Inc()
+		s.srv.metrics.loginFailed(err, s.client.SentErr)
 		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
 		return
 	}
