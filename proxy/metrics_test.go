@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +270,61 @@ func BenchmarkFinishCommand(b *testing.B) {
 		s.rec.plan = plan
 		s.rec.note(replica, &res)
 		s.finishCommand(p, start)
+	}
+}
+
+// TestDashboardUsesOnlyExportedMetrics: every sluice_ metric the Grafana
+// dashboard queries is one sluice exports (with each labelled family given
+// a sample, as traffic would).
+func TestDashboardUsesOnlyExportedMetrics(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/grafana-sluice.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Targets []struct{ Expr string } `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("the dashboard is not valid JSON: %v", err)
+	}
+	srv := offlineServer(t, "", 1)
+	m := srv.metrics
+	m.logins.WithLabelValues("ok").Inc()
+	m.clientError(1146)
+	srv.stateChanges.WithLabelValues("main", "127.0.0.1:2", "down").Inc()
+	srv.failover.total.WithLabelValues("main", "promoted").Inc()
+	exported := map[string]bool{}
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		exported[f.GetName()] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				exported[f.GetName()+suffix] = true
+			}
+		}
+	}
+	// Not exported before the first probe, which an offline server never
+	// runs.
+	exported["sluice_backend_replication_lag_seconds"] = true
+	exported["sluice_backend_load"] = true
+	name := regexp.MustCompile(`sluice_[a-z_]+`)
+	used := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, n := range name.FindAllString(tg.Expr, -1) {
+				used++
+				if !exported[n] {
+					t.Errorf("the dashboard queries %s, which sluice does not export", n)
+				}
+			}
+		}
+	}
+	if used == 0 {
+		t.Fatal("the dashboard queries no sluice_ metric")
 	}
 }
