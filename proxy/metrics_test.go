@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/shard"
 )
 
 // gathered returns the samples of the metric family name on srv's
@@ -326,5 +327,26 @@ func TestDashboardUsesOnlyExportedMetrics(t *testing.T) {
 	}
 	if used == 0 {
 		t.Fatal("the dashboard queries no sluice_ metric")
+	}
+}
+
+// TestNoteShardRoute: the route label a sharded statement gets from its
+// shard.Route.
+func TestNoteShardRoute(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		route shard.Route
+		want  stmtRoute
+	}{
+		{"unsharded table", shard.Route{Parts: []shard.Part{{Cluster: 0}}}, routeNone},
+		{"one shard", shard.Route{Parts: []shard.Part{{Cluster: 1, Shards: []int{3}}}}, routeShard},
+		{"broadcast read", shard.Route{AnyOne: true, Parts: []shard.Part{{Cluster: 0}, {Cluster: 1}}}, routeNone},
+		{"several shards", shard.Route{Parts: []shard.Part{{Cluster: 0, Shards: []int{0}}, {Cluster: 1, Shards: []int{1}}}}, routeScatter},
+	} {
+		s := &Session{}
+		s.noteShardRoute(&tc.route)
+		if s.rec.route != tc.want {
+			t.Errorf("%s: route %q, want %q", tc.name, s.rec.route, tc.want)
+		}
 	}
 }
