@@ -573,9 +573,10 @@ type routeCounts struct {
 	ok              bool
 }
 
-var reRoute = regexp.MustCompile(`(?m)^sluice_statements_total\{route="(master|replica)"\}\s+([0-9.e+]+)`)
+var reRoute = regexp.MustCompile(`(?m)^sluice_statements_total\{route="(master|replica)",type="[a-z]+"\}\s+([0-9.e+]+)`)
 
-// scrapeRoutes reads sluice's statement counters by route from /metrics.
+// scrapeRoutes reads sluice's statement counters by route from /metrics,
+// summed over statement types.
 func scrapeRoutes(url string) routeCounts {
 	var rc routeCounts
 	if url == "" {
@@ -594,9 +595,9 @@ func scrapeRoutes(url string) routeCounts {
 	for _, m := range reRoute.FindAllStringSubmatch(string(body), -1) {
 		v, _ := strconv.ParseFloat(m[2], 64)
 		if m[1] == "master" {
-			rc.master = v
+			rc.master += v
 		} else {
-			rc.replica = v
+			rc.replica += v
 		}
 		rc.ok = true
 	}

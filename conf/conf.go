@@ -112,6 +112,12 @@ type Proxy struct {
 	// StateDir is the directory of the failover state files (one per
 	// cluster); "" keeps no state file.
 	StateDir string `toml:"state_dir"`
+	// SlowQueryThreshold: a statement that takes longer is logged at warn
+	// level; 0 switches the slow-query log off.
+	SlowQueryThreshold Duration `toml:"slow_query_threshold"`
+	// LogSQL adds the statement's text to slow-query log lines, which
+	// otherwise carry only its digest (text may hold secrets).
+	LogSQL bool `toml:"log_sql"`
 }
 
 // Auth is the [auth] table: how client credentials are checked.
@@ -293,19 +299,21 @@ const (
 	DefaultLogLevel             = "info"
 	DefaultMaxClientConnections = 10000
 	// MaxThreads bounds proxy.threads.
-	MaxThreads               = 1024
-	DefaultMaxAllowedPacket  = 64 << 20
-	DefaultHandshakeTimeout  = 10 * time.Second
-	DefaultConnectTimeout    = 2 * time.Second
-	DefaultMaxPreparedStmts  = 1024
-	DefaultTLSMode           = "off"
-	DefaultPoolSize          = 128
-	DefaultPoolWaitTimeout   = 5 * time.Second
-	DefaultAuthBackend       = "mysql"
-	DefaultAdminUser         = "admin"
-	DefaultBalance           = "round-robin"
-	DefaultConsistency       = "eventual"
-	DefaultMaxReplicationLag = 5 * time.Second
+	MaxThreads              = 1024
+	DefaultMaxAllowedPacket = 64 << 20
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultConnectTimeout   = 2 * time.Second
+	DefaultMaxPreparedStmts = 1024
+	// DefaultSlowQueryThreshold is proxy.slow_query_threshold's.
+	DefaultSlowQueryThreshold = time.Second
+	DefaultTLSMode            = "off"
+	DefaultPoolSize           = 128
+	DefaultPoolWaitTimeout    = 5 * time.Second
+	DefaultAuthBackend        = "mysql"
+	DefaultAdminUser          = "admin"
+	DefaultBalance            = "round-robin"
+	DefaultConsistency        = "eventual"
+	DefaultMaxReplicationLag  = 5 * time.Second
 	// DefaultReadsFallBackToMaster is cluster.reads_fall_back_to_master's.
 	DefaultReadsFallBackToMaster = true
 	DefaultReplicaWeight         = 1
@@ -346,6 +354,7 @@ func defaults() *Config {
 			HandshakeTimeout:      Duration{DefaultHandshakeTimeout},
 			ConnectTimeout:        Duration{DefaultConnectTimeout},
 			MaxPreparedStatements: DefaultMaxPreparedStmts,
+			SlowQueryThreshold:    Duration{DefaultSlowQueryThreshold},
 		},
 		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode},
 		Admin:    Admin{User: DefaultAdminUser},

@@ -74,6 +74,8 @@ clusters = ["main"]
 		{"proxy.max_prepared_statements", c.Proxy.MaxPreparedStatements, 1024},
 		{"proxy.threads", c.Proxy.Threads, 0},
 		{"proxy.local_infile", c.Proxy.LocalInfile, false},
+		{"proxy.slow_query_threshold", c.Proxy.SlowQueryThreshold.Duration, time.Second},
+		{"proxy.log_sql", c.Proxy.LogSQL, false},
 		{"auth.backend", c.Auth.Backend, "mysql"},
 		{"admin.user", c.Admin.User, "admin"},
 		{"admin.password", c.Admin.Password, ""},
@@ -111,6 +113,8 @@ max_client_connections = 5
 max_allowed_packet = 1024
 handshake_timeout = "3s"
 server_version = "8.0.36-sluice"
+slow_query_threshold = "0s"
+log_sql = true
 
 [health]
 auto_failover = false
@@ -125,7 +129,7 @@ failover_block = "0s"
 	))
 	if c.Proxy.Listen != "0.0.0.0:7033" || c.Proxy.LogLevel != "debug" || c.Proxy.MaxClientConnections != 5 ||
 		c.Proxy.MaxAllowedPacket != 1024 || c.Proxy.HandshakeTimeout.Duration != 3*time.Second ||
-		c.Proxy.ServerVersion != "8.0.36-sluice" {
+		c.Proxy.ServerVersion != "8.0.36-sluice" || c.Proxy.SlowQueryThreshold.Duration != 0 || !c.Proxy.LogSQL {
 		t.Errorf("proxy = %+v", c.Proxy)
 	}
 	if c.Proxy.AdminListen != DefaultAdminListen {
@@ -314,6 +318,8 @@ func TestValidationErrors(t *testing.T) {
 			`proxy.max_allowed_packet must be between 1024 and 1073741824 bytes (got 1073741825)`},
 		{"handshake_timeout 0", base + "[proxy]\nhandshake_timeout = \"0s\"\n", `proxy.handshake_timeout must be > 0 (got 0s)`},
 		{"connect_timeout negative", base + "[proxy]\nconnect_timeout = \"-1s\"\n", `proxy.connect_timeout must be > 0 (got -1s)`},
+		{"slow_query_threshold negative", base + "[proxy]\nslow_query_threshold = \"-1ms\"\n",
+			`proxy.slow_query_threshold must be >= 0 (0 switches the slow-query log off; got -1ms)`},
 		{"server_version with NUL", base + "[proxy]\nserver_version = \"8.0\\u0000x\"\n",
 			`proxy.server_version: "8.0\x00x" contains a control character`},
 

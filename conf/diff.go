@@ -98,6 +98,8 @@ func Diff(old, new *Config) Changes {
 	same(d, "proxy.tls_key", op.TLSKey, np.TLSKey, restart)
 	same(d, "proxy.require_tls", op.RequireTLS, np.RequireTLS, restart)
 	same(d, "proxy.state_dir", op.StateDir, np.StateDir, restart)
+	same(d, "proxy.slow_query_threshold", op.SlowQueryThreshold, np.SlowQueryThreshold, live)
+	same(d, "proxy.log_sql", op.LogSQL, np.LogSQL, live)
 
 	oa, na := &old.Auth, &new.Auth
 	same(d, "auth.backend", oa.Backend, na.Backend, live)
@@ -130,6 +132,7 @@ func Diff(old, new *Config) Changes {
 	same(d, "health.auto_failover", oh.AutoFailover, nh.AutoFailover, live)
 	same(d, "health.failover_block", oh.FailoverBlock, nh.FailoverBlock, live)
 	same(d, "health.failover_write_wait", oh.FailoverWriteWait, nh.FailoverWriteWait, live)
+	same(d, "health.switchover_timeout", oh.SwitchoverTimeout, nh.SwitchoverTimeout, live)
 	same(d, "health.enforce_read_only", oh.EnforceReadOnly, nh.EnforceReadOnly, live)
 
 	same(d, "sharding.default_cluster", old.DefaultCluster(), new.DefaultCluster(), live)

@@ -96,6 +96,9 @@ func (c *Config) validateProxy(p *problems) {
 	if x.ConnectTimeout.Duration <= 0 {
 		p.add("proxy.connect_timeout must be > 0 (got %s)", x.ConnectTimeout)
 	}
+	if x.SlowQueryThreshold.Duration < 0 {
+		p.add("proxy.slow_query_threshold must be >= 0 (0 switches the slow-query log off; got %s)", x.SlowQueryThreshold)
+	}
 	for _, r := range x.ServerVersion {
 		if r < 0x20 || r == 0x7f {
 			// The handshake sends the version NUL-terminated.

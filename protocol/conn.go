@@ -54,6 +54,10 @@ type Conn struct {
 	LastGTID []byte
 	// okBuf holds an OK packet rewritten for this (client) connection.
 	okBuf []byte
+	// SentErr is the error code of the last ERR packet WriteErr wrote or
+	// Relay relayed to this connection; its owner sets it back to 0 (the
+	// proxy does so per client command, to count errors by code).
+	SentErr uint16
 
 	// A lean connection waits for a command by reading into first;
 	// src hands those bytes to the read buffer, then reads nc.
@@ -293,6 +297,7 @@ func (c *Conn) Flush() error {
 
 // WriteErr writes an ERR packet for e and flushes.
 func (c *Conn) WriteErr(e *SQLError) error {
+	c.SentErr = e.Code
 	return c.WritePacketFlush(AppendErr(nil, e))
 }
 

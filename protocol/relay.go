@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -233,6 +234,9 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (in
 			}
 			h = head[:copy(head, p)]
 			if p[0] == headerErr && n < MaxPayloadLen {
+				if len(p) >= 3 {
+					dst.SentErr = binary.LittleEndian.Uint16(p[1:3])
+				}
 				if full, err := br.Peek(min(n, br.Size())); err == nil {
 					res.Err, _ = ParseErr(full)
 				}

@@ -106,6 +106,25 @@ func TestRelayErr(t *testing.T) {
 	if res.Err == nil || res.Err.Code != 1146 || res.Err.Message != e.Message {
 		t.Fatalf("Err = %+v", res.Err)
 	}
+	if relayClient.SentErr != 1146 {
+		t.Fatalf("client SentErr = %d after relaying ERR 1146", relayClient.SentErr)
+	}
+}
+
+// TestWriteErrSetsSentErr: the code of an ERR sluice writes itself is kept
+// for the per-command error count, like a relayed one.
+func TestWriteErrSetsSentErr(t *testing.T) {
+	c, peer := pipeConns(t)
+	go func() { _, _ = peer.ReadPacket() }()
+	if c.SentErr != 0 {
+		t.Fatalf("SentErr = %d on a new connection", c.SentErr)
+	}
+	if err := c.WriteErr(NewError(ErConCount, "Too many connections")); err != nil {
+		t.Fatal(err)
+	}
+	if c.SentErr != ErConCount {
+		t.Fatalf("SentErr = %d, want %d", c.SentErr, ErConCount)
+	}
 }
 
 // TestRelayTornPacket: a backend that dies inside a packet leaves the client

@@ -160,7 +160,7 @@ func (s *Server) showSessions() *adminResult {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(sessions, func(a, b *Session) int { return int(a.id) - int(b.id) })
-	now := time.Now()
+	now := monoNow()
 	for _, sess := range sessions {
 		v := sess.info.view(now)
 		if v.user == "" {
@@ -186,7 +186,7 @@ func (s *Server) showDigests(limit int) *adminResult {
 			digest = "(unparsed)"
 		}
 		r.rows = append(r.rows, []string{digest, strconv.FormatUint(d.count, 10), ms(d.total), ms(avg), ms(d.max),
-			strconv.FormatUint(d.rows, 10), strconv.FormatUint(d.errors, 10), routeNames(d.routes)})
+			strconv.FormatUint(d.rows, 10), strconv.FormatUint(d.errors, 10), digestRouteNames(d.routes)})
 	}
 	return r
 }

@@ -108,16 +108,16 @@ func FuzzParseAdmin(f *testing.F) {
 
 func TestDigestStore(t *testing.T) {
 	ds := newDigestStore()
-	ds.record("SELECT ?", 2e6, 0, false, routeReplica)
-	ds.record("SELECT ?", 4e6, 0, true, routeMaster)
-	ds.record("UPDATE t SET a = ?", 1e6, 3, false, routeMaster)
+	ds.record("SELECT ?", 2e6, 0, false, digestReplica)
+	ds.record("SELECT ?", 4e6, 0, true, digestMaster)
+	ds.record("UPDATE t SET a = ?", 1e6, 3, false, digestMaster)
 	rows := ds.snapshot(-1)
 	if len(rows) != 2 {
 		t.Fatalf("got %d digests, want 2", len(rows))
 	}
 	sel := rows[0]
 	if sel.digest != "SELECT ?" || sel.count != 2 || sel.total != 6e6 || sel.max != 4e6 || sel.errors != 1 ||
-		routeNames(sel.routes) != "master,replica" {
+		digestRouteNames(sel.routes) != "master,replica" {
 		t.Fatalf("SELECT ? row: %+v", sel)
 	}
 	if up := rows[1]; up.rows != 3 || up.count != 1 {
@@ -131,7 +131,7 @@ func TestDigestStore(t *testing.T) {
 func TestDigestStoreBounded(t *testing.T) {
 	ds := newDigestStore()
 	for i := range maxDigests + 10 {
-		ds.record("SELECT "+strings.Repeat("x", i%50)+string(rune('a'+i%26))+itoa(i), 1, 0, false, routeMaster)
+		ds.record("SELECT "+strings.Repeat("x", i%50)+string(rune('a'+i%26))+itoa(i), 1, 0, false, digestMaster)
 	}
 	rows := ds.snapshot(-1)
 	if len(rows) != maxDigests+1 {
@@ -162,8 +162,8 @@ func itoa(i int) string {
 func TestDigestRecordAllocs(t *testing.T) {
 	ds := newDigestStore()
 	for _, d := range []string{"SELECT c FROM sbtest1 WHERE id = ?", ""} {
-		ds.record(d, 1, 1, false, routeReplica)
-		if n := testing.AllocsPerRun(1000, func() { ds.record(d, 1000, 1, false, routeReplica) }); n != 0 {
+		ds.record(d, 1, 1, false, digestReplica)
+		if n := testing.AllocsPerRun(1000, func() { ds.record(d, 1000, 1, false, digestReplica) }); n != 0 {
 			t.Fatalf("record of known digest %q allocates %.1f times, want 0", d, n)
 		}
 	}
@@ -175,8 +175,8 @@ func TestDigestSameTextTwoStrings(t *testing.T) {
 	ds := newDigestStore()
 	a := strings.Repeat("SELECT ?", 1)
 	b := strings.Clone(a)
-	ds.record(a, 1, 0, false, routeMaster)
-	ds.record(b, 1, 0, false, routeMaster)
+	ds.record(a, 1, 0, false, digestMaster)
+	ds.record(b, 1, 0, false, digestMaster)
 	if rows := ds.snapshot(-1); len(rows) != 1 || rows[0].count != 2 {
 		t.Fatalf("two strings of one digest: %+v", rows)
 	}
@@ -185,11 +185,11 @@ func TestDigestSameTextTwoStrings(t *testing.T) {
 func BenchmarkDigestRecord(b *testing.B) {
 	ds := newDigestStore()
 	d := "SELECT c FROM sbtest1 WHERE id = ?"
-	ds.record(d, 1, 1, false, routeReplica)
+	ds.record(d, 1, 1, false, digestReplica)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			ds.record(d, 1000, 1, false, routeReplica)
+			ds.record(d, 1000, 1, false, digestReplica)
 		}
 	})
 }

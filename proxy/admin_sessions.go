@@ -35,7 +35,6 @@ type sessionInfo struct {
 
 	// Owned by the session goroutine: the statement being run.
 	stmtDigest string
-	stmtStart  time.Time
 	stmtRows   uint64
 	stmtFailed bool
 	stmtRoute  uint32
@@ -56,7 +55,7 @@ func loadString(p *atomic.Pointer[string]) string {
 }
 
 // view reads the info for SHOW SESSIONS (any goroutine).
-func (si *sessionInfo) view(now time.Time) sessionView {
+func (si *sessionInfo) view(now time.Duration) sessionView {
 	v := sessionView{user: loadString(&si.user), schema: loadString(&si.schema), backend: loadString(&si.backend),
 		digest: loadString(&si.digest)}
 	inTx := si.inTx.Load()
@@ -64,7 +63,7 @@ func (si *sessionInfo) view(now time.Time) sessionView {
 	switch start := si.start.Load(); {
 	case start != 0:
 		v.state = "query"
-		v.time = now.Sub(time.Unix(0, start))
+		v.time = now - time.Duration(start-1)
 	case inTx:
 		v.state = "idle in transaction"
 	default:
@@ -74,12 +73,14 @@ func (si *sessionInfo) view(now time.Time) sessionView {
 }
 
 // beginStatement marks the session running a statement of plan.
+// The statement started when the command was read (Session.cmdStart, on
+// the monotonic clock shared with the statement metrics); si.start holds
+// it plus one, so 0 means idle.
 func (s *Session) beginStatement(plan *router.Plan) {
 	si := &s.info
-	si.stmtStart = time.Now()
 	si.stmtDigest, si.stmtRows, si.stmtFailed, si.stmtRoute, si.stmtActive = plan.Digest, 0, false, 0, true
 	si.digest.Store(&plan.Digest)
-	si.start.Store(si.stmtStart.UnixNano())
+	si.start.Store(int64(s.cmdStart) + 1)
 }
 
 // runningOn records that bc is about to run the session's statement.
@@ -92,9 +93,9 @@ func (s *Session) runningOn(bc *BackendConn) {
 			s.info.backend.Store(&b.Address)
 		}
 		if b.Role == health.RoleMaster {
-			s.info.stmtRoute |= routeMaster
+			s.info.stmtRoute |= digestMaster
 		} else {
-			s.info.stmtRoute |= routeReplica
+			s.info.stmtRoute |= digestReplica
 		}
 	}
 }
@@ -111,18 +112,18 @@ func (s *Session) ranOn(res protocol.RelayResult, err error) {
 	}
 }
 
-// endStatement counts the statement in the digest store and marks the
-// session idle.
-func (s *Session) endStatement() {
+// endStatement counts the statement, which took d, in the digest store
+// and marks the session idle.
+func (s *Session) endStatement(d time.Duration) {
 	si := &s.info
 	if !si.stmtActive {
 		return
 	}
 	si.stmtActive = false
 	if si.stmtRoute == 0 && s.srv.shards() != nil {
-		si.stmtRoute = routeShard
+		si.stmtRoute = digestShard
 	}
-	s.srv.digests.record(si.stmtDigest, time.Since(si.stmtStart), si.stmtRows, si.stmtFailed, si.stmtRoute)
+	s.srv.digests.record(si.stmtDigest, d, si.stmtRows, si.stmtFailed, si.stmtRoute)
 	si.start.Store(0)
 	si.digest.Store(nil)
 	si.running.Store(nil)

@@ -95,6 +95,9 @@ type Pool struct {
 	// avail is signalled when a connection is returned or closed, waking
 	// a borrower that waits for a free slot.
 	avail chan struct{}
+	// waits counts borrows that found the pool full and waited, waitNanos
+	// their total wait, waitTimeouts those that gave up (for metrics).
+	waits, waitNanos, waitTimeouts atomic.Int64
 
 	mu     sync.Mutex
 	open   int
@@ -151,9 +154,12 @@ func (p *Pool) CloseLent() int {
 // schema (a session that has none must not inherit another's).
 func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendConn, error) {
 	var timer *time.Timer
+	var waitStart time.Time
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+			p.waits.Add(1)
+			p.waitNanos.Add(int64(time.Since(waitStart)))
 		}
 	}()
 	for {
@@ -209,11 +215,12 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 		}
 		p.mu.Unlock()
 		if timer == nil {
-			timer = time.NewTimer(p.waitTimeout)
+			timer, waitStart = time.NewTimer(p.waitTimeout), time.Now()
 		}
 		select {
 		case <-p.avail:
 		case <-timer.C:
+			p.waitTimeouts.Add(1)
 			return nil, fmt.Errorf("%w: %d connections to %s in use for %v", ErrPoolExhausted, p.size, p.addr, p.waitTimeout)
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -18,13 +18,13 @@ const overflowDigest = "(other digests: the store is full)"
 
 // route bits of a digest: where its statements ran.
 const (
-	routeMaster uint32 = 1 << iota
-	routeReplica
-	routeShard
-	routeScatter
+	digestMaster uint32 = 1 << iota
+	digestReplica
+	digestShard
+	digestScatter
 )
 
-var routeBitNames = [...]string{"master", "replica", "shard", "scatter"}
+var digestRouteBitNames = [...]string{"master", "replica", "shard", "scatter"}
 
 // digestStats are one digest's counters, updated with atomics by every
 // session that runs a statement of the digest.
@@ -160,10 +160,10 @@ func (ds *digestStore) snapshot(limit int) []digestRow {
 	return out
 }
 
-// routeNames spells route bits as "master,replica".
-func routeNames(r uint32) string {
+// digestRouteNames spells route bits as "master,replica".
+func digestRouteNames(r uint32) string {
 	var b strings.Builder
-	for i, n := range routeBitNames {
+	for i, n := range digestRouteBitNames {
 		if r&(1<<i) != 0 {
 			if b.Len() > 0 {
 				b.WriteByte(',')

@@ -355,6 +355,7 @@ func (s *Server) Reload() (changes []string, err error) {
 	// built for the new snapshot and sessions that see it read the new
 	// settings.
 	s.live.Store(next)
+	s.SetSlowQueryLog(next.Proxy.SlowQueryThreshold.Duration, next.Proxy.LogSQL)
 	if authn != nil {
 		s.auth.cur.Store(&authn)
 	}

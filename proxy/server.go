@@ -168,6 +168,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		v := cfg.Proxy.ServerVersion
 		s.version.Store(&v)
 	}
+	s.initMetrics()
 	return s, nil
 }
 

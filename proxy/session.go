@@ -102,6 +102,10 @@ type Session struct {
 
 	// info is what the admin port reads of the session (admin_sessions.go).
 	info sessionInfo
+	// rec is what the current command recorded for metrics and the slow
+	// log (metrics_session.go); cmdStart is when it was read (monoNow).
+	rec      commandRecord
+	cmdStart time.Duration
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -205,6 +209,7 @@ func (s *Session) run(ctx context.Context) {
 			result = "denied"
 		}
 		s.srv.metrics.logins.WithLabelValues(result).Inc()
+		s.srv.metrics.loginFailed(err, s.client.SentErr)
 		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
 		return
 	}
@@ -374,12 +379,14 @@ func (s *Session) serve() error {
 			continue
 		}
 		s.pendingTxWrite = -1
+		s.cmdStart = monoNow()
 		if err := s.dispatch(p); err != nil {
 			if errors.Is(err, errQuit) {
 				return nil
 			}
 			return err
 		}
+		s.finishCommand(p, s.cmdStart)
 		s.afterCommand()
 		// Waiting for the next command holds no write buffer.
 		s.client.Idle()
@@ -456,6 +463,7 @@ func (s *Session) comQuery(p []byte) error {
 	} else {
 		plan = s.srv.router.ClassifyBytes(p[1:])
 	}
+	s.rec.plan = plan
 	if plan.LoadDataLocal && !s.key.localFiles {
 		if !s.srv.cfg.Proxy.LocalInfile {
 			return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
@@ -468,7 +476,6 @@ func (s *Session) comQuery(p []byte) error {
 		return s.answerLocal(plan)
 	}
 	s.beginStatement(plan)
-	defer s.endStatement()
 	// Pin before running: even a failing statement may have left state.
 	s.pin(plan.Pins)
 	if s.srv.shards() != nil {
@@ -631,17 +638,13 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			skip = bc.backend
 			continue
 		}
-		if bc.backend.Role == health.RoleMaster {
-			s.srv.metrics.routeMaster.Inc()
-		} else {
-			s.srv.metrics.routeReplica.Inc()
-		}
 		if bc.pool != nil {
 			bc.pool.queries.Add(1)
 		}
 		s.runningOn(bc)
 		res, err := run(bc)
 		s.ranOn(res, err)
+		s.rec.note(bc.backend, &res)
 		if err == nil {
 			s.last = bc
 			// SHOW WARNINGS / @@error_count may ask about this one.

@@ -79,6 +79,7 @@ func (s *Session) answerNextID(tpl *shard.Template) error {
 // parameters written in (prepared is the statement; its results go to the
 // client in the binary protocol).
 func (s *Session) runRoute(p []byte, plan *router.Plan, sql string, route *shard.Route, prepared *preparedStmt) ([]byte, bool, error) {
+	s.noteShardRoute(route)
 	if route.Write {
 		if e := s.checkTxnWrite(route, plan); e != nil {
 			return nil, true, s.client.WriteErr(e)
@@ -430,6 +431,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
+	s.noteShardRoute(route)
 	if route.Write {
 		if e := s.checkTxnWrite(route, st.plan); e != nil {
 			return nil, true, s.client.WriteErr(e)

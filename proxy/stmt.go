@@ -217,6 +217,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 	if st == nil {
 		return err
 	}
+	s.rec.plan, s.rec.sql = st.plan, st.sql
 	if e := st.longDataErr; e != nil {
 		st.clearLongData()
 		return s.client.WriteErr(e)

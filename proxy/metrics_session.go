@@ -1,0 +1,185 @@
+package proxy
+
+import (
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
+	"github.com/sluice-proxy/sluice/shard"
+)
+
+// commandRecord is what the client command being served recorded for the
+// statement metrics and the slow-query log; Session.finishCommand reads it
+// once the command is answered and clears it. It belongs to its Session.
+type commandRecord struct {
+	// plan is the statement's plan (COM_QUERY, COM_STMT_EXECUTE); nil for
+	// a command that is no statement, which is not timed or counted.
+	plan *router.Plan
+	// sql is the prepared statement's text of a COM_STMT_EXECUTE (a
+	// COM_QUERY's is its packet).
+	sql string
+	// route is set by the sharding path (shard, scatter); otherwise the
+	// role of backend, the last backend the command ran on, says it.
+	route   stmtRoute
+	backend *health.Backend
+	// errCode is the code of an ERR a backend answered that reached the
+	// client some other way than WriteErr or Relay (COM_STMT_PREPARE's).
+	errCode uint16
+	// affected is the final OK's affected rows, when there was no result
+	// set (resultSet).
+	affected  uint64
+	resultSet bool
+	// toClient counts the answer bytes relayed to the client.
+	toClient int64
+}
+
+// note records one exchange of the command with backend b and its result.
+func (r *commandRecord) note(b *health.Backend, res *protocol.RelayResult) {
+	r.backend = b
+	r.toClient += res.Bytes
+	r.resultSet = res.Columns
+	r.affected = res.OK.AffectedRows
+	if res.Err != nil {
+		r.errCode = res.Err.Code
+	}
+}
+
+// noteShardRoute records the route of a statement on sharded tables: one
+// shard, or several (scatter). A statement on unsharded or broadcast tables
+// only keeps the route its backend's role gives.
+func (s *Session) noteShardRoute(rt *shard.Route) {
+	if len(rt.Parts) > 1 && !rt.AnyOne {
+		s.rec.route = routeScatter
+		return
+	}
+	for i := range rt.Parts {
+		if rt.Parts[i].Shards != nil {
+			s.rec.route = routeShard
+			return
+		}
+	}
+}
+
+// clockBase makes monoNow a reading of the monotonic clock alone: time.Now
+// also reads the wall clock, a second clock read per statement that the
+// latency does not need.
+var clockBase = time.Now()
+
+// monoNow is the time since clockBase, from the monotonic clock.
+func monoNow() time.Duration { return time.Since(clockBase) }
+
+// finishCommand accounts for the client command p, read at start (monoNow), once it
+// is answered: the ERR it sent to the client by code, the bytes relayed,
+// and for a statement that reached a backend its count by route and type,
+// its latency, and a slow-query log line when it took slow_query_threshold
+// or longer. It allocates nothing unless it logs (or meets an error code
+// for the first time).
+func (s *Session) finishCommand(p []byte, start time.Duration) {
+	m := s.srv.metrics
+	r := &s.rec
+	code := s.client.SentErr
+	if code == 0 {
+		code = r.errCode
+	}
+	if code != 0 {
+		m.clientError(code)
+	}
+	route := r.route
+	if route == routeNone && r.backend != nil {
+		route = routeReplica
+		if r.backend.Role == health.RoleMaster {
+			route = routeMaster
+		}
+	}
+	if route != routeNone {
+		m.toBackend.Add(float64(len(p)))
+	}
+	if r.toClient > 0 {
+		m.toClient.Add(float64(r.toClient))
+	}
+	var d time.Duration
+	if r.plan != nil || s.info.stmtActive {
+		// One clock read times the statement for the metrics, the slow
+		// log and the digest store.
+		d = monoNow() - start
+	}
+	s.endStatement(d)
+	if r.plan != nil {
+		if k := int(r.plan.Kind); route != routeNone && k < numKinds {
+			if c := m.stmt[route][k]; c != nil {
+				c.Inc()
+				m.observe[route].Observe(d.Seconds())
+			}
+		}
+		if t := m.slowThreshold.Load(); t > 0 && int64(d) >= t {
+			s.logSlow(p, route, code, d)
+		}
+	}
+	*r = commandRecord{}
+	s.client.SentErr = 0
+}
+
+// logSlow writes the slow-query log line of the statement p that took d.
+func (s *Session) logSlow(p []byte, route stmtRoute, code uint16, d time.Duration) {
+	r := &s.rec
+	backend := ""
+	if r.backend != nil {
+		backend = r.backend.Address
+	}
+	fields := make([]zap.Field, 0, 9)
+	fields = append(fields, zap.String("digest", r.plan.Digest), zap.String("type", r.plan.Kind.String()),
+		zap.String("route", route.String()), zap.String("backend", backend), zap.Duration("duration", d))
+	if r.resultSet {
+		fields = append(fields, zap.Bool("result_set", true))
+	} else {
+		fields = append(fields, zap.Uint64("affected_rows", r.affected))
+	}
+	if code != 0 {
+		fields = append(fields, zap.Uint16("error_code", code))
+	}
+	if s.srv.metrics.logSQL.Load() {
+		switch {
+		case r.sql != "":
+			fields = append(fields, zap.String("sql", r.sql))
+		case len(p) > 0 && p[0] == protocol.ComQuery:
+			fields = append(fields, zap.ByteString("sql", p[1:]))
+		}
+	}
+	s.log().Warn("slow query", fields...)
+}
+
+// loginFailed counts the ERR a failed login sent the client: the auth
+// server's own (relayed, carried in err) or one sluice wrote (sent).
+func (m *metrics) loginFailed(err error, sent uint16) {
+	var se *protocol.SQLError
+	if errors.As(err, &se) {
+		sent = se.Code
+	}
+	if sent != 0 {
+		m.clientError(sent)
+	}
+}
+
+// SetSlowQueryLog sets the slow-query log's threshold (0 switches it off)
+// and whether its lines carry the statement text, for statements that
+// finish from now on ([proxy] slow_query_threshold and log_sql; a reload
+// may call it). It is safe for concurrent use.
+func (s *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
+	s.metrics.slowThreshold.Store(int64(max(threshold, 0)))
+	s.metrics.logSQL.Store(logSQL)
+}
+
+// initMetrics completes the Server's metrics once New has built its pools
+// and sharding rules: the collectors that read pools and backends at scrape
+// time, the shard and scatter routes, and the
+// slow-query log settings.
+func (s *Server) initMetrics() {
+	s.metrics.reg.MustRegister(newPoolCollector(s), newBackendCollector(s))
+	// Always: a reload may add shard rules to a running sluice.
+	s.metrics.addRoutes(routeShard, routeScatter)
+	s.SetSlowQueryLog(s.cfg.Proxy.SlowQueryThreshold.Duration, s.cfg.Proxy.LogSQL)
+}
