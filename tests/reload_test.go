@@ -35,7 +35,7 @@ func reloadConfig(replicas []int, proxyKeys []string, extra string) string {
 			text = strings.Replace(text, block, "", 1)
 		}
 	}
-	return text
+	return text + "\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"
 }
 
 // reloadSluice starts an in-process sluice from a configuration file holding
@@ -94,11 +94,19 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// mustReload runs RELOAD CONFIG through the mariadb client on srv's admin
+// port and returns the changes it lists.
 func mustReload(t *testing.T, srv *proxy.Server) []string {
 	t.Helper()
-	changes, err := srv.Reload()
+	out, errOut, err := adminCLI(t, srv, adminPassword, "RELOAD CONFIG")
 	if err != nil {
-		t.Fatalf("Reload: %v", err)
+		t.Fatalf("RELOAD CONFIG: %v: %s", err, errOut)
+	}
+	var changes []string
+	for i, l := range strings.Split(out, "\n") {
+		if i > 0 && l != "" { // the first line is the column name
+			changes = append(changes, l)
+		}
 	}
 	return changes
 }
@@ -193,6 +201,11 @@ func TestReloadBadFileChangesNothing(t *testing.T) {
 		if !strings.Contains(se.Message, want) {
 			t.Errorf("error %q does not say %q", se.Message, want)
 		}
+	}
+	// The same through the admin port: the client gets the error.
+	if _, errOut, err := adminCLI(t, srv, adminPassword, "RELOAD CONFIG"); err == nil ||
+		!strings.Contains(errOut, `unknown key "proxy.max_client_conections"`) {
+		t.Errorf("RELOAD CONFIG of a broken file: %v, %q; want the error naming the key", err, errOut)
 	}
 	if srv.Config() != cfg || srv.Topology().Current() != snap {
 		t.Error("a failed reload changed the running configuration or the topology")

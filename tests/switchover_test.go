@@ -34,7 +34,7 @@ func switchSluice(t *testing.T, topo *sandbox.Topology, autoFailover bool) (*pro
 			fmt.Sprintf("state_dir = %q", dir)},
 		HealthKeys: []string{`interval = "500ms"`, `failures_before_down = 3`, fmt.Sprintf("auto_failover = %v", autoFailover),
 			`switchover_timeout = "2s"`},
-	})))
+	}) + "\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,15 +159,15 @@ func TestSwitchover(t *testing.T) {
 			{"main", "127.0.0.1:1", "127.0.0.1:1 is not a replica of cluster main"},
 			{"main", old.Addr(), "is already the master of cluster main"},
 		} {
-			err := srv.Switchover(ctx, tc.cluster, tc.target)
+			err := adminDo(t, srv, fmt.Sprintf("SWITCHOVER CLUSTER %s TO '%s'", tc.cluster, tc.target))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Switchover(%s, %s) = %v, want an error containing %q", tc.cluster, tc.target, err, tc.want)
 			}
 		}
-		if err := srv.FailoverCluster(ctx, "main"); err == nil || !strings.Contains(err.Error(), "use SWITCHOVER") {
+		if err := adminDo(t, srv, "FAILOVER CLUSTER main"); err == nil || !strings.Contains(err.Error(), "use SWITCHOVER") {
 			t.Errorf("FailoverCluster with a live master = %v, want a refusal pointing to SWITCHOVER", err)
 		}
-		if err := srv.FailoverCluster(ctx, "nope"); err == nil || !strings.Contains(err.Error(), `no cluster "nope"`) {
+		if err := adminDo(t, srv, "FAILOVER CLUSTER nope"); err == nil || !strings.Contains(err.Error(), `no cluster "nope"`) {
 			t.Errorf("FailoverCluster(nope) = %v", err)
 		}
 		if e := tp.Current().Epoch; e != epoch {
@@ -237,7 +237,7 @@ func TestSwitchover(t *testing.T) {
 	})
 	failedBefore := w.errors.Load()
 	start := time.Now()
-	if err := srv.Switchover(ctx, "main", target.Addr()); err != nil {
+	if err := adminDo(t, srv, "SWITCHOVER CLUSTER main TO '"+target.Addr()+"'"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("switchover took %v", time.Since(start).Round(time.Millisecond))
@@ -424,7 +424,7 @@ func TestFailoverClusterAfterKill(t *testing.T) {
 	if c := tp.Current().Cluster("main"); c.Master != oldBackend {
 		t.Fatalf("the master changed to %s with auto_failover off", c.Master.Address)
 	}
-	if err := srv.FailoverCluster(ctx, "main"); err != nil {
+	if err := adminDo(t, srv, "FAILOVER CLUSTER main"); err != nil {
 		t.Fatal(err)
 	}
 	c := tp.Current().Cluster("main")
@@ -444,4 +444,15 @@ func TestFailoverClusterAfterKill(t *testing.T) {
 	if err := srv.FailoverCluster(ctx, "main"); err == nil || !strings.Contains(err.Error(), "use SWITCHOVER") {
 		t.Errorf("a second FailoverCluster with the new master up = %v, want a refusal", err)
 	}
+}
+
+// adminDo runs one admin command through the mariadb client on srv's admin
+// port; a refusal comes back as an error carrying the client's message.
+func adminDo(t *testing.T, srv *proxy.Server, sql string) error {
+	t.Helper()
+	_, errOut, err := adminCLI(t, srv, adminPassword, sql)
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", sql, err, errOut)
+	}
+	return nil
 }
