@@ -295,13 +295,16 @@ func TestAdminCommands(t *testing.T) {
 		}
 	})
 	t.Run("operations reach the Server methods", func(t *testing.T) {
-		for _, q := range []string{"SWITCHOVER CLUSTER main TO '" + replica + "'", "FAILOVER CLUSTER main", "RELOAD CONFIG"} {
-			_, errOut, err := adminCLI(t, srv, adminPassword, q)
-			// Until the switchover and reload branches merge, the
-			// placeholders answer; either way the command was parsed
-			// and no syntax error came back.
-			if err != nil && strings.Contains(errOut, "1064") {
-				t.Fatalf("%s: %s", q, errOut)
+		// The shared topology must keep its master: only refusals here
+		// (tests/switchover_test.go runs real ones on topologies of
+		// their own).
+		for _, c := range []struct{ q, want string }{
+			{"SWITCHOVER CLUSTER nope TO '" + replica + "'", `no cluster "nope"`},
+			{"FAILOVER CLUSTER main", "use SWITCHOVER"},
+		} {
+			_, errOut, err := adminCLI(t, srv, adminPassword, c.q)
+			if err == nil || !strings.Contains(errOut, c.want) {
+				t.Fatalf("%s: %v: %s; want a refusal saying %q", c.q, err, errOut, c.want)
 			}
 		}
 	})
