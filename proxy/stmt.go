@@ -218,6 +218,9 @@ func (s *Session) comStmtExecute(p []byte) error {
 		return err
 	}
 	s.rec.plan, s.rec.sql = st.plan, st.sql
+	// Executions count in SHOW QUERY DIGESTS under the prepared text's
+	// digest, as text statements do.
+	s.beginStatement(st.plan)
 	if e := st.longDataErr; e != nil {
 		st.clearLongData()
 		return s.client.WriteErr(e)
