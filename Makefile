@@ -8,11 +8,11 @@ RACE_PKGS := ./protocol/... ./auth/... ./router/... ./shard/... ./health/... ./p
 # are execution counts (Nx), not durations: with a duration, Go 1.26's fuzz
 # coordinator can fail a target with a bare "context deadline exceeded" as
 # the time runs out (go.dev/issue/75804, fixed in Go 1.27). The planner's
-# and GTID targets run slower, so FUZZ_SLOW_PKGS get FUZZTIME_SLOW.
+# GTID and admin-parser targets run slower, so FUZZ_SLOW_PKGS get FUZZTIME_SLOW.
 # Each budget is about 10 s on a 2-core machine.
 FUZZTIME ?= 150000x
 FUZZ_PKGS ?= ./protocol ./health ./shard ./proxy
-FUZZ_SLOW_PKGS ?= ./health ./shard
+FUZZ_SLOW_PKGS ?= ./health ./shard ./proxy
 FUZZTIME_SLOW ?= 50000x
 FUZZMINIMIZETIME ?= 2000x
 # `make microbench`: which benchmarks (a -bench pattern), and how long each runs.
