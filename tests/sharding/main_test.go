@@ -100,6 +100,9 @@ func named(names []string, topos []*sandbox.Topology) []sandbox.NamedTopology {
 	return n
 }
 
+// adminPassword is the [admin] password of the sluices the tests start.
+const adminPassword = "shard-admin"
+
 // startSluice starts an in-process sluice on free ports in front of
 // clusters, with the shared auth server and shardKeys (the [sharding],
 // [[shard]] and [[broadcast]] tables). Reads are causal, so a session reads
@@ -110,7 +113,9 @@ func startSluice(clusters []sandbox.NamedTopology, shardKeys string) (*proxy.Ser
 		ProxyKeys:   []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`},
 		ClusterKeys: []string{`consistency = "causal"`},
 	}
-	cfg, err := conf.Parse([]byte(sandbox.ShardedSluiceConfig(o, env.ref.Auth, clusters, shardKeys)))
+	text := sandbox.ShardedSluiceConfig(o, env.ref.Auth, clusters, shardKeys) +
+		"\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"
+	cfg, err := conf.Parse([]byte(text))
 	if err != nil {
 		return nil, err
 	}
