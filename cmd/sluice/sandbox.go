@@ -35,7 +35,11 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer topo.Stop()
-	cfg, err := conf.Parse([]byte(topo.SluiceConfig(*listen, fmt.Sprintf("log_level = %q", *logLevel))))
+	// A throwaway local topology: the admin account gets a fixed password
+	// so the admin port can be tried at once.
+	text := topo.SluiceConfig(*listen, fmt.Sprintf("log_level = %q", *logLevel)) +
+		fmt.Sprintf("\n[admin]\nuser = \"admin\"\npassword = %q\n", sandboxAdminPassword)
+	cfg, err := conf.Parse([]byte(text))
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice sandbox:", err)
 		return 1
@@ -57,7 +61,12 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 	host, port := splitAddr(srv.Addr().String())
 	fmt.Fprintf(stdout, "\nsluice is serving on %s\n\n", srv.Addr())
 	fmt.Fprintf(stdout, "  mariadb -h%s -P%s -u%s -p%s\n", host, port, topo.Opts.AppUser, topo.Opts.AppPassword)
-	fmt.Fprintf(stdout, "  DSN: %s:%s@tcp(%s)/sluice_test\n\n", topo.Opts.AppUser, topo.Opts.AppPassword, srv.Addr())
+	fmt.Fprintf(stdout, "  DSN: %s:%s@tcp(%s)/sluice_test\n", topo.Opts.AppUser, topo.Opts.AppPassword, srv.Addr())
+	if a := srv.AdminAddr(); a != nil {
+		ah, ap := splitAddr(a.String())
+		fmt.Fprintf(stdout, "  admin: mariadb -h%s -P%s -uadmin -p%s -e 'SHOW BACKENDS'\n", ah, ap, sandboxAdminPassword)
+	}
+	fmt.Fprintln(stdout)
 	fmt.Fprintf(stdout, "master   %s (root over socket %s)\n", topo.Master.Addr(), topo.Master.Socket)
 	for _, r := range topo.Replicas {
 		fmt.Fprintf(stdout, "replica  %s\n", r.Addr())
@@ -70,6 +79,9 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "stopping...")
 	return 0
 }
+
+// sandboxAdminPassword is the admin port's password in `sluice sandbox`.
+const sandboxAdminPassword = "admin"
 
 func splitAddr(a string) (string, string) {
 	for i := len(a) - 1; i >= 0; i-- {
