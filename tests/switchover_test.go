@@ -116,24 +116,10 @@ func waitAcked(t *testing.T, ctx context.Context, w *sluiceWriters, n int64, wha
 // new one that replicates, the other replica follows, reads never fail, and the state file and
 // the metric record it.
 func TestSwitchover(t *testing.T) {
-	topo, cred := failoverTopology(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	topo, cred, srv, dir, db := switchSetup(t, ctx, true)
 	old := topo.Master
-	if err := old.Exec(ctx, "CREATE TABLE sluice_test.acked (id BIGINT PRIMARY KEY, writer INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := topo.WaitReplicated(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv, dir := switchSluice(t, topo, true)
-	quietDriver(t)
-	o := topo.Opts
-	db, err := sql.Open("mysql", dsn(srv.Addr().String(), o.AppUser, o.AppPassword, sandbox.TestDatabase, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	db.SetMaxOpenConns(10)
 	tp := srv.Topology()
 	target, other := topo.Replicas[0], topo.Replicas[1]
@@ -391,24 +377,10 @@ func switchBackWithOpenTransaction(t *testing.T, ctx context.Context, srv *proxy
 // once the probes mark it down, FailoverCluster promotes a replica, sluice switches to it and
 // writes through sluice work again.
 func TestFailoverClusterAfterKill(t *testing.T) {
-	topo, _ := failoverTopology(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	topo, _, srv, dir, db := switchSetup(t, ctx, false)
 	old := topo.Master
-	if err := old.Exec(ctx, "CREATE TABLE sluice_test.acked (id BIGINT PRIMARY KEY, writer INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := topo.WaitReplicated(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv, dir := switchSluice(t, topo, false)
-	quietDriver(t)
-	o := topo.Opts
-	db, err := sql.Open("mysql", dsn(srv.Addr().String(), o.AppUser, o.AppPassword, sandbox.TestDatabase, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	mustExec(t, db, "INSERT INTO acked (id, writer) VALUES (1, 0)")
 	tp := srv.Topology()
 	oldBackend := tp.Current().Cluster("main").Master
@@ -455,4 +427,28 @@ func adminDo(t *testing.T, srv *proxy.Server, sql string) error {
 		return fmt.Errorf("%s: %v: %s", sql, err, errOut)
 	}
 	return nil
+}
+
+// switchSetup starts a semi-sync topology with the table sluice_test.acked
+// replicated everywhere, a switchover sluice in front of it (auto_failover as
+// given) and an application pool through that sluice, closed at the end of
+// the test.
+func switchSetup(t *testing.T, ctx context.Context, autoFailover bool) (*sandbox.Topology, health.Credentials, *proxy.Server, string, *sql.DB) {
+	t.Helper()
+	topo, cred := failoverTopology(t, true)
+	if err := topo.Master.Exec(ctx, "CREATE TABLE sluice_test.acked (id BIGINT PRIMARY KEY, writer INT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv, dir := switchSluice(t, topo, autoFailover)
+	quietDriver(t)
+	o := topo.Opts
+	db, err := sql.Open("mysql", dsn(srv.Addr().String(), o.AppUser, o.AppPassword, sandbox.TestDatabase, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return topo, cred, srv, dir, db
 }
