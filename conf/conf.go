@@ -63,6 +63,7 @@ type Config struct {
 	Sharding  Sharding    `toml:"sharding"`
 	Shards    []Shard     `toml:"shard"`
 	Broadcast []Broadcast `toml:"broadcast"`
+	Limits    Limits      `toml:"limits"`
 
 	// Path is the file the configuration was loaded from; it is empty when
 	// the configuration came from Parse.
@@ -284,6 +285,61 @@ type Shard struct {
 	IDColumn string `toml:"id_column"`
 }
 
+// LimitValues are the limits sluice applies to one user's sessions: the
+// keys of the [limits] table, which [[limits.user]] entries override. A
+// zero count or duration switches its limit off.
+type LimitValues struct {
+	// MaxConnections caps the user's concurrent client connections; 0
+	// means unlimited.
+	MaxConnections int `toml:"max_connections"`
+	// IdleTimeout closes a client connection idle between commands for
+	// longer (MySQL's wait_timeout); 0 switches it off.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// QueryTimeout kills a statement that runs longer on its backend; the
+	// client gets ERR 3024. 0 switches it off.
+	QueryTimeout Duration `toml:"query_timeout"`
+	// MaxStatementsPerSecond is the rate of statements all the user's
+	// sessions together may run; 0 means unlimited.
+	MaxStatementsPerSecond int `toml:"max_statements_per_second"`
+	// Burst is how many statements may run at once above the rate after a
+	// quiet spell; 0 means one second's worth (max_statements_per_second).
+	Burst int `toml:"burst"`
+	// MaxQueued caps the user's statements waiting for their turn at once;
+	// more are refused with ERR 1226. 0 refuses every statement over the
+	// rate at once.
+	MaxQueued int `toml:"max_queued"`
+	// QueueTimeout is the longest a statement waits for its turn; one
+	// that would wait longer is refused with ERR 1226.
+	QueueTimeout Duration `toml:"queue_timeout"`
+}
+
+// Limits is the [limits] table: the limits of every user, and
+// [[limits.user]] entries that override them for one user.
+type Limits struct {
+	LimitValues
+	// Users are the [[limits.user]] entries. After Parse each holds every
+	// key: the ones it does not set are copied from [limits].
+	Users []UserLimits `toml:"user"`
+}
+
+// UserLimits is one [[limits.user]] entry: a user name and its limits.
+type UserLimits struct {
+	// Name is the MySQL user name the entry applies to.
+	Name string `toml:"name"`
+	LimitValues
+}
+
+// For returns the limits of user: its [[limits.user]] entry's, else the
+// [limits] table's. named reports whether user has an entry.
+func (l *Limits) For(user string) (v LimitValues, named bool) {
+	for i := range l.Users {
+		if l.Users[i].Name == user {
+			return l.Users[i].LimitValues, true
+		}
+	}
+	return l.LimitValues, false
+}
+
 // Broadcast is one [[broadcast]] entry: a table copied to every cluster,
 // written to all of them and read from any one.
 type Broadcast struct {
@@ -325,6 +381,15 @@ const (
 	DefaultFailoverWriteWait     = 10 * time.Second
 	DefaultSwitchoverTimeout     = 10 * time.Second
 	DefaultTablesPerCluster      = 1
+	// DefaultIdleTimeout is limits.idle_timeout's, MySQL's wait_timeout.
+	DefaultIdleTimeout = 8 * time.Hour
+	// DefaultMaxQueued and DefaultQueueTimeout are the rate limit's queue.
+	DefaultMaxQueued    = 1000
+	DefaultQueueTimeout = time.Second
+	// MaxStatementsPerSecond bounds limits.max_statements_per_second and
+	// MaxBurst limits.burst.
+	MaxStatementsPerSecond = 10_000_000
+	MaxBurst               = 100_000_000
 	DefaultMaxMergeRows          = 100000
 	// MaxNodeID is the largest sharding.node_id: global ids keep 5 bits
 	// for it.
@@ -359,6 +424,11 @@ func defaults() *Config {
 		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode},
 		Admin:    Admin{User: DefaultAdminUser},
 		Sharding: Sharding{MaxMergeRows: DefaultMaxMergeRows},
+		Limits: Limits{LimitValues: LimitValues{
+			IdleTimeout:  Duration{DefaultIdleTimeout},
+			MaxQueued:    DefaultMaxQueued,
+			QueueTimeout: Duration{DefaultQueueTimeout},
+		}},
 		Health: Health{
 			Interval:           Duration{DefaultHealthInterval},
 			Timeout:            Duration{DefaultHealthTimeout},

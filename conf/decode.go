@@ -292,8 +292,8 @@ func suggest(key toml.Key) string {
 	}
 	typo := strings.ToLower(key[len(key)-1])
 	best, bestDist := "", 3 // suggest only within an edit distance of 2
-	for i := 0; i < t.NumField(); i++ {
-		name := tomlName(t.Field(i))
+	for _, f := range schemaFields(t) {
+		name := tomlName(f)
 		if name == "" {
 			continue
 		}
@@ -309,8 +309,7 @@ func suggest(key toml.Key) string {
 func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
 	var fold reflect.StructField
 	found := false
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
+	for _, f := range schemaFields(t) {
 		name := tomlName(f)
 		if name == key {
 			return f, true
@@ -320,6 +319,22 @@ func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
 		}
 	}
 	return fold, found
+}
+
+// schemaFields lists the fields of struct type t as the toml library sees
+// them: the fields of an embedded struct without a toml tag stand in for it,
+// as if they were t's own.
+func schemaFields(t reflect.Type) []reflect.StructField {
+	out := make([]reflect.StructField, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("toml") == "" {
+			out = append(out, schemaFields(f.Type)...)
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // tomlName is the key of a struct field in the TOML schema, or "" if the
@@ -405,6 +420,14 @@ func applyElementDefaults(c *Config, raw map[string]any) {
 			cl.Replicas[j].Weight = DefaultReplicaWeight
 		}
 	}
+	limitUsers := tables(asMap(raw["limits"]), "user")
+	for i := range c.Limits.Users {
+		var given map[string]any
+		if i < len(limitUsers) {
+			given = limitUsers[i]
+		}
+		inheritLimits(&c.Limits.Users[i].LimitValues, &c.Limits.LimitValues, given)
+	}
 	shards := tables(raw, "shard")
 	for i := range c.Shards {
 		if i < len(shards) {
@@ -414,6 +437,23 @@ func applyElementDefaults(c *Config, raw map[string]any) {
 		}
 		c.Shards[i].TablesPerCluster = DefaultTablesPerCluster
 	}
+}
+
+// inheritLimits copies into v every limit of def that the [[limits.user]]
+// entry given does not set.
+func inheritLimits(v, def *LimitValues, given map[string]any) {
+	dst, src := reflect.ValueOf(v).Elem(), reflect.ValueOf(def).Elem()
+	for i := 0; i < dst.NumField(); i++ {
+		if _, ok := given[tomlName(dst.Type().Field(i))]; !ok {
+			dst.Field(i).Set(src.Field(i))
+		}
+	}
+}
+
+// asMap returns v as a table, or nil.
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
 }
 
 // tables returns the elements of the array of tables m[key], or nil.

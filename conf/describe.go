@@ -99,6 +99,11 @@ func (c *Config) Describe() string {
 			line("  boundaries %v", s.Boundaries)
 		}
 	}
+	line("limits: %s", describeLimits(&c.Limits.LimitValues))
+	for i := range c.Limits.Users {
+		u := &c.Limits.Users[i]
+		line("  user %q: %s", u.Name, describeLimits(&u.LimitValues))
+	}
 	if len(c.Broadcast) > 0 {
 		names := make([]string, len(c.Broadcast))
 		for i, t := range c.Broadcast {
@@ -107,6 +112,32 @@ func (c *Config) Describe() string {
 		line("broadcast: %s", strings.Join(names, ", "))
 	}
 	return b.String()
+}
+
+// describeLimits prints one user's limits for Describe.
+func describeLimits(v *LimitValues) string {
+	count := func(n int) string {
+		if n == 0 {
+			return "unlimited"
+		}
+		return fmt.Sprint(n)
+	}
+	dur := func(d Duration) string {
+		if d.Duration == 0 {
+			return "off"
+		}
+		return d.String()
+	}
+	s := fmt.Sprintf("max_connections %s, idle_timeout %s, query_timeout %s, max_statements_per_second %s",
+		count(v.MaxConnections), dur(v.IdleTimeout), dur(v.QueryTimeout), count(v.MaxStatementsPerSecond))
+	if v.MaxStatementsPerSecond > 0 {
+		burst := v.Burst
+		if burst == 0 {
+			burst = v.MaxStatementsPerSecond
+		}
+		s += fmt.Sprintf(" (burst %d, max_queued %d, queue_timeout %s)", burst, v.MaxQueued, dur(v.QueueTimeout))
+	}
+	return s
 }
 
 // passwordSource says where a password comes from without saying what it is.

@@ -63,7 +63,8 @@ func (cs Changes) NeedRestart() int {
 // logins); [proxy] log_level, max_client_connections, max_allowed_packet and
 // handshake_timeout (new connections), connect_timeout,
 // max_prepared_statements and server_version; [sharding], [[shard]] and
-// [[broadcast]].
+// [[broadcast]]; all of [limits] and [[limits.user]] (new connections and
+// the next statement of every session).
 //
 // Restart: the listeners (listen, admin_listen, metrics_listen), client TLS
 // (tls_cert, tls_key, require_tls), local_infile (it is offered in the
@@ -140,6 +141,8 @@ func Diff(old, new *Config) Changes {
 	same(d, "sharding.node_id", old.Sharding.NodeID, new.Sharding.NodeID, live)
 	d.shards(old.Shards, new.Shards)
 	d.broadcast(old.Broadcast, new.Broadcast)
+	d.limits("limits.", &old.Limits.LimitValues, &new.Limits.LimitValues)
+	d.limitUsers(old.Limits.Users, new.Limits.Users)
 	return d.out
 }
 
@@ -226,6 +229,41 @@ func (d *differ) cluster(o, n *Cluster) {
 	for _, nr := range n.Replicas {
 		if o.Replica(nr.Address) == nil {
 			d.add(k+"replica "+nr.Address, "added", live)
+		}
+	}
+}
+
+// limits records each key of LimitValues that differs, as prefix+key; every
+// limit is live (new connections and the next statement of every session).
+func (d *differ) limits(prefix string, o, n *LimitValues) {
+	ov, nv := reflect.ValueOf(o).Elem(), reflect.ValueOf(n).Elem()
+	for i := 0; i < ov.NumField(); i++ {
+		if a, b := ov.Field(i).Interface(), nv.Field(i).Interface(); a != b {
+			d.add(prefix+tomlName(ov.Type().Field(i)), fmt.Sprintf("%s -> %s", show(a), show(b)), live)
+		}
+	}
+}
+
+func (d *differ) limitUsers(old, new []UserLimits) {
+	find := func(l []UserLimits, name string) *UserLimits {
+		for i := range l {
+			if l[i].Name == name {
+				return &l[i]
+			}
+		}
+		return nil
+	}
+	for i := range old {
+		key := fmt.Sprintf("limits.user %q", old[i].Name)
+		if n := find(new, old[i].Name); n == nil {
+			d.add(key, "removed", live)
+		} else {
+			d.limits(key+" ", &old[i].LimitValues, &n.LimitValues)
+		}
+	}
+	for _, u := range new {
+		if find(old, u.Name) == nil {
+			d.add(fmt.Sprintf("limits.user %q", u.Name), "added", live)
 		}
 	}
 }

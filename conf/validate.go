@@ -35,6 +35,7 @@ func (c *Config) Validate() error {
 	c.validateClusters(&p)
 	c.validateHealth(&p)
 	c.validateShards(&p)
+	c.validateLimits(&p)
 	return errors.Join(p...)
 }
 
@@ -440,6 +441,60 @@ func (c *Config) validateShards(p *problems) {
 		if prev, sharded := tables[t]; sharded {
 			p.add("%s: table cannot be both broadcast and sharded (by %s)", label, prev)
 		}
+	}
+}
+
+func (c *Config) validateLimits(p *problems) {
+	checkLimitValues(p, "limits", &c.Limits.LimitValues)
+	first := make(map[string]int, len(c.Limits.Users))
+	for i := range c.Limits.Users {
+		u := &c.Limits.Users[i]
+		label := fmt.Sprintf("limits.user[%d]", i)
+		if u.Name != "" {
+			label += fmt.Sprintf(" (%q)", u.Name)
+		}
+		if u.Name == "" {
+			p.add("%s: name is required", label)
+		} else if j, dup := first[u.Name]; dup {
+			p.add("%s: name %q is already used by limits.user[%d]", label, u.Name, j)
+		} else {
+			first[u.Name] = i
+		}
+		if u.Name != "" && u.Name == c.Admin.User {
+			p.add("%s: %q is the admin user, which cannot log in on the data port", label, u.Name)
+		}
+		checkLimitValues(p, label+":", &u.LimitValues)
+	}
+}
+
+// checkLimitValues checks one set of limits; prefix names where they are
+// ("limits" or "limits.user[0] ("app"):").
+func checkLimitValues(p *problems, prefix string, v *LimitValues) {
+	key := func(k string) string {
+		if strings.HasSuffix(prefix, ":") {
+			return prefix + " " + k
+		}
+		return prefix + "." + k
+	}
+	if v.MaxConnections < 0 {
+		p.add("%s must be >= 0 (0 means unlimited; got %d)", key("max_connections"), v.MaxConnections)
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{{"idle_timeout", v.IdleTimeout}, {"query_timeout", v.QueryTimeout}, {"queue_timeout", v.QueueTimeout}} {
+		if d.v.Duration < 0 {
+			p.add("%s must be >= 0 (0 switches it off; got %s)", key(d.name), d.v)
+		}
+	}
+	if v.MaxStatementsPerSecond < 0 || v.MaxStatementsPerSecond > MaxStatementsPerSecond {
+		p.add("%s must be between 0 (unlimited) and %d (got %d)", key("max_statements_per_second"), MaxStatementsPerSecond, v.MaxStatementsPerSecond)
+	}
+	if v.Burst < 0 || v.Burst > MaxBurst {
+		p.add("%s must be between 0 (one second's worth) and %d (got %d)", key("burst"), MaxBurst, v.Burst)
+	}
+	if v.MaxQueued < 0 {
+		p.add("%s must be >= 0 (got %d)", key("max_queued"), v.MaxQueued)
 	}
 }
 
