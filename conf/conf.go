@@ -390,7 +390,7 @@ const (
 	// MaxBurst limits.burst.
 	MaxStatementsPerSecond = 10_000_000
 	MaxBurst               = 100_000_000
-	DefaultMaxMergeRows          = 100000
+	DefaultMaxMergeRows    = 100000
 	// MaxNodeID is the largest sharding.node_id: global ids keep 5 bits
 	// for it.
 	MaxNodeID = 31
