@@ -58,6 +58,12 @@ type Conn struct {
 	// Relay relayed to this connection; its owner sets it back to 0 (the
 	// proxy does so per client command, to count errors by code).
 	SentErr uint16
+	// ReplaceErr, when set on a client connection, is asked about every
+	// ERR packet Relay is about to pass to it, with the packet's code; a
+	// non-nil answer is sent in its place (the proxy turns the 1317 of a
+	// statement it killed for its query_timeout into 3024). It runs on the
+	// goroutine that relays and is called for ERR packets only.
+	ReplaceErr func(code uint16) *SQLError
 
 	// A lean connection waits for a command by reading into first;
 	// src hands those bytes to the read buffer, then reads nc.

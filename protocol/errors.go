@@ -27,7 +27,9 @@ const (
 	ErUnknownError          uint16 = 1105 // ER_UNKNOWN_ERROR: only with a message naming what failed
 	ErLockWaitTimeout       uint16 = 1205
 	ErQueryInterrupted      uint16 = 1317
-	ErTooManyUserConnection uint16 = 1203
+	ErTooManyUserConnection uint16 = 1203 // ER_TOO_MANY_USER_CONNECTIONS: a user's max_connections
+	ErUserLimitReached      uint16 = 1226 // ER_USER_LIMIT_REACHED: a user's statement rate
+	ErQueryTimeout          uint16 = 3024 // ER_QUERY_TIMEOUT: a statement past query_timeout
 	ErSSLConnection         uint16 = 2026 // CR_SSL_CONNECTION_ERROR
 	ErNotAllowedCommand     uint16 = 1148 // ER_NOT_ALLOWED_COMMAND: LOAD DATA LOCAL refused
 	ErWrongArguments        uint16 = 1210 // ER_WRONG_ARGUMENTS
@@ -45,29 +47,32 @@ const (
 
 // sqlStates gives the SQLSTATE of the codes above; anything else is HY000.
 var sqlStates = map[uint16]string{
-	ErConCount:             "08004",
-	ErHandshake:            "08S01",
-	ErAccessDenied:         "28000",
-	ErUnknownCommand:       "08S01",
-	ErNoDB:                 "3D000",
-	ErBadDB:                "42000",
-	ErNetPacketTooLarge:    "08S01",
-	ErNetPacketsOutOfOrder: "08S01",
-	ErNetReadError:         "08S01",
-	ErNetReadInterrupted:   "08S01",
-	ErNotSupportedAuthMode: "08004",
-	ErNotSupportedYet:      "42000",
-	ErQueryInterrupted:     "70100",
-	ErServerLost:           "HY000",
-	ErSecureTransport:      "HY000",
-	ErNotAllowedCommand:    "42000",
-	ErMaxPreparedStmtCount: "42000",
-	ErCouldNotConnect:      "HY000",
-	ErTooBigSelect:         "42000",
-	ErBadNull:              "23000",
-	ErNoDefaultForField:    "HY000",
-	ErWrongValueForField:   "22007",
-	ErNoPartitionForValue:  "HY000",
+	ErConCount:              "08004",
+	ErHandshake:             "08S01",
+	ErAccessDenied:          "28000",
+	ErUnknownCommand:        "08S01",
+	ErNoDB:                  "3D000",
+	ErBadDB:                 "42000",
+	ErNetPacketTooLarge:     "08S01",
+	ErNetPacketsOutOfOrder:  "08S01",
+	ErNetReadError:          "08S01",
+	ErNetReadInterrupted:    "08S01",
+	ErNotSupportedAuthMode:  "08004",
+	ErNotSupportedYet:       "42000",
+	ErQueryInterrupted:      "70100",
+	ErTooManyUserConnection: "42000",
+	ErUserLimitReached:      "42000",
+	ErQueryTimeout:          "HY000",
+	ErServerLost:            "HY000",
+	ErSecureTransport:       "HY000",
+	ErNotAllowedCommand:     "42000",
+	ErMaxPreparedStmtCount:  "42000",
+	ErCouldNotConnect:       "HY000",
+	ErTooBigSelect:          "42000",
+	ErBadNull:               "23000",
+	ErNoDefaultForField:     "HY000",
+	ErWrongValueForField:    "22007",
+	ErNoPartitionForValue:   "HY000",
 }
 
 // SQLError is a MySQL error as it travels in an ERR packet: code, SQLSTATE

@@ -236,6 +236,11 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (in
 			if p[0] == headerErr && n < MaxPayloadLen {
 				if len(p) >= 3 {
 					dst.SentErr = binary.LittleEndian.Uint16(p[1:3])
+					if dst.ReplaceErr != nil && n <= br.Size() {
+						if e := dst.ReplaceErr(dst.SentErr); e != nil {
+							return relayReplacedErr(dst, src, n, head, res, e)
+						}
+					}
 				}
 				if full, err := br.Peek(min(n, br.Size())); err == nil {
 					res.Err, _ = ParseErr(full)
@@ -268,6 +273,31 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (in
 			return total, h, nil
 		}
 	}
+}
+
+// relayReplacedErr consumes the backend's ERR packet of n bytes and writes
+// e to dst in its place, with the sequence id the relayed packet would
+// have had.
+func relayReplacedErr(dst, src *Conn, n int, head []byte, res *RelayResult, e *SQLError) (int, []byte, error) {
+	if _, err := src.reader().Discard(n); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
+	}
+	dst.okBuf = AppendErr(dst.okBuf[:0], e)
+	out := dst.okBuf
+	m := len(out)
+	dst.hdr = [4]byte{byte(m), byte(m >> 8), byte(m >> 16), dst.seq}
+	dst.seq++
+	bw := dst.writer()
+	if _, err := bw.Write(dst.hdr[:]); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
+	}
+	res.Packets++
+	if _, err := bw.Write(out); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
+	}
+	dst.SentErr, res.Err = e.Code, e
+	res.Bytes += int64(m)
+	return m, head[:copy(head, out)], nil
 }
 
 // relayTrackedOK relays an OK packet of n bytes from a backend connection

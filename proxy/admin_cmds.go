@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -322,41 +320,14 @@ func (s *Server) killQuery(id uint32) error {
 	if run == nil {
 		return nil
 	}
-	p := run.pool
-	d := net.Dialer{Timeout: p.dialTimeout}
-	ctx, cancel := context.WithTimeout(s.ctx, p.dialTimeout+s.config().Health.Timeout.Duration)
-	defer cancel()
-	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	err := s.killBackendQuery(run, func() bool { return sess.info.running.Load() == run })
 	if err != nil {
-		return protocol.NewError(protocol.ErCouldNotConnect, "sluice admin: KILL QUERY %d: cannot connect to %s: %v", id, p.addr, err)
-	}
-	defer nc.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
-	c := protocol.NewConn(nc)
-	c.LenientSeq = true
-	if _, err := protocol.ClientHandshake(c, protocol.ClientConfig{User: p.user, Password: p.password,
-		Capabilities: protocol.BackendCapabilities, TLS: p.tls, TLSRequired: p.tlsRequired}); err != nil {
-		return protocol.NewError(protocol.ErCouldNotConnect, "sluice admin: KILL QUERY %d: cannot log in to %s: %v", id, p.addr, err)
-	}
-	// The statement may have ended meanwhile and the connection gone to
-	// another session: kill only while it still runs this one's.
-	if sess.info.running.Load() != run {
-		return nil
-	}
-	c.ResetSeq()
-	q := append([]byte{protocol.ComQuery}, "KILL QUERY "+strconv.FormatUint(uint64(run.threadID), 10)...)
-	if err := c.WritePacketFlush(q); err != nil {
-		return protocol.NewError(protocol.ErServerLost, "sluice admin: KILL QUERY %d on %s: %v", id, p.addr, err)
-	}
-	if _, err := protocol.ReadResponse(c, protocol.ResponseResult); err != nil {
-		var se *protocol.SQLError
-		if errors.As(err, &se) {
-			return se
+		if se, ok := err.(*protocol.SQLError); ok {
+			return se // the server refused the KILL
 		}
-		return protocol.NewError(protocol.ErServerLost, "sluice admin: KILL QUERY %d (thread %d on %s): %v", id, run.threadID, p.addr, err)
+		return protocol.NewError(protocol.ErCouldNotConnect, "sluice admin: KILL QUERY %d: %v", id, err)
 	}
+	p := run.pool
 	s.log.Info("admin: killed a statement", zap.Uint32("conn_id", id), zap.String("backend", p.addr), zap.Uint32("thread_id", run.threadID))
 	return nil
 }

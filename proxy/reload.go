@@ -307,7 +307,8 @@ func (s *Server) restartProber(h conf.Health) {
 //   - pool settings and consistency, with new pools for the clusters
 //     concerned (connections lent from the old ones close when returned);
 //   - [health] timings, by restarting the prober;
-//   - [auth], for new logins; the proxy limits; shard and broadcast
+//   - [auth], for new logins; the proxy limits and [limits] (new
+//     connections, and every session's next command); shard and broadcast
 //     rules and [sharding], for the statements that start afterwards.
 //
 // changes lists every difference with Change.String, those that wait for a
@@ -360,6 +361,7 @@ func (s *Server) Reload() (changes []string, err error) {
 		s.auth.cur.Store(&authn)
 	}
 	s.shardSet.Store(set)
+	s.limits.Store(s.newLimitSet(next))
 	if v := next.Proxy.ServerVersion; v != "" {
 		s.version.Store(&v)
 	}

@@ -94,6 +94,13 @@ type Server struct {
 	adminConns map[net.Conn]struct{}
 	events     eventRing
 	digests    *digestStore
+
+	// Per-user limits (limits.go): the running limit set, which Reload
+	// replaces, each user's shared state, and the limit metrics.
+	limits        atomic.Pointer[limitSet]
+	users         userStates
+	rateLimited   *prometheus.CounterVec
+	queryTimeouts prometheus.Counter
 }
 
 // New builds a Server from a validated configuration.
@@ -169,6 +176,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		s.version.Store(&v)
 	}
 	s.initMetrics()
+	s.initLimits(cfg)
 	return s, nil
 }
 

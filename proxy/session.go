@@ -106,6 +106,8 @@ type Session struct {
 	// log (metrics_session.go); cmdStart is when it was read (monoNow).
 	rec      commandRecord
 	cmdStart time.Duration
+	// lims is the session's view of its user's [limits] (limits.go).
+	lims sessionLimits
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -273,6 +275,10 @@ func (s *Session) handshake(ctx context.Context) error {
 		_ = s.client.WriteErr(e)
 		return fmt.Errorf("%w: %w", auth.ErrAccessDenied, e)
 	}
+	if e := s.acquireUser(login.User); e != nil {
+		_ = s.client.WriteErr(e)
+		return e
+	}
 	s.multiStmts = login.Capabilities&protocol.ClientMultiStatements != 0
 	s.key = poolKey{
 		collation:  login.Collation,
@@ -345,6 +351,11 @@ func (s *Session) comChangeUser(p []byte) error {
 		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
 	}
+	if e := s.acquireUser(login.User); e != nil {
+		s.log().Info("change user refused", zap.String("new_user", login.User), zap.Error(e))
+		_ = s.client.WriteErr(e)
+		return e
+	}
 	s.log().Info("user changed", zap.String("new_user", login.User))
 	s.user = login.User
 	if login.Collation != 0 {
@@ -361,8 +372,12 @@ func (s *Session) comChangeUser(p []byte) error {
 func (s *Session) serve() error {
 	for {
 		s.client.ResetSeq()
+		s.armIdle()
 		p, err := s.client.ReadPacket()
 		if err != nil {
+			if s.idleTimedOut(err) {
+				return fmt.Errorf("idle for longer than idle_timeout %v: %w", s.lims.lim.idleTimeout, err)
+			}
 			if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
 				_ = s.client.WriteErr(protocol.ToSQLError(err))
 				return err
@@ -380,7 +395,15 @@ func (s *Session) serve() error {
 		}
 		s.pendingTxWrite = -1
 		s.cmdStart = monoNow()
-		if err := s.dispatch(p); err != nil {
+		ok, err := s.admit(p[0])
+		if ok {
+			timed := s.armQueryTimer()
+			err = s.dispatch(p)
+			if timed {
+				s.disarmQueryTimer()
+			}
+		}
+		if err != nil {
 			if errors.Is(err, errQuit) {
 				return nil
 			}
@@ -474,6 +497,10 @@ func (s *Session) comQuery(p []byte) error {
 	}
 	if plan.Local != router.LocalNone {
 		return s.answerLocal(plan)
+	}
+	if plan.LoadDataLocal {
+		// The client streams the file as part of the command.
+		s.disarmIdle()
 	}
 	s.beginStatement(plan)
 	// Pin before running: even a failing statement may have left state.
@@ -1152,6 +1179,10 @@ func (s *Session) status() uint16 {
 // close ends the session: data connections go back to their pools, reset
 // when the session left state on them.
 func (s *Session) close() {
+	s.releaseUser()
+	if s.lims.queryTimer != nil {
+		s.lims.queryTimer.Stop()
+	}
 	s.release(s.inTransaction() || s.pins != 0 || len(s.stmts) > 0)
 	_ = s.client.Close()
 }
