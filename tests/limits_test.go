@@ -25,7 +25,9 @@ func limitsUser(t *testing.T, name string) (string, string) {
 		fmt.Sprintf("GRANT ALL ON *.* TO '%s'@'%%'", name)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.topo.Auth.Exec(context.Background(), fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", name)) })
+	t.Cleanup(func() {
+		_ = env.topo.Auth.Exec(context.Background(), fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", name))
+	})
 	return name, pw
 }
 
