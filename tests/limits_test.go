@@ -258,9 +258,11 @@ max_connections = 2
 func TestLimitsIdleTimeout(t *testing.T) {
 	srv, _ := limitsSluice(t, nil, "[limits]\nidle_timeout = \"1s\"\n")
 	addr := srv.Addr().String()
+	// The idle clock starts at the latest when the login's OK is sent,
+	// after start.
+	start := time.Now()
 	idle := rawLogin(t, addr)
 	active := rawLogin(t, addr)
-	start := time.Now()
 	closed := make(chan error, 1)
 	go func() {
 		_ = idle.NetConn().SetReadDeadline(time.Now().Add(20 * time.Second))
