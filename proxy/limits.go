@@ -404,6 +404,7 @@ func (s *Session) armQueryTimer() bool {
 func (s *Session) disarmQueryTimer() {
 	s.lims.armedAt.Store(0)
 	s.lims.queryTimer.Stop()
+	s.lims.timedOut.Store(false)
 }
 
 // queryTimedOut runs on the query timer's goroutine: when the statement it
