@@ -192,3 +192,49 @@ func TestReadResponseShortErrIsBackendFailure(t *testing.T) {
 		t.Fatalf("err = %#v, want ErrBackendIO and no SQLError", err)
 	}
 }
+
+// TestRelayReplaceErr: a client connection's ReplaceErr swaps a relayed ERR
+// for its own, in sequence, after rows already relayed; other ERRs pass.
+func TestRelayReplaceErr(t *testing.T) {
+	for _, tc := range []struct {
+		code, want uint16
+	}{{1317, 3024}, {1146, 1146}} {
+		srvSide, relayBackend := pipeConns(t)
+		relayClient, clientSide := pipeConns(t)
+		replacement := NewError(3024, "Query execution was interrupted, maximum statement execution time exceeded")
+		relayClient.ReplaceErr = func(code uint16) *SQLError {
+			if code == 1317 {
+				return replacement
+			}
+			return nil
+		}
+		packets := [][]byte{{0, 0, 1}, {0, 0, 2}, AppendErr(nil, NewError(tc.code, "backend error"))}
+		go backendScript(t, srvSide, packets...)
+		relayBackend.LenientSeq = true
+		relayClient.SetSeq(1)
+		done := make(chan RelayResult, 1)
+		go func() {
+			res, err := Relay(relayClient, relayBackend, ResponseRows, false)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		clientSide.SetSeq(1)
+		var last []byte
+		for range packets {
+			p, err := clientSide.ReadPacket()
+			if err != nil {
+				t.Fatal(err) // a wrong sequence id fails here
+			}
+			last = p
+		}
+		e, err := ParseErr(last)
+		if err != nil || e.Code != tc.want {
+			t.Fatalf("backend ERR %d reached the client as %+v (%v), want %d", tc.code, e, err, tc.want)
+		}
+		if res := <-done; res.Err == nil || res.Err.Code != tc.want || relayClient.SentErr != tc.want {
+			t.Fatalf("RelayResult.Err = %+v, SentErr %d, want %d", res.Err, relayClient.SentErr, tc.want)
+		}
+	}
+}
