@@ -174,6 +174,11 @@ func (c *Conn) Idle() {
 	}
 }
 
+// AwaitingCommand reports whether a lean connection holds no byte of the
+// peer's next packet: a read that failed while it is true consumed nothing,
+// and may be retried (after a read deadline that came too early).
+func (c *Conn) AwaitingCommand() bool { return c.lean && c.br == nil && c.firstOff == c.firstN }
+
 // NetConn returns the underlying connection.
 func (c *Conn) NetConn() net.Conn { return c.nc }
 

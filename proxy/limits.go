@@ -241,8 +241,12 @@ type sessionLimits struct {
 	// waitTimer wakes a statement whose slot has come; made at the
 	// session's first wait.
 	waitTimer *time.Timer
-	// idleArmed: a read deadline for idle_timeout is set.
-	idleArmed bool
+	// idleArmed: a read deadline for idle_timeout is set, for idleAt
+	// (monoNow time); lastActive is when the session last began to wait
+	// for a command.
+	idleArmed  bool
+	idleAt     time.Duration
+	lastActive time.Duration
 
 	// The query timer (made when the session first runs a statement
 	// under a query_timeout) calls queryTimedOut on a goroutine of its
@@ -353,32 +357,52 @@ func (s *Session) admit(cmd byte) (bool, error) {
 	return true, nil
 }
 
-// armIdle sets the read deadline of the wait for the client's next command
-// to the user's idle_timeout (or clears one a reload switched off).
-func (s *Session) armIdle() {
+// readCommand waits for the client's next command under the user's
+// idle_timeout. Setting a read deadline costs about as much as the rest of
+// a short statement's glue, so it is not set per command: a deadline is
+// kept while it is no more than an eighth of the timeout early, and one
+// that fires early while nothing of a command has arrived is moved to the
+// true end of the idle time and the wait goes on. A timeout that ends the
+// wait is returned wrapped with the reason; it wraps
+// os.ErrDeadlineExceeded.
+func (s *Session) readCommand() ([]byte, error) {
 	d := s.currentLimits().idleTimeout
-	if d > 0 {
+	l := &s.lims
+	if d <= 0 {
+		if l.idleArmed {
+			_ = s.client.SetReadDeadline(time.Time{})
+			l.idleArmed = false
+		}
+		return s.client.ReadPacket()
+	}
+	now := monoNow()
+	l.lastActive = now
+	if want := now + d; !l.idleArmed || l.idleAt > want || l.idleAt < want-d/8 {
 		_ = s.client.SetReadDeadline(time.Now().Add(d))
-		s.lims.idleArmed = true
-	} else if s.lims.idleArmed {
-		_ = s.client.SetReadDeadline(time.Time{})
-		s.lims.idleArmed = false
+		l.idleArmed, l.idleAt = true, want
+	}
+	for {
+		p, err := s.client.ReadPacket()
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return p, err
+		}
+		left := l.lastActive + d - monoNow()
+		if left <= 0 || !s.client.AwaitingCommand() {
+			return nil, fmt.Errorf("idle for longer than idle_timeout %v: %w", d, err)
+		}
+		_ = s.client.SetReadDeadline(time.Now().Add(left))
+		l.idleAt = monoNow() + left
 	}
 }
 
 // disarmIdle clears the idle deadline before the session reads more than a
-// command from the client (LOAD DATA LOCAL INFILE streams a file).
+// command from the client (LOAD DATA LOCAL INFILE streams a file), and
+// notes that a login exchange replaced it (COM_CHANGE_USER).
 func (s *Session) disarmIdle() {
 	if s.lims.idleArmed {
 		_ = s.client.SetReadDeadline(time.Time{})
 		s.lims.idleArmed = false
 	}
-}
-
-// idleTimedOut reports whether err ended the wait for a command because of
-// idle_timeout.
-func (s *Session) idleTimedOut(err error) bool {
-	return s.lims.idleArmed && errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // armQueryTimer starts the query timer for the command about to run when

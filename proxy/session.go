@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -340,6 +341,7 @@ func (s *Session) comChangeUser(p []byte) error {
 	defer cancel()
 	_ = s.client.SetDeadline(time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration))
 	defer s.client.SetDeadline(time.Time{})
+	s.lims.idleArmed = false // replaced by the login's deadline
 	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
 	login, err := s.srv.auth.ChangeUser(ctx, s.client, auth.Server{
 		ConnectionID: s.id,
@@ -372,11 +374,10 @@ func (s *Session) comChangeUser(p []byte) error {
 func (s *Session) serve() error {
 	for {
 		s.client.ResetSeq()
-		s.armIdle()
-		p, err := s.client.ReadPacket()
+		p, err := s.readCommand()
 		if err != nil {
-			if s.idleTimedOut(err) {
-				return fmt.Errorf("idle for longer than idle_timeout %v: %w", s.lims.lim.idleTimeout, err)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return err // idle_timeout
 			}
 			if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
 				_ = s.client.WriteErr(protocol.ToSQLError(err))
