@@ -70,6 +70,20 @@ func TestLimitsValidation(t *testing.T) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.doc, err, tc.want)
 		}
 	}
+	// With static auth the users are known.
+	static := strings.Replace(base, "address = \"127.0.0.1:3310\"", "backend = \"static\"", 1) +
+		"[[auth.user]]\nname = \"app\"\npassword_hash = \"*0123456789ABCDEF0123456789ABCDEF01234567\"\n"
+	if _, err := Parse([]byte(static + "[[limits.user]]\nname = \"app\"\nmax_connections = 3\n")); err != nil {
+		t.Errorf("limits for a static user: %v", err)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{static + "[[limits.user]]\nname = \"apq\"\n", `limits.user[0] ("apq"): no [[auth.user]] is named "apq"`},
+	} {
+		_, err := Parse([]byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.doc, err, tc.want)
+		}
+	}
 }
 
 func TestLimitsDiffAndDescribe(t *testing.T) {

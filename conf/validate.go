@@ -463,6 +463,11 @@ func (c *Config) validateLimits(p *problems) {
 		if u.Name != "" && u.Name == c.Admin.User {
 			p.add("%s: %q is the admin user, which cannot log in on the data port", label, u.Name)
 		}
+		if u.Name != "" && c.Auth.Backend == "static" && !slices.ContainsFunc(c.Auth.Users, func(a StaticUser) bool { return a.Name == u.Name }) {
+			// With static auth the users are known: a name that is not
+			// one of them is a typo that would leave the user unlimited.
+			p.add("%s: no [[auth.user]] is named %q", label, u.Name)
+		}
 		checkLimitValues(p, label+":", &u.LimitValues)
 	}
 }
