@@ -187,6 +187,9 @@ func BenchmarkSession(b *testing.B) {
 		replay string
 	}{
 		{"query-point-select", pointSelect, benchTextResult(), true, false, false, ""},
+		// limited: the user has a statement rate (never reached) and a
+		// query_timeout, so the command pays the bucket and the timer.
+		{"query-point-select-limited", pointSelect, benchTextResult(), true, false, false, ""},
 		{"query-point-select-sharded", pointSelect, benchTextResult(), true, false, true, ""},
 		{"query-point-select-replay-schema", pointSelect, okThen(benchTextResult()), true, false, false, "schema"},
 		{"query-point-select-replay-set", pointSelect, okThen(benchTextResult()), true, false, false, "set"},
@@ -199,6 +202,9 @@ func BenchmarkSession(b *testing.B) {
 			if bc.sharded {
 				srv = offlineServerWith(b, "", 1, "[[shard]]\nschema = \"sbtest\"\ntable = \"sbtest1\"\nkey = \"id\"\n"+
 					"algorithm = \"mod\"\nclusters = [\"main\"]\ntables_per_cluster = 2\n")
+			}
+			if strings.HasSuffix(bc.name, "-limited") {
+				srv = offlineServerWith(b, "", 1, "[limits]\nmax_statements_per_second = 10000000\nburst = 100000000\nquery_timeout = \"1h\"\n")
 			}
 			cluster := srv.topo.Current().Clusters[0]
 			cnc := &benchConn{in: benchPackets(0, bc.command)}
