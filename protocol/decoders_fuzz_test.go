@@ -3,8 +3,10 @@ package protocol
 // Fuzz targets for the smaller decoders: the COM_STMT_PREPARE response,
 // statement ids, mysql_native_password hashes, decimal digits, decoded
 // execute parameters and their text form, column-definition patching and
-// tracked session variables. Seeds are in fzCorpora (committed by
-// TestGenerateFuzzCorpus).
+// tracked session variables. Their seeds (and FuzzParseOKTail's) are in
+// fzDecoderCorpora, written to testdata/fuzz by
+//
+//	SLUICE_GEN_FUZZ_CORPUS=1 go test -run '^TestGenerateDecodersFuzzCorpus$' ./protocol
 
 import (
 	"bytes"
@@ -245,7 +247,7 @@ func fzCheckParam(t *testing.T, v Param) {
 		}
 	case v.IsFloat():
 		bits := 64
-		if v.Type == TypeFloat {
+		if len(v.Raw) == 4 {
 			bits = 32
 		}
 		back, err := strconv.ParseFloat(text, bits)
