@@ -76,6 +76,10 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprint(stdout, cfg.Describe())
+	// Unsafe but valid settings are warnings: the file still works.
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	return 0
 }
 
