@@ -94,6 +94,10 @@ type Server struct {
 	adminConns map[net.Conn]struct{}
 	events     eventRing
 	digests    *digestStore
+
+	// logins counts failed logins per client address for the login
+	// backoff of both ports (loginbackoff.go).
+	logins *loginBackoff
 }
 
 // New builds a Server from a validated configuration.
@@ -122,6 +126,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		metrics:  newMetrics(),
 		tls:      stls,
 		digests:  newDigestStore(),
+		logins:   newLoginBackoff(maxBackoffAddrs),
 	}
 	s.stateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_backend_state_changes_total",

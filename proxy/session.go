@@ -207,6 +207,8 @@ func (s *Session) run(ctx context.Context) {
 		result := "error"
 		if errors.Is(err, auth.ErrAccessDenied) {
 			result = "denied"
+		} else if errors.Is(err, errLoginBackoff) {
+			result = "blocked"
 		}
 		s.srv.metrics.logins.WithLabelValues(result).Inc()
 		s.srv.metrics.loginFailed(err, s.client.SentErr)
@@ -247,7 +249,12 @@ func (s *Session) handshake(ctx context.Context) error {
 	_ = s.client.SetDeadline(deadline)
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
+	remote := s.client.NetConn().RemoteAddr()
+	if e := s.srv.loginRefusal(remote); e != nil {
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", errLoginBackoff, e)
+	}
+	host, _, _ := net.SplitHostPort(remote.String())
 	version := s.srv.serverVersion()
 	if version == "" && s.srv.config().Auth.Backend == "static" {
 		version = fallbackVersion
@@ -264,6 +271,7 @@ func (s *Session) handshake(ctx context.Context) error {
 	if login != nil {
 		s.user = login.User
 	}
+	s.srv.noteLogin(remote, err, "client", s.user)
 	if err != nil {
 		return err
 	}
@@ -334,13 +342,19 @@ func (s *Session) comChangeUser(p []byte) error {
 	defer cancel()
 	_ = s.client.SetDeadline(time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration))
 	defer s.client.SetDeadline(time.Time{})
-	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
+	remote := s.client.NetConn().RemoteAddr()
+	if e := s.srv.loginRefusal(remote); e != nil {
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", errLoginBackoff, e)
+	}
+	host, _, _ := net.SplitHostPort(remote.String())
 	login, err := s.srv.auth.ChangeUser(ctx, s.client, auth.Server{
 		ConnectionID: s.id,
 		Capabilities: s.srv.clientCaps,
 		Collation:    s.key.collation,
 		ClientHost:   host,
 	}, s.caps, cu)
+	s.srv.noteLogin(remote, err, "client", cu.User)
 	if err != nil {
 		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
