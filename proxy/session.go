@@ -106,6 +106,10 @@ type Session struct {
 	// log (metrics_session.go); cmdStart is when it was read (monoNow).
 	rec      commandRecord
 	cmdStart time.Duration
+	// drain is where the session stands for a graceful shutdown
+	// (shutdown.go): busy, waiting for a command (inside a transaction or
+	// not), or closed by Shutdown while it waited.
+	drain atomic.Int32
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -374,8 +378,14 @@ func (s *Session) comChangeUser(p []byte) error {
 // serve runs the command loop until the client quits or fails.
 func (s *Session) serve() error {
 	for {
+		if s.idleForDrain() {
+			return errShutdown
+		}
 		s.client.ResetSeq()
 		p, err := s.client.ReadPacket()
+		if s.awake() {
+			return errShutdown
+		}
 		if err != nil {
 			if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
 				_ = s.client.WriteErr(protocol.ToSQLError(err))
