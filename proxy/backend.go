@@ -301,7 +301,7 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		return nil, err
 	}
 	bc := &BackendConn{Conn: c, backend: p.Backend(), pool: p, key: key, status: g.Status,
-		mariadb: strings.Contains(g.ServerVersion, "MariaDB"), ident: &backendIdent{pool: p, threadID: g.ConnectionID}}
+		mariadb: strings.Contains(g.ServerVersion, "MariaDB"), ident: &backendIdent{pool: p, threadID: g.ConnectionID, conn: c}}
 	if p.trackGTID && g.Capabilities&protocol.ClientSessionTrack != 0 {
 		c.SessionTrack = true
 		if err := bc.trackGTIDs(); err != nil {

@@ -94,6 +94,17 @@ type Server struct {
 	adminConns map[net.Conn]struct{}
 	events     eventRing
 	digests    *digestStore
+
+	// logins counts failed logins per client address for the login
+	// backoff of both ports (loginbackoff.go).
+	logins *loginBackoff
+
+	// Graceful shutdown (shutdown.go): unready turns /readyz to 503,
+	// draining closes sessions as they go idle; sessionEnded wakes
+	// Shutdown when a session ends while draining.
+	unready      atomic.Bool
+	draining     atomic.Bool
+	sessionEnded chan struct{}
 }
 
 // New builds a Server from a validated configuration.
@@ -122,6 +133,9 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		metrics:  newMetrics(),
 		tls:      stls,
 		digests:  newDigestStore(),
+		logins:   newLoginBackoff(maxBackoffAddrs),
+
+		sessionEnded: make(chan struct{}, 1),
 	}
 	s.stateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_backend_state_changes_total",
@@ -308,7 +322,7 @@ func (s *Server) Serve() error {
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if s.ctx.Err() != nil || s.draining.Load() {
 				return nil
 			}
 			var ne net.Error
@@ -340,6 +354,12 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.mu.Lock()
 		delete(s.sessions, id)
 		s.mu.Unlock()
+		if s.draining.Load() {
+			select {
+			case s.sessionEnded <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	s.mu.Lock()
 	limit := s.config().Proxy.MaxClientConnections
@@ -359,7 +379,8 @@ func (s *Server) serveConn(nc net.Conn) {
 }
 
 // Close stops accepting, closes every client connection and idle pool
-// connection, and waits for the sessions to end.
+// connection, and waits for the sessions to end: the hard stop (Shutdown
+// is the graceful one).
 func (s *Server) Close() error {
 	s.cancel()
 	var err error

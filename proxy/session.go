@@ -106,6 +106,10 @@ type Session struct {
 	// log (metrics_session.go); cmdStart is when it was read (monoNow).
 	rec      commandRecord
 	cmdStart time.Duration
+	// drain is where the session stands for a graceful shutdown
+	// (shutdown.go): busy, waiting for a command (inside a transaction or
+	// not), or closed by Shutdown while it waited.
+	drain atomic.Int32
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -207,6 +211,8 @@ func (s *Session) run(ctx context.Context) {
 		result := "error"
 		if errors.Is(err, auth.ErrAccessDenied) {
 			result = "denied"
+		} else if errors.Is(err, errLoginBackoff) {
+			result = "blocked"
 		}
 		s.srv.metrics.logins.WithLabelValues(result).Inc()
 		s.srv.metrics.loginFailed(err, s.client.SentErr)
@@ -247,7 +253,12 @@ func (s *Session) handshake(ctx context.Context) error {
 	_ = s.client.SetDeadline(deadline)
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
+	remote := s.client.NetConn().RemoteAddr()
+	if e := s.srv.loginRefusal(remote); e != nil {
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", errLoginBackoff, e)
+	}
+	host, _, _ := net.SplitHostPort(remote.String())
 	version := s.srv.serverVersion()
 	if version == "" && s.srv.config().Auth.Backend == "static" {
 		version = fallbackVersion
@@ -264,6 +275,7 @@ func (s *Session) handshake(ctx context.Context) error {
 	if login != nil {
 		s.user = login.User
 	}
+	s.srv.noteLogin(remote, err, "client", s.user)
 	if err != nil {
 		return err
 	}
@@ -334,13 +346,19 @@ func (s *Session) comChangeUser(p []byte) error {
 	defer cancel()
 	_ = s.client.SetDeadline(time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration))
 	defer s.client.SetDeadline(time.Time{})
-	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
+	remote := s.client.NetConn().RemoteAddr()
+	if e := s.srv.loginRefusal(remote); e != nil {
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", errLoginBackoff, e)
+	}
+	host, _, _ := net.SplitHostPort(remote.String())
 	login, err := s.srv.auth.ChangeUser(ctx, s.client, auth.Server{
 		ConnectionID: s.id,
 		Capabilities: s.srv.clientCaps,
 		Collation:    s.key.collation,
 		ClientHost:   host,
 	}, s.caps, cu)
+	s.srv.noteLogin(remote, err, "client", cu.User)
 	if err != nil {
 		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
@@ -360,8 +378,14 @@ func (s *Session) comChangeUser(p []byte) error {
 // serve runs the command loop until the client quits or fails.
 func (s *Session) serve() error {
 	for {
+		if s.idleForDrain() {
+			return errShutdown
+		}
 		s.client.ResetSeq()
 		p, err := s.client.ReadPacket()
+		if s.awake() {
+			return errShutdown
+		}
 		if err != nil {
 			if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
 				_ = s.client.WriteErr(protocol.ToSQLError(err))
