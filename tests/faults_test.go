@@ -1,0 +1,231 @@
+package tests
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/sandbox"
+)
+
+// Backend faults while a result streams (issue 8): these tests own their topology (master and
+// one replica, so every read goes to that replica while it is up) and freeze or kill its
+// replica in the middle of a 100k-row read.
+
+// The health timings of the fault tests' sluice: a stall must end in an ERR within
+// faultTimeout of the replica stopping, plus at most the wait for the next probe to start
+// (faultInterval) and the watchdog's tick.
+const (
+	faultInterval = 500 * time.Millisecond
+	faultTimeout  = time.Second
+)
+
+// bigRows is the row count of the streamed table; bigPad the width of its pad column, so the
+// result (100 MB) is far larger than every buffer between the replica and the client
+// (socket buffers grow to tens of MB on loopback).
+const (
+	bigRows = 100_000
+	bigPad  = 1000
+)
+
+// faultTopology starts a master with one replica and a sluice in front (probes every
+// faultInterval within faultTimeout, down after 3 failures, no automatic failover), with
+// table sluice_test.big of bigRows rows replicated.
+func faultTopology(t *testing.T) (*sandbox.Topology, *proxy.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	topo, err := sandbox.Start(ctx, sandbox.Options{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := topo.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	start := time.Now()
+	if err := topo.Master.Exec(ctx,
+		fmt.Sprintf("CREATE TABLE sluice_test.big (id INT PRIMARY KEY, pad VARCHAR(%d) NOT NULL)", bigPad),
+		fmt.Sprintf("INSERT INTO sluice_test.big SELECT seq, REPEAT('x', %d) FROM sluice_test.seq_1_to_%d", bigPad, bigRows),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.WaitReplicated(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("table of %d rows (%d MB) on the replica in %v", bigRows, bigRows*bigPad>>20, time.Since(start).Round(time.Millisecond))
+	srv, err := startProxyWith(topo, sandbox.SluiceOptions{HealthKeys: []string{
+		fmt.Sprintf("interval = %q", faultInterval), fmt.Sprintf("timeout = %q", faultTimeout),
+		"failures_before_down = 3", "auto_failover = false",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return topo, srv
+}
+
+// streamUntil runs SELECT * FROM big on c, reads 1,000 rows, calls fault, then reads the rest
+// as fast as it can. It returns the error the stream ended with, how long after fault returned
+// it came, and how many rows arrived after the fault. Every row must come from the replica.
+func streamUntil(t *testing.T, ctx context.Context, c *sql.Conn, replicaID uint32, fault func()) (error, time.Duration, int) {
+	t.Helper()
+	rows, err := c.QueryContext(ctx, "SELECT id, pad, @@server_id FROM big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var id, sid uint32
+	var pad sql.RawBytes
+	for n := 0; n < 1000; n++ {
+		if !rows.Next() {
+			t.Fatalf("the stream ended after %d rows: %v", n, rows.Err())
+		}
+		if err := rows.Scan(&id, &pad, &sid); err != nil {
+			t.Fatal(err)
+		}
+		if sid != replicaID {
+			t.Fatalf("row %d came from server %d, want the replica %d", n, sid, replicaID)
+		}
+	}
+	fault()
+	at := time.Now()
+	after := 0
+	for rows.Next() {
+		after++
+	}
+	took := time.Since(at)
+	if after >= bigRows-1000 {
+		t.Fatalf("all %d rows arrived after the fault: the stream was not in progress", after)
+	}
+	return rows.Err(), took, after
+}
+
+// wantServerLost checks that err is ERR 2013 naming the replica at addr.
+func wantServerLost(t *testing.T, err error, addr string) {
+	t.Helper()
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 2013 || !strings.Contains(me.Message, addr) {
+		t.Fatalf("stream ended with %v, want ERR 2013 naming replica %s", err, addr)
+	}
+}
+
+// TestReplicaStopMidStream (issue 8 Must show): the replica serving a 100k-row read is frozen
+// (kill -STOP) mid-stream. The client gets ERR 2013 naming the replica within [health]
+// timeout plus the wait for the next probe (plus slack for a loaded machine); the same client
+// connection runs its next query at once (on the master); after kill -CONT the replica comes
+// back up and serves reads again. A statement that is merely slow on a healthy replica
+// (SELECT SLEEP past the timeout) is not cut. Then the replica is killed (kill -9) mid-stream:
+// ERR 2013 again, and the session goes on.
+func TestReplicaStopMidStream(t *testing.T) {
+	topo, srv := faultTopology(t)
+	replica := topo.Replicas[0]
+	rb := srv.Topology().Current().Cluster("main").Replicas[0]
+	o := topo.Opts
+	db, err := sql.Open("mysql", dsn(srv.Addr().String(), o.AppUser, o.AppPassword, sandbox.TestDatabase, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	t.Run("slow statement on a healthy replica is not cut", func(t *testing.T) {
+		start := time.Now()
+		var v, sid uint32
+		if err := c.QueryRowContext(ctx, "SELECT SLEEP(2.5), @@server_id").Scan(&v, &sid); err != nil {
+			t.Fatalf("SELECT SLEEP(2.5) with [health] timeout %v: %v", faultTimeout, err)
+		}
+		if sid != replica.ServerID || v != 0 {
+			t.Fatalf("SLEEP answered %d by server %d, want 0 from the replica %d", v, sid, replica.ServerID)
+		}
+		t.Logf("SELECT SLEEP(2.5) on the replica took %v", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("kill -STOP", func(t *testing.T) {
+		thawed := false
+		thaw := func() {
+			if !thawed {
+				thawed = true
+				if err := replica.Thaw(); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		defer thaw()
+		err, took, after := streamUntil(t, ctx, c, replica.ServerID, func() {
+			if err := replica.Freeze(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		wantServerLost(t, err, replica.Addr())
+		t.Logf("frozen replica: ERR after %v (%d rows drained after the freeze): %v", took.Round(time.Millisecond), after, err)
+		// The bound: the probe that finds the replica silent starts within an interval and
+		// gives up after the timeout; the watchdog cuts within a tick of that. One more second
+		// for a loaded machine.
+		if limit := faultTimeout + faultInterval + time.Second; took > limit {
+			t.Errorf("ERR %v after the freeze, want within %v", took, limit)
+		}
+
+		// The same client connection goes on, on the master, without waiting.
+		start := time.Now()
+		if id := serverID(t, ctx, c, ""); id != topo.Master.ServerID {
+			t.Errorf("read after the stall answered by %d, want the master %d", id, topo.Master.ServerID)
+		}
+		if d := time.Since(start); d > faultTimeout {
+			t.Errorf("the read after the stall took %v", d)
+		}
+
+		thaw()
+		eventually(t, ctx, "the thawed replica up and serving reads", func() error {
+			if s := rb.State(); s != health.StateUp {
+				return fmt.Errorf("replica state %s", s)
+			}
+			if id := serverID(t, ctx, c, ""); id != replica.ServerID {
+				return fmt.Errorf("read answered by %d", id)
+			}
+			return nil
+		})
+		// And it streams the whole table again.
+		var n int
+		if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT id, pad FROM big) b").Scan(&n); err != nil || n != bigRows {
+			t.Fatalf("count after the thaw: %d, %v", n, err)
+		}
+	})
+
+	t.Run("kill -9", func(t *testing.T) {
+		err, took, after := streamUntil(t, ctx, c, replica.ServerID, func() {
+			if err := replica.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		wantServerLost(t, err, replica.Addr())
+		t.Logf("killed replica: ERR after %v (%d rows drained after the kill): %v", took.Round(time.Millisecond), after, err)
+		if limit := faultTimeout + faultInterval + time.Second; took > limit {
+			t.Errorf("ERR %v after the kill, want within %v", took, limit)
+		}
+		if id := serverID(t, ctx, c, ""); id != topo.Master.ServerID {
+			t.Errorf("read after the kill answered by %d, want the master %d", id, topo.Master.ServerID)
+		}
+		eventually(t, ctx, "the killed replica marked down", func() error {
+			if s := rb.State(); s != health.StateDown {
+				return fmt.Errorf("replica state %s", s)
+			}
+			return nil
+		})
+	})
+}
