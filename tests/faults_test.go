@@ -5,7 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,4 +233,139 @@ func TestReplicaStopMidStream(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// silentServer accepts TCP connections and never sends a byte (a backend whose process hangs
+// before its greeting, or a port some other program holds). It counts the connections it
+// accepted and those still open (a connection counts as closed once the peer closed it).
+type silentServer struct {
+	ln       net.Listener
+	accepted atomic.Int64
+	open     atomic.Int64
+	maxOpen  atomic.Int64
+	wg       sync.WaitGroup
+}
+
+func startSilentServer(t *testing.T) *silentServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silentServer{ln: ln}
+	var mu sync.Mutex
+	var conns []net.Conn
+	s.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			s.accepted.Add(1)
+			n := s.open.Add(1)
+			for m := s.maxOpen.Load(); n > m && !s.maxOpen.CompareAndSwap(m, n); m = s.maxOpen.Load() {
+			}
+			s.wg.Go(func() {
+				// Read (and drop) until the peer closes: nothing is ever answered.
+				_, _ = io.Copy(io.Discard, c)
+				s.open.Add(-1)
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+// TestSilentReplicaTimedOut (issue 8): a replica that accepts TCP but never answers the
+// handshake. Reads that land on it while the probes still call it up wait at most
+// connect_timeout for the pool's dial, which marks it down, and are served by the real replica;
+// the probes time out on it within [health] timeout each and keep it down; and nothing piles up
+// while they keep trying: sluice holds at most a probe's and a dial's connection to it at once,
+// and the process's goroutines stay level over many probe rounds.
+func TestSilentReplicaTimedOut(t *testing.T) {
+	silent := startSilentServer(t)
+	addr := silent.ln.Addr().String()
+	real := env.topo.Replicas[0]
+	const connectTimeout = time.Second
+	srv := startHealthProxy(t, env.topo, healthSetup{
+		proxy:        []string{fmt.Sprintf("connect_timeout = %q", connectTimeout)},
+		cluster:      []string{`balance = "round-robin"`},
+		replicaAddrs: []string{addr, real.Addr()},
+		// So many failures before down that only the data plane's failed dial marks it down
+		// within the test: the pool's dial timeout is what is tested first.
+		health: []string{`interval = "100ms"`, `timeout = "300ms"`, "failures_before_down = 1000"},
+	})
+	b := backendOf(t, srv, addr)
+	d := appDBAt(t, srv.Addr().String())
+	ctx := ctxT(t)
+	// Round-robin sends one of the first reads to the silent replica.
+	for i := 0; b.State() != health.StateDown; i++ {
+		if i == 10 {
+			t.Fatalf("10 reads and the silent replica is still %s (last error %q)", b.State(), b.LastError())
+		}
+		start := time.Now()
+		var id uint32
+		if err := d.QueryRowContext(ctx, "SELECT @@server_id").Scan(&id); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		took := time.Since(start)
+		if id != real.ServerID {
+			t.Fatalf("read %d answered by %d, want the real replica %d", i, id, real.ServerID)
+		}
+		if took > connectTimeout+time.Second {
+			t.Fatalf("read %d took %v, want within connect_timeout %v (+1s)", i, took, connectTimeout)
+		}
+		t.Logf("read %d: %v", i, took.Round(time.Millisecond))
+	}
+	t.Logf("silent replica down: %s", b.LastError())
+
+	// The probes go on timing out on it, one connection each; nothing accumulates.
+	rounds := func() uint64 { return srv.Topology().Round() }
+	settle := rounds() + 2
+	eventually(t, ctx, "two probe rounds", func() error {
+		if r := rounds(); r < settle {
+			return fmt.Errorf("round %d", r)
+		}
+		return nil
+	})
+	goroutines, accepted := runtime.NumGoroutine(), silent.accepted.Load()
+	until := rounds() + 10
+	eventually(t, ctx, "ten more probe rounds", func() error {
+		if r := rounds(); r < until {
+			return fmt.Errorf("round %d", r)
+		}
+		return nil
+	})
+	probes := silent.accepted.Load() - accepted
+	if probes < 5 {
+		t.Errorf("%d connections to the silent replica in 10 probe rounds: the probes do not retry it", probes)
+	}
+	if b.State() != health.StateDown {
+		t.Errorf("silent replica %s after the probes, want down", b.State())
+	}
+	if m := silent.maxOpen.Load(); m > 2 {
+		t.Errorf("up to %d connections to the silent replica open at once, want at most a probe's and a dial's", m)
+	}
+	if g := runtime.NumGoroutine(); g > goroutines+10 {
+		t.Errorf("goroutines %d -> %d over 10 probe rounds of the silent replica", goroutines, g)
+	}
+	t.Logf("%d probe connections in 10 rounds, at most %d open at once; goroutines %d -> %d; last error %q",
+		probes, silent.maxOpen.Load(), goroutines, runtime.NumGoroutine(), b.LastError())
+	// Reads keep going to the real replica.
+	for range 5 {
+		if id := serverID(t, ctx, d, ""); id != real.ServerID {
+			t.Fatalf("read answered by %d, want the real replica %d", id, real.ServerID)
+		}
+	}
 }
