@@ -369,3 +369,173 @@ func TestSilentReplicaTimedOut(t *testing.T) {
 		}
 	}
 }
+
+// poolLoad runs 8 sessions × 10 rounds of an INSERT (master) and a SELECT @@server_id (a
+// replica) through d and returns the errors.
+func poolLoad(ctx context.Context, d *sql.DB, table string) []error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				_, err := d.ExecContext(ctx, "INSERT INTO "+table+" (v) VALUES (1)")
+				if err == nil {
+					var id uint32
+					err = d.QueryRowContext(ctx, "SELECT @@server_id").Scan(&id)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// threadsOf returns the ids of the server threads of user on s.
+func threadsOf(t *testing.T, ctx context.Context, s *sandbox.Server, user string) []int64 {
+	t.Helper()
+	rows, err := mustRoot(t, s).QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// waitThreadsGone polls s until none of ids is in its process list.
+func waitThreadsGone(t *testing.T, ctx context.Context, s *sandbox.Server, ids []int64) {
+	t.Helper()
+	eventually(t, ctx, "killed threads gone on "+s.Name, func() error {
+		left := map[int64]bool{}
+		for _, id := range threadsOf(t, ctx, s, env.topo.Opts.ServiceUser) {
+			left[id] = true
+		}
+		for _, id := range ids {
+			if left[id] {
+				return fmt.Errorf("thread %d still there", id)
+			}
+		}
+		return nil
+	})
+}
+
+// poolCloses sums the closed-so-far counts of srv's pools.
+func poolCloses(srv *proxy.Server) (idle, closes int) {
+	for _, st := range srv.PoolStats() {
+		idle += st[1]
+		closes += st[2]
+	}
+	return idle, closes
+}
+
+// idleCheckWait is how long the test lets pooled connections rest before using them again:
+// the pool trusts a connection given back less than a second ago (proxy idleCheckAfter) and
+// checks an older one for a server-side close before lending it.
+const idleCheckWait = 1500 * time.Millisecond
+
+// restPastIdleCheck waits until idleCheckWait has passed since last.
+func restPastIdleCheck(t *testing.T, ctx context.Context, last time.Time) {
+	t.Helper()
+	eventually(t, ctx, "pooled connections idle past the pool's idle check", func() error {
+		if d := time.Since(last); d < idleCheckWait {
+			return fmt.Errorf("idle for %v", d)
+		}
+		return nil
+	})
+}
+
+// TestIdlePoolConnectionsKilled (issue 8): sluice's pooled data connections die while idle —
+// a DBA kills every thread of the service account on every server, or the server's
+// wait_timeout closes them — and the next statements through sluice all succeed: the pool
+// finds the dead connections before lending them and dials fresh ones.
+func TestIdlePoolConnectionsKilled(t *testing.T) {
+	srv := startHealthProxy(t, env.topo, healthSetup{})
+	d := appDBAt(t, srv.Addr().String())
+	d.SetMaxIdleConns(8)
+	ctx := ctxT(t)
+	mustExec(t, d, "CREATE TABLE sluice_test.idle_kill (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+	t.Cleanup(func() { mustExec(t, d, "DROP TABLE IF EXISTS sluice_test.idle_kill") })
+
+	t.Run("KILL", func(t *testing.T) {
+		if errs := poolLoad(ctx, d, "sluice_test.idle_kill"); len(errs) > 0 {
+			t.Fatalf("%d errors before the kill, first: %v", len(errs), errs[0])
+		}
+		last := time.Now()
+		idle, closes := poolCloses(srv)
+		if idle == 0 {
+			t.Fatal("no idle pooled connection after the load")
+		}
+		killed := 0
+		for _, s := range append([]*sandbox.Server{env.topo.Master}, env.topo.Replicas...) {
+			ids := threadsOf(t, ctx, s, env.topo.Opts.ServiceUser)
+			for _, id := range ids {
+				// A thread may end by itself meanwhile (1094: unknown thread id).
+				if err := s.Exec(ctx, fmt.Sprintf("KILL %d", id)); err != nil && !strings.Contains(err.Error(), "1094") {
+					t.Fatal(err)
+				}
+			}
+			waitThreadsGone(t, ctx, s, ids)
+			killed += len(ids)
+		}
+		restPastIdleCheck(t, ctx, last)
+		if errs := poolLoad(ctx, d, "sluice_test.idle_kill"); len(errs) > 0 {
+			t.Fatalf("%d errors after killing %d service threads (%d idle pooled), first: %v", len(errs), killed, idle, errs[0])
+		}
+		_, after := poolCloses(srv)
+		if after-closes < idle {
+			t.Errorf("pools closed %d connections after the kill, want the %d dead idle ones", after-closes, idle)
+		}
+		t.Logf("killed %d service threads (%d idle in this sluice's pools); %d pooled connections dropped, no client error",
+			killed, idle, after-closes)
+	})
+
+	t.Run("wait_timeout", func(t *testing.T) {
+		c := conn(t, d)
+		mustExecC(t, c, "SET SESSION wait_timeout = 1")
+		// The session's connections to the master and a replica carry its wait_timeout.
+		var masterThread, replicaThread int64
+		var replicaID uint32
+		if err := c.QueryRowContext(ctx, "/* sluice:master */ SELECT CONNECTION_ID()").Scan(&masterThread); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@server_id").Scan(&replicaThread, &replicaID); err != nil {
+			t.Fatal(err)
+		}
+		last := time.Now()
+		_, closes := poolCloses(srv)
+		var replica *sandbox.Server
+		for _, r := range env.topo.Replicas {
+			if r.ServerID == replicaID {
+				replica = r
+			}
+		}
+		if replica == nil {
+			t.Fatalf("the read ran on %d, not a replica", replicaID)
+		}
+		// The servers close them once idle for a second.
+		waitThreadsGone(t, ctx, env.topo.Master, []int64{masterThread})
+		waitThreadsGone(t, ctx, replica, []int64{replicaThread})
+		restPastIdleCheck(t, ctx, last)
+		if errs := poolLoad(ctx, d, "sluice_test.idle_kill"); len(errs) > 0 {
+			t.Fatalf("%d errors after wait_timeout closed pooled connections, first: %v", len(errs), errs[0])
+		}
+		// The session that set it goes on too.
+		mustExecC(t, c, "INSERT INTO sluice_test.idle_kill (v) VALUES (2)")
+		if _, after := poolCloses(srv); after-closes < 2 {
+			t.Errorf("pools closed %d connections, want at least the 2 the servers timed out", after-closes)
+		}
+	})
+}
