@@ -178,7 +178,7 @@ func TestReplicaStopMidStream(t *testing.T) {
 			}
 		})
 		wantServerLost(t, err, replica.Addr())
-		t.Logf("frozen replica: ERR after %v (%d rows drained after the freeze): %v", took.Round(time.Millisecond), after, err)
+		t.Logf("frozen replica: ERR after %v (%d rows drained after the freeze): %v", took.Round(10*time.Microsecond), after, err)
 		// The bound: the probe that finds the replica silent starts within an interval and
 		// gives up after the timeout; the watchdog cuts within a tick of that. One more second
 		// for a loaded machine.
@@ -219,7 +219,7 @@ func TestReplicaStopMidStream(t *testing.T) {
 			}
 		})
 		wantServerLost(t, err, replica.Addr())
-		t.Logf("killed replica: ERR after %v (%d rows drained after the kill): %v", took.Round(time.Millisecond), after, err)
+		t.Logf("killed replica: ERR after %v (%d rows drained after the kill): %v", took.Round(10*time.Microsecond), after, err)
 		if limit := faultTimeout + faultInterval + time.Second; took > limit {
 			t.Errorf("ERR %v after the kill, want within %v", took, limit)
 		}
