@@ -279,6 +279,8 @@ func (s *Server) Start() error {
 	}
 	s.runProber(prober)
 	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.watchStalls() }()
+	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.Serve() }()
 	return nil
 }
@@ -290,11 +292,15 @@ func (s *Server) followSnapshot(snap *health.Snapshot) { s.followPools(snap) }
 
 // backendStateChanged logs and counts a backend's state change; the prober
 // and the data plane call it. A master going down closes what its pool lent
-// and may start a failover.
+// and may start a failover; a replica going down cuts the statements
+// waiting on it.
 func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, reason string) {
 	defer func() {
 		if to == health.StateDown && b.Role == health.RoleMaster {
 			s.failover.masterDown(b)
+		}
+		if to == health.StateDown && b.Role == health.RoleReplica {
+			s.replicaDown(b)
 		}
 	}()
 	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()

@@ -136,6 +136,10 @@ type clusterLeg struct {
 	// appliedOn had applied lastGTID as of probe round appliedRound.
 	appliedOn    *health.Backend
 	appliedRound uint64
+	// lostOn is a replica the session's connection to broke during a
+	// statement: reads avoid it while it does not answer its probes
+	// (health.Backend.Unresponsive), before the probes mark it down.
+	lostOn *health.Backend
 	// txBegun: the session's open transaction (txBegin) was started on
 	// this cluster's master.
 	txBegun bool
@@ -712,10 +716,13 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			_ = s.client.WriteErr(lostInTransaction(bc))
 			return fmt.Errorf("master %s lost inside a transaction: %w", b.Address, err)
 		}
+		if b.Role == health.RoleReplica {
+			// Reads avoid it while it does not answer its probes.
+			s.lostOn = b
+		}
 		if res.Packets > 0 {
 			s.log().Warn("backend lost mid-result", zap.String("backend", b.Address), zap.Error(err))
-			return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
-				"Lost connection to %s %s during query", b.Role, b.Address))
+			return s.client.WriteErr(s.lostDuringQuery(bc))
 		}
 		// Nothing reached the client: the connection broke before the
 		// backend answered. The prober, not one broken connection, decides
@@ -725,8 +732,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			skip = b
 			continue
 		}
-		return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
-			"Lost connection to %s %s during query", b.Role, b.Address))
+		return s.client.WriteErr(s.lostDuringQuery(bc))
 	}
 }
 
@@ -882,6 +888,13 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 // cluster has reads_fall_back_to_master = false.
 func (s *Session) backendFor(target router.Target, skip *health.Backend) (*BackendConn, error) {
 	if target == router.TargetReplica {
+		if l := s.lostOn; l != nil && skip == nil {
+			if l.Unresponsive(s.srv.stallTimeout(), time.Now()) {
+				skip = l
+			} else {
+				s.lostOn = nil
+			}
+		}
 		causal := s.consistency == consistencyCausal && len(s.lastGTID) > 0 && !s.aside
 		if r := s.replica; r != nil {
 			if r.backend != skip && r.backend.Up() && (!causal || s.hasApplied(r.backend)) {
