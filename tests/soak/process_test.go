@@ -114,6 +114,9 @@ type gauges struct {
 	rss        int64 // process_resident_memory_bytes
 	heapInuse  int64 // go_memstats_heap_inuse_bytes
 	hwm        int64 // VmHWM of /proc/<pid>/status: peak RSS so far
+	clients    int   // sluice_client_connections
+	poolOpen   int   // sluice_pool_open_connections, all backends
+	poolInUse  int   // sluice_pool_in_use_connections, all backends
 }
 
 // scrape reads the gauges.
@@ -136,7 +139,17 @@ func (p *sluiceProcess) scrape(t *testing.T) gauges {
 		}
 		return f.GetMetric()[0].GetGauge().GetValue()
 	}
+	sum := func(name string) int {
+		v := 0.0
+		for _, m := range fams[name].GetMetric() {
+			v += m.GetGauge().GetValue()
+		}
+		return int(v)
+	}
 	return gauges{
+		clients:    int(gauge("sluice_client_connections")),
+		poolOpen:   sum("sluice_pool_open_connections"),
+		poolInUse:  sum("sluice_pool_in_use_connections"),
 		goroutines: int(gauge("go_goroutines")),
 		fds:        int(gauge("process_open_fds")),
 		rss:        int64(gauge("process_resident_memory_bytes")),

@@ -109,8 +109,8 @@ func TestSoak(t *testing.T) {
 	t.Logf("warm-up: %v of the full load", warm)
 	r.load(t, warm)
 	base := r.settle(t, nil)
-	t.Logf("baseline: %d goroutines, %d fds, RSS %.1f MB, heap in use %.1f MB",
-		base.goroutines, base.fds, mb(base.rss), mb(base.heapInuse))
+	t.Logf("baseline: %d goroutines, %d fds (%d pooled backend connections), RSS %.1f MB, heap in use %.1f MB",
+		base.goroutines, base.fds, base.poolOpen, mb(base.rss), mb(base.heapInuse))
 
 	t.Logf("soak: %v", dur)
 	res := r.load(t, dur)
@@ -134,6 +134,7 @@ func TestSoak(t *testing.T) {
 	row("errors", "%d", total)
 	row("goroutines start/end", "%d / %d", base.goroutines, end.goroutines)
 	row("open fds start/end", "%d / %d", base.fds, end.fds)
+	row("pooled backend conns", "%d / %d (in use at the end: %d; client sessions: %d)", base.poolOpen, end.poolOpen, end.poolInUse, end.clients)
 	row("RSS start/end/peak", "%.1f / %.1f / %.1f MB", mb(base.rss), mb(end.rss), mb(end.hwm))
 	row("heap in use start/end", "%.1f / %.1f MB", mb(base.heapInuse), mb(end.heapInuse))
 	for _, k := range sortedKinds(errs) {
@@ -533,7 +534,8 @@ func (r *run) steadyTx(ctx context.Context, c *sql.Conn, w, id int) int64 {
 
 // settle waits, after a load phase, until sluice's figures stop moving and
 // returns them. With base nil (the baseline) it waits until every client
-// session has ended and the figures are steady; with base set it waits
+// session has ended and the figures are steady, and fails the test when
+// that does not happen within settleTimeout; with base set it waits
 // until the figures are within tolerance of base, up to settleTimeout, and
 // returns the last figures either way (the caller compares them).
 func (r *run) settle(t *testing.T, base *gauges) gauges {
@@ -552,9 +554,10 @@ func (r *run) settle(t *testing.T, base *gauges) gauges {
 				return g
 			}
 		} else {
-			// Steady: goroutines and descriptors unchanged and RSS within
-			// 1 MB over three scrapes in a row.
-			if g.goroutines == prev.goroutines && g.fds == prev.fds && abs(g.rss-prev.rss) < 1<<20 {
+			// Steady: no client session left, no backend connection lent,
+			// goroutines and descriptors unchanged and RSS within 1 MB over
+			// three scrapes in a row.
+			if g.clients == 0 && g.poolInUse == 0 && g.goroutines == prev.goroutines && g.fds == prev.fds && abs(g.rss-prev.rss) < 1<<20 {
 				steady++
 			} else {
 				steady = 0
@@ -564,6 +567,10 @@ func (r *run) settle(t *testing.T, base *gauges) gauges {
 			}
 		}
 		if time.Now().After(deadline) {
+			if base == nil {
+				t.Fatalf("no steady baseline within %v after the warm-up: %d client sessions, %d backend connections lent, %d goroutines, %d fds (%d a second before)",
+					settleTimeout, g.clients, g.poolInUse, g.goroutines, g.fds, prev.fds)
+			}
 			return g
 		}
 		prev = g
@@ -592,7 +599,12 @@ func compare(base, end gauges) []check {
 			allowed: fmt.Sprintf("<= %d: max(+10%%, +%d)", limit, slack), ok: e <= limit}
 	}
 	rssLimit := int64(float64(base.rss) * (1 + tolerance))
+	zero := func(name string, v int) check {
+		return check{name: name, base: "0", end: fmt.Sprint(v), allowed: "0", ok: v == 0}
+	}
 	return []check{
+		zero("client sessions", end.clients),
+		zero("backend connections lent", end.poolInUse),
 		count("goroutines", base.goroutines, end.goroutines, goroutineSlack),
 		count("open fds", base.fds, end.fds, fdSlack),
 		{name: "RSS", base: fmt.Sprintf("%.1f MB", mb(base.rss)), end: fmt.Sprintf("%.1f MB", mb(end.rss)),
