@@ -117,6 +117,7 @@ type gauges struct {
 	clients    int   // sluice_client_connections
 	poolOpen   int   // sluice_pool_open_connections, all backends
 	poolInUse  int   // sluice_pool_in_use_connections, all backends
+	poolIdle   int   // sluice_pool_idle_connections, all backends
 }
 
 // scrape reads the gauges.
@@ -150,6 +151,7 @@ func (p *sluiceProcess) scrape(t *testing.T) gauges {
 		clients:    int(gauge("sluice_client_connections")),
 		poolOpen:   sum("sluice_pool_open_connections"),
 		poolInUse:  sum("sluice_pool_in_use_connections"),
+		poolIdle:   sum("sluice_pool_idle_connections"),
 		goroutines: int(gauge("go_goroutines")),
 		fds:        int(gauge("process_open_fds")),
 		rss:        int64(gauge("process_resident_memory_bytes")),
