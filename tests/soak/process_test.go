@@ -118,6 +118,11 @@ type gauges struct {
 	poolOpen   int   // sluice_pool_open_connections, all backends
 	poolInUse  int   // sluice_pool_in_use_connections, all backends
 	poolIdle   int   // sluice_pool_idle_connections, all backends
+	// Counters since sluice started.
+	clientErrs  int // sluice_client_errors_total: ERR packets sent to clients
+	backendErrs int // sluice_backend_errors_total: backend connections that failed or broke
+	loginsNotOK int // sluice_logins_total other than result="ok"
+	poolClosed  int // sluice_pool_closed_connections_total
 }
 
 // scrape reads the gauges.
@@ -140,23 +145,35 @@ func (p *sluiceProcess) scrape(t *testing.T) gauges {
 		}
 		return f.GetMetric()[0].GetGauge().GetValue()
 	}
-	sum := func(name string) int {
+	// sum adds up a gauge's or counter's samples whose labels do not
+	// include skip (a "name=value" pair).
+	sum := func(name, skip string) int {
 		v := 0.0
+	next:
 		for _, m := range fams[name].GetMetric() {
-			v += m.GetGauge().GetValue()
+			for _, l := range m.GetLabel() {
+				if l.GetName()+"="+l.GetValue() == skip {
+					continue next
+				}
+			}
+			v += m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 		return int(v)
 	}
 	return gauges{
-		clients:    int(gauge("sluice_client_connections")),
-		poolOpen:   sum("sluice_pool_open_connections"),
-		poolInUse:  sum("sluice_pool_in_use_connections"),
-		poolIdle:   sum("sluice_pool_idle_connections"),
-		goroutines: int(gauge("go_goroutines")),
-		fds:        int(gauge("process_open_fds")),
-		rss:        int64(gauge("process_resident_memory_bytes")),
-		heapInuse:  int64(gauge("go_memstats_heap_inuse_bytes")),
-		hwm:        procStatusKB(t, p.pid, "VmHWM:") << 10,
+		clients:     int(gauge("sluice_client_connections")),
+		poolOpen:    sum("sluice_pool_open_connections", ""),
+		poolInUse:   sum("sluice_pool_in_use_connections", ""),
+		poolIdle:    sum("sluice_pool_idle_connections", ""),
+		clientErrs:  sum("sluice_client_errors_total", ""),
+		backendErrs: sum("sluice_backend_errors_total", ""),
+		loginsNotOK: sum("sluice_logins_total", "result=ok"),
+		poolClosed:  sum("sluice_pool_closed_connections_total", ""),
+		goroutines:  int(gauge("go_goroutines")),
+		fds:         int(gauge("process_open_fds")),
+		rss:         int64(gauge("process_resident_memory_bytes")),
+		heapInuse:   int64(gauge("go_memstats_heap_inuse_bytes")),
+		hwm:         procStatusKB(t, p.pid, "VmHWM:") << 10,
 	}
 }
 

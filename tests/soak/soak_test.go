@@ -117,6 +117,21 @@ func TestSoak(t *testing.T) {
 	end := r.settle(t, &base)
 
 	errs := r.errorKinds()
+	// sluice's own counts of what went wrong, since it started: each
+	// would also show up at a client or in the log, but is counted here
+	// in case it did not.
+	for _, m := range []struct {
+		name string
+		n    int
+	}{
+		{"sluice_client_errors_total (ERR packets sent to clients)", end.clientErrs},
+		{"sluice_backend_errors_total (backend connections failed or broken)", end.backendErrs},
+		{`sluice_logins_total{result!="ok"}`, end.loginsNotOK},
+	} {
+		if m.n > 0 {
+			errs["sluice metric "+m.name] = kindCount{n: m.n, first: "(see sluice's /metrics)"}
+		}
+	}
 	total := 0
 	for _, k := range errs {
 		total += k.n
@@ -134,7 +149,8 @@ func TestSoak(t *testing.T) {
 	row("errors", "%d", total)
 	row("goroutines start/end", "%d / %d", base.goroutines, end.goroutines)
 	row("open fds start/end", "%d / %d", base.fds, end.fds)
-	row("pooled backend conns", "%d / %d (in use at the end: %d; client sessions: %d)", base.poolOpen, end.poolOpen, end.poolInUse, end.clients)
+	row("pooled backend conns", "%d / %d (in use at the end: %d; client sessions: %d; closed by sluice: %d)",
+		base.poolOpen, end.poolOpen, end.poolInUse, end.clients, end.poolClosed)
 	row("RSS start/end/peak", "%.1f / %.1f / %.1f MB", mb(base.rss), mb(end.rss), mb(end.hwm))
 	row("heap in use start/end", "%.1f / %.1f MB", mb(base.heapInuse), mb(end.heapInuse))
 	for _, k := range sortedKinds(errs) {
