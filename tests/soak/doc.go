@@ -6,7 +6,7 @@
 // duration; make soak defaults to 30m, make test runs 60s). Afterwards the
 // process's goroutines, open descriptors and resident memory must be back
 // near what they were after the warm-up, with zero errors on any client and
-// no warning in sluice's log. Without SOAK the test skips itself, so
-// `go test ./tests/...` does not run it. Nothing here is needed by the
-// binary.
+// no warning in sluice's log (slow-query lines are only counted). Without
+// SOAK the test skips itself, so `go test ./tests/...` does not run it.
+// Nothing here is needed by the binary.
 package soak

@@ -207,7 +207,8 @@ type servingLine struct {
 
 // procLog takes sluice's JSON log lines: it reports the addresses of the
 // "sluice serving" line on ready, counts every line above info by level and
-// message (in a healthy topology there should be none), and keeps the last
+// message (in a healthy topology there should be none) except slow-query
+// lines, which it only counts, and keeps the last
 // lines for failure messages. Safe for concurrent use.
 type procLog struct {
 	mu       sync.Mutex
@@ -216,6 +217,7 @@ type procLog struct {
 	ready    chan servingLine
 	served   bool
 	warnings map[string]*kindCount
+	slow     int // "slow query" lines
 }
 
 // kindCount is how often one kind of error happened, with its first
@@ -253,7 +255,13 @@ func (l *procLog) Write(b []byte) (int, error) {
 			l.served = true
 			l.ready <- m.servingLine
 		}
-		if m.Level != "info" && m.Level != "debug" {
+		switch {
+		case m.Msg == "slow query":
+			// A statement over slow_query_threshold (1s) is no error: on
+			// a loaded machine a lock wait or a stalled disk can do it.
+			// It is reported, not failed.
+			l.slow++
+		case m.Level != "info" && m.Level != "debug":
 			l.count("sluice log "+m.Level+": "+m.Msg, line)
 		}
 	}
@@ -274,6 +282,13 @@ func (l *procLog) tail() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.last, "\n") + string(l.partial)
+}
+
+// slowQueries is how many slow-query lines sluice logged.
+func (l *procLog) slowQueries() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.slow
 }
 
 // snapshot copies the warning counts.
