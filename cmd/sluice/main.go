@@ -112,7 +112,12 @@ func runProxy(args []string, stderr io.Writer) int {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
-	log.Info("sluice serving", zap.String("listen", srv.Addr().String()), zap.String("version", version))
+	fields := []zap.Field{zap.String("listen", srv.Addr().String()), zap.String("version", version)}
+	if a := srv.MetricsAddr(); a != nil {
+		// The bound address: a configured port 0 becomes a real one here.
+		fields = append(fields, zap.String("metrics_listen", a.String()))
+	}
+	log.Info("sluice serving", fields...)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
