@@ -80,12 +80,8 @@ type Authenticator interface {
 // readHandshakeResponse reads and decodes the client's handshake response,
 // answering a malformed one with ERR 1043.
 func readHandshakeResponse(client *protocol.Conn, srv Server) (*protocol.HandshakeResponse, error) {
-	p, err := client.ReadPacket()
+	p, err := readClient(client)
 	if err != nil {
-		if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
-			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: %v", err))
-			return nil, errors.Join(ErrHandshake, err)
-		}
 		return nil, err
 	}
 	if protocol.IsSSLRequest(p) {
@@ -97,7 +93,7 @@ func readHandshakeResponse(client *protocol.Conn, srv Server) (*protocol.Handsha
 		if err := client.UpgradeServerTLS(srv.TLS); err != nil {
 			return nil, errors.Join(ErrHandshake, err)
 		}
-		if p, err = client.ReadPacket(); err != nil {
+		if p, err = readClient(client); err != nil {
 			return nil, errors.Join(ErrHandshake, err)
 		}
 	} else if srv.RequireTLS {
@@ -115,6 +111,22 @@ func readHandshakeResponse(client *protocol.Conn, srv Server) (*protocol.Handsha
 		h.Capabilities &^= protocol.ClientSSL
 	}
 	return h, nil
+}
+
+// readClient reads the client's next packet during authentication. A
+// packet out of order or over max_allowed_packet is answered with ERR 1043
+// naming the fault and wraps ErrHandshake; an I/O error (the client gone) is
+// returned as is.
+func readClient(client *protocol.Conn) ([]byte, error) {
+	p, err := client.ReadPacket()
+	if err != nil {
+		if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
+			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: %v", err))
+			return nil, errors.Join(ErrHandshake, err)
+		}
+		return nil, err
+	}
+	return p, nil
 }
 
 func loginOf(h *protocol.HandshakeResponse) *Login {

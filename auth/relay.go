@@ -130,7 +130,7 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 	if err := client.WritePacketFlush(protocol.AuthSwitchRequest(ag.AuthPlugin, append(append([]byte(nil), ag.Scramble...), 0))); err != nil {
 		return nil, err
 	}
-	answer, err := client.ReadPacket()
+	answer, err := readClient(client)
 	if err != nil {
 		return nil, errors.Join(ErrHandshake, err)
 	}
@@ -224,7 +224,7 @@ func (r *Relay) exchange(client, upstream *protocol.Conn, ag *protocol.Greeting,
 			if len(p) == 2 && p[0] == 0x01 && p[1] == 0x03 {
 				continue
 			}
-			ans, err := client.ReadPacket()
+			ans, err := readClient(client)
 			if err != nil {
 				return nil, errors.Join(ErrHandshake, err)
 			}

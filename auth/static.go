@@ -89,7 +89,7 @@ func switchToNative(client *protocol.Conn, scramble []byte) ([]byte, error) {
 	if err := client.WritePacketFlush(protocol.AuthSwitchRequest(protocol.AuthNativePassword, append(append([]byte(nil), scramble...), 0))); err != nil {
 		return nil, err
 	}
-	resp, err := client.ReadPacket()
+	resp, err := readClient(client)
 	if err != nil {
 		return nil, errors.Join(ErrHandshake, err)
 	}

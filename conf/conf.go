@@ -119,6 +119,23 @@ type Proxy struct {
 	// LogSQL adds the statement's text to slow-query log lines, which
 	// otherwise carry only its digest (text may hold secrets).
 	LogSQL bool `toml:"log_sql"`
+	// LoginFailuresBeforeBackoff is how many failed logins in a row a
+	// client address may have before its next logins are refused for a
+	// while (the login backoff); 0 switches the backoff off.
+	LoginFailuresBeforeBackoff int `toml:"login_failures_before_backoff"`
+	// LoginBackoff is the first refusal period; each further failure
+	// doubles it, up to LoginBackoffMax. An address is forgotten after a
+	// successful login, or when LoginBackoffMax passed since its last
+	// failure.
+	LoginBackoff    Duration `toml:"login_backoff"`
+	LoginBackoffMax Duration `toml:"login_backoff_max"`
+	// ShutdownDelay is how long sluice goes on accepting clients after
+	// SIGTERM while /readyz already answers 503, so a load balancer stops
+	// sending new clients first.
+	ShutdownDelay Duration `toml:"shutdown_delay"`
+	// ShutdownTimeout bounds the drain after the listener closed:
+	// statements and transactions still running then are cut off.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 }
 
 // Auth is the [auth] table: how client credentials are checked.
@@ -399,6 +416,15 @@ const (
 	MaxIDShards = 256
 )
 
+// Defaults of the login backoff and of graceful shutdown ([proxy]).
+const (
+	DefaultLoginFailuresBeforeBackoff = 5
+	DefaultLoginBackoff               = time.Second
+	DefaultLoginBackoffMax            = 30 * time.Second
+	DefaultShutdownDelay              = 0
+	DefaultShutdownTimeout            = 30 * time.Second
+)
+
 // Limits of max_allowed_packet, in bytes.
 const (
 	MinMaxAllowedPacket = 1024
@@ -420,6 +446,12 @@ func defaults() *Config {
 			ConnectTimeout:        Duration{DefaultConnectTimeout},
 			MaxPreparedStatements: DefaultMaxPreparedStmts,
 			SlowQueryThreshold:    Duration{DefaultSlowQueryThreshold},
+
+			LoginFailuresBeforeBackoff: DefaultLoginFailuresBeforeBackoff,
+			LoginBackoff:               Duration{DefaultLoginBackoff},
+			LoginBackoffMax:            Duration{DefaultLoginBackoffMax},
+			ShutdownDelay:              Duration{DefaultShutdownDelay},
+			ShutdownTimeout:            Duration{DefaultShutdownTimeout},
 		},
 		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode},
 		Admin:    Admin{User: DefaultAdminUser},

@@ -62,9 +62,12 @@ func (cs Changes) NeedRestart() int {
 // pool_size and pool_wait_timeout; all of [health]; all of [auth] (new
 // logins); [proxy] log_level, max_client_connections, max_allowed_packet and
 // handshake_timeout (new connections), connect_timeout,
-// max_prepared_statements and server_version; [sharding], [[shard]] and
-// [[broadcast]]; all of [limits] and [[limits.user]] (new connections and
-// the next statement of every session).
+// max_prepared_statements and server_version, the login backoff
+// (login_failures_before_backoff, login_backoff, login_backoff_max) and
+// shutdown_delay and shutdown_timeout (read when shutdown starts);
+// [sharding], [[shard]] and [[broadcast]]; all of [limits] and
+// [[limits.user]] (new connections and the next statement of every
+// session).
 //
 // Restart: the listeners (listen, admin_listen, metrics_listen), client TLS
 // (tls_cert, tls_key, require_tls), local_infile (it is offered in the
@@ -101,6 +104,11 @@ func Diff(old, new *Config) Changes {
 	same(d, "proxy.state_dir", op.StateDir, np.StateDir, restart)
 	same(d, "proxy.slow_query_threshold", op.SlowQueryThreshold, np.SlowQueryThreshold, live)
 	same(d, "proxy.log_sql", op.LogSQL, np.LogSQL, live)
+	same(d, "proxy.login_failures_before_backoff", op.LoginFailuresBeforeBackoff, np.LoginFailuresBeforeBackoff, live)
+	same(d, "proxy.login_backoff", op.LoginBackoff, np.LoginBackoff, live)
+	same(d, "proxy.login_backoff_max", op.LoginBackoffMax, np.LoginBackoffMax, live)
+	same(d, "proxy.shutdown_delay", op.ShutdownDelay, np.ShutdownDelay, live)
+	same(d, "proxy.shutdown_timeout", op.ShutdownTimeout, np.ShutdownTimeout, live)
 
 	oa, na := &old.Auth, &new.Auth
 	same(d, "auth.backend", oa.Backend, na.Backend, live)

@@ -100,6 +100,21 @@ func (c *Config) validateProxy(p *problems) {
 	if x.SlowQueryThreshold.Duration < 0 {
 		p.add("proxy.slow_query_threshold must be >= 0 (0 switches the slow-query log off; got %s)", x.SlowQueryThreshold)
 	}
+	if x.LoginFailuresBeforeBackoff < 0 {
+		p.add("proxy.login_failures_before_backoff must be >= 0 (0 switches the login backoff off; got %d)", x.LoginFailuresBeforeBackoff)
+	}
+	if x.LoginBackoff.Duration <= 0 {
+		p.add("proxy.login_backoff must be > 0 (got %s)", x.LoginBackoff)
+	}
+	if x.LoginBackoffMax.Duration < x.LoginBackoff.Duration {
+		p.add("proxy.login_backoff_max must be >= proxy.login_backoff (got %s < %s)", x.LoginBackoffMax, x.LoginBackoff)
+	}
+	if x.ShutdownDelay.Duration < 0 {
+		p.add("proxy.shutdown_delay must be >= 0 (got %s)", x.ShutdownDelay)
+	}
+	if x.ShutdownTimeout.Duration <= 0 {
+		p.add("proxy.shutdown_timeout must be > 0 (got %s)", x.ShutdownTimeout)
+	}
 	for _, r := range x.ServerVersion {
 		if r < 0x20 || r == 0x7f {
 			// The handshake sends the version NUL-terminated.

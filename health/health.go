@@ -89,6 +89,22 @@ type Backend struct {
 	// adminWeight replaces Weight once an administrator set it (SET
 	// BACKEND ... WEIGHT); 0 until then.
 	adminWeight atomic.Int64
+	// probeSince is when the probe in progress started (UnixNano), 0
+	// while none runs; the prober's worker writes it.
+	probeSince atomic.Int64
+}
+
+// Unresponsive reports whether the backend fails to answer its probes: the
+// latest probe (or data-plane connect, ReportFailure) failed, or the probe
+// in progress has been running for timeout or longer. A backend that
+// answers its probes is never unresponsive, however long a statement runs
+// on it. Safe for concurrent use; it only loads atomics.
+func (b *Backend) Unresponsive(timeout time.Duration, now time.Time) bool {
+	if b.failures.Load() > 0 {
+		return true
+	}
+	since := b.probeSince.Load()
+	return since != 0 && now.UnixNano()-since >= int64(timeout)
 }
 
 // CurrentWeight is the weight balancers use: the one an administrator set

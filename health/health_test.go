@@ -659,3 +659,42 @@ func TestFlavorOf(t *testing.T) {
 		t.Fatal("flavor misread")
 	}
 }
+
+// TestUnresponsive: a backend whose probe hangs is unresponsive once the
+// probe has run for the timeout, one whose latest probe failed at once, and
+// one that answers never (however long its probes take below the timeout).
+func TestUnresponsive(t *testing.T) {
+	topo := testTopology(t, "round-robin", []int{1, 1})
+	c := topo.Current().Cluster("main")
+	hung, failing := c.Replicas[0], c.Replicas[1]
+	const timeout = time.Hour // the test moves the clock instead of waiting
+	release := make(chan struct{})
+	f := &fakeChecks{fn: map[string]func() (*Status, error){}, n: map[string]int{}}
+	f.set(hung.Address, func() (*Status, error) {
+		<-release
+		return &Status{Replicating: true, IORunning: true, SQLRunning: true}, nil
+	})
+	f.set(failing.Address, func() (*Status, error) { return nil, errors.New("connection refused") })
+	p := &Prober{Topology: topo, Interval: 5 * time.Millisecond, Timeout: time.Second, FailuresBeforeDown: 3, Check: f.check}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor(t, "a failed probe", func() bool { return f.count(failing.Address) >= 1 && failing.LastError() != "" })
+	if !failing.Unresponsive(timeout, time.Now()) {
+		t.Error("a backend whose latest probe failed is not unresponsive")
+	}
+	waitFor(t, "the hung probe started", func() bool { return f.count(hung.Address) >= 1 })
+	if hung.Unresponsive(timeout, time.Now()) {
+		t.Error("a backend whose probe runs for less than the timeout is unresponsive")
+	}
+	if !hung.Unresponsive(timeout, time.Now().Add(timeout)) {
+		t.Error("a backend whose probe has run for the timeout is not unresponsive")
+	}
+	if c.Master.Unresponsive(timeout, time.Now()) {
+		t.Error("a backend that answers its probes is unresponsive")
+	}
+	close(release)
+	waitFor(t, "the hung probe finished", func() bool { return !hung.Unresponsive(timeout, time.Now().Add(timeout)) })
+}

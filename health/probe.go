@@ -228,6 +228,8 @@ func (w *worker) probe(ctx context.Context) {
 	b := w.b
 	var st *Status
 	var err error
+	b.probeSince.Store(time.Now().UnixNano())
+	defer b.probeSince.Store(0)
 	if w.p.Check != nil {
 		st, err = w.p.Check(ctx, b)
 	} else {

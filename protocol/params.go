@@ -93,8 +93,10 @@ func (v Param) AppendText(dst []byte) []byte {
 		}
 		return strconv.AppendInt(dst, v.Int(), 10)
 	case v.IsFloat():
+		// The width is the value's, not the type's: a FLOAT sent as long
+		// data may carry 8 bytes, which Float reads as a DOUBLE.
 		bits := 64
-		if v.Type == TypeFloat {
+		if len(v.Raw) == 4 {
 			bits = 32
 		}
 		return strconv.AppendFloat(dst, v.Float(), 'g', -1, bits)

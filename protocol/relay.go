@@ -247,13 +247,23 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (in
 				}
 			}
 		}
+		if physical == 0 && n > 0 && n <= br.Size() {
+			// A packet that fits the read buffer is read whole before
+			// its header goes to the client: a backend that dies or is
+			// cut off in the middle of it leaves the client's stream
+			// between packets, where an ERR can still follow.
+			if _, err := br.Peek(n); err != nil {
+				return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
+			}
+		}
 		dst.hdr = [4]byte{byte(n), byte(n >> 8), byte(n >> 16), dst.seq}
 		dst.seq++
 		if _, err := bw.Write(dst.hdr[:]); err != nil {
 			return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
 		}
 		// From here on the client has (part of) a packet: a failure
-		// leaves its stream cut mid-packet.
+		// leaves its stream cut mid-packet (only a packet bigger than
+		// the read buffer, or a continuation of one, can be torn).
 		res.Packets++
 		for rest := n; rest > 0; {
 			k := min(rest, br.Size())

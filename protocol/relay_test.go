@@ -127,30 +127,91 @@ func TestWriteErrSetsSentErr(t *testing.T) {
 	}
 }
 
-// TestRelayTornPacket: a backend that dies inside a packet leaves the client
-// with half of it; the relay must say so (Torn) so the session closes the
-// client instead of writing an ERR into the middle of a packet.
+// TestRelayTornPacket: a backend that dies inside a packet bigger than the
+// relay's read buffer leaves the client with part of it; the relay must say
+// so (Torn) so the session closes the client instead of writing an ERR into
+// the middle of a packet.
 func TestRelayTornPacket(t *testing.T) {
 	a, b := net.Pipe()
 	relayBackend := NewConn(b)
 	relayBackend.LenientSeq = true
 	relayClient, clientSide := pipeConns(t)
+	n := readBufferSize + 4000
 	go func() {
-		a.Write([]byte{100, 0, 0, 1})
-		a.Write(make([]byte, 40))
+		a.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), 1})
+		a.Write(make([]byte, readBufferSize+100))
 		a.Close()
 	}()
-	go func() { // drain what the client gets
-		buf := make([]byte, 1024)
-		for {
-			if _, err := clientSide.NetConn().Read(buf); err != nil {
-				return
-			}
-		}
-	}()
+	go drainConn(clientSide)
 	res, err := Relay(relayClient, relayBackend, ResponseResult, false)
 	if !errors.Is(err, ErrBackendIO) || !res.Torn || res.Packets != 1 {
 		t.Fatalf("res %+v err %v, want a torn packet", res, err)
+	}
+}
+
+// drainConn reads what a client side gets until it closes.
+func drainConn(c *Conn) {
+	buf := make([]byte, 1024)
+	for {
+		if _, err := c.NetConn().Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// TestRelayLostMidRowKeepsPacketsWhole: a backend that dies in the middle of
+// a row that fits the read buffer (a server stopped or killed while
+// streaming) is not a torn packet: the client has whole packets only, so an
+// ERR can follow them.
+func TestRelayLostMidRowKeepsPacketsWhole(t *testing.T) {
+	a, b := net.Pipe()
+	srvSide := NewConn(a)
+	relayBackend := NewConn(b)
+	relayBackend.LenientSeq = true
+	relayClient, clientSide := pipeConns(t)
+	whole := [][]byte{{1}, colDef("a"), AppendEOF(nil, 0, StatusAutocommit), row("1"), row("2")}
+	go func() {
+		srvSide.SetSeq(1)
+		for _, p := range whole {
+			_ = srvSide.WritePacket(p)
+		}
+		_ = srvSide.Flush()
+		// Half of a 100-byte row, then the server is gone.
+		a.Write([]byte{100, 0, 0, srvSide.Seq()})
+		a.Write(make([]byte, 40))
+		a.Close()
+	}()
+	got := make(chan [][]byte, 1)
+	go func() {
+		var ps [][]byte
+		clientSide.SetSeq(1)
+		for {
+			p, err := clientSide.ReadPacket()
+			if err != nil {
+				got <- ps
+				return
+			}
+			ps = append(ps, bytes.Clone(p))
+		}
+	}()
+	relayClient.SetSeq(1)
+	res, err := Relay(relayClient, relayBackend, ResponseResult, false)
+	if !errors.Is(err, ErrBackendIO) || res.Torn || res.Packets != len(whole) {
+		t.Fatalf("res %+v err %v, want %d whole packets relayed and none torn", res, err, len(whole))
+	}
+	// The session answers such a loss with an ERR after the rows.
+	if err := relayClient.WriteErr(NewError(ErServerLost, "Lost connection to replica during query")); err != nil {
+		t.Fatal(err)
+	}
+	relayClient.Close()
+	ps := <-got
+	if len(ps) != len(whole)+1 || !IsErr(ps[len(ps)-1]) {
+		t.Fatalf("client got %d packets %x, want the %d whole ones and an ERR", len(ps), ps, len(whole))
+	}
+	for i, p := range whole {
+		if !bytes.Equal(ps[i], p) {
+			t.Fatalf("packet %d: %x, want %x", i, ps[i], p)
+		}
 	}
 }
 

@@ -177,9 +177,7 @@ func TestRelayTrackedRowsUntouched(t *testing.T) {
 }
 
 func FuzzParseOKTail(f *testing.F) {
-	f.Add(trackedOK(1, StatusAutocommit|StatusSessionStateChg, "", sysVarEntry("last_gtid", "0-1-42")))
-	f.Add(trackedOK(1, StatusSessionStateChg, "info", gtidsEntry("uuid:1-3")))
-	f.Add(AppendOK(nil, OK{}))
+	fzAddSeeds(f, fzOKTailSeeds())
 	f.Fuzz(func(t *testing.T, p []byte) {
 		tail, err := ParseOKTail(p)
 		if err != nil {

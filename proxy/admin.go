@@ -148,6 +148,12 @@ func (s *Server) adminConn(nc net.Conn) {
 	}()
 	c := protocol.NewConn(nc)
 	c.MaxPacket = adminMaxPacket
+	if e := s.loginRefusal(nc.RemoteAddr()); e != nil {
+		_ = nc.SetDeadline(time.Now().Add(s.cfg.Proxy.HandshakeTimeout.Duration))
+		_ = c.WriteErr(e)
+		log.Info("admin login refused: client address in login backoff", zap.String("error", e.Message))
+		return
+	}
 	deadline := time.Now().Add(s.cfg.Proxy.HandshakeTimeout.Duration)
 	_ = nc.SetDeadline(deadline)
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
@@ -160,11 +166,12 @@ func (s *Server) adminConn(nc net.Conn) {
 		ClientHost:    host,
 	})
 	cancel()
+	user := ""
+	if login != nil {
+		user = login.User
+	}
+	s.noteLogin(nc.RemoteAddr(), err, "admin", user)
 	if err != nil {
-		user := ""
-		if login != nil {
-			user = login.User
-		}
 		log.Warn("admin login failed", zap.String("user", user), zap.Error(err))
 		return
 	}

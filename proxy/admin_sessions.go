@@ -15,6 +15,9 @@ import (
 type backendIdent struct {
 	pool     *Pool
 	threadID uint32
+	// conn is the data connection; Shutdown closes it to cut off a
+	// statement still running when shutdown_timeout ends.
+	conn *protocol.Conn
 }
 
 // sessionInfo is what SHOW SESSIONS and KILL read of a Session from other

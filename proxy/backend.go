@@ -46,6 +46,9 @@ type BackendConn struct {
 	lentAt int
 	// ident names the server thread for KILL QUERY from the admin port.
 	ident *backendIdent
+	// wire is the socket under Conn (nil for connections not dialled by
+	// a pool): the stall watchdog sees pending reads and cuts them there.
+	wire *watchedConn
 }
 
 // idleCheckAfter is how long a connection may rest in its pool before it is
@@ -271,10 +274,12 @@ func (p *Pool) Stats() (open, idle, closes int) {
 
 func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	d := net.Dialer{Timeout: p.dialTimeout, KeepAlive: 30 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	raw, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, err
 	}
+	wire := &watchedConn{Conn: raw}
+	var nc net.Conn = wire
 	c := protocol.NewConn(nc)
 	c.LenientSeq = true
 	_ = nc.SetDeadline(time.Now().Add(p.dialTimeout))
@@ -301,7 +306,7 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		return nil, err
 	}
 	bc := &BackendConn{Conn: c, backend: p.Backend(), pool: p, key: key, status: g.Status,
-		mariadb: strings.Contains(g.ServerVersion, "MariaDB"), ident: &backendIdent{pool: p, threadID: g.ConnectionID}}
+		mariadb: strings.Contains(g.ServerVersion, "MariaDB"), ident: &backendIdent{pool: p, threadID: g.ConnectionID, conn: c}, wire: wire}
 	if p.trackGTID && g.Capabilities&protocol.ClientSessionTrack != 0 {
 		c.SessionTrack = true
 		if err := bc.trackGTIDs(); err != nil {

@@ -90,7 +90,7 @@ func newMetrics() *metrics {
 			Name: "sluice_client_connections", Help: "Client connections currently open.",
 		}),
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_logins_total", Help: "Client logins by result (ok, denied, error).",
+			Name: "sluice_logins_total", Help: "Client logins by result (ok, denied, error, blocked: refused by the login backoff).",
 		}, []string{"result"}),
 		statements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_statements_total",

@@ -34,7 +34,7 @@ func servingReplicas(c *health.Cluster) int {
 // cluster that cannot serve and why. It reads the current snapshot only and
 // is safe for concurrent use.
 func (s *Server) Ready() (ok bool, reason string) {
-	if s.ctx.Err() != nil {
+	if s.ctx.Err() != nil || s.unready.Load() {
 		return false, "sluice is shutting down"
 	}
 	var why []string

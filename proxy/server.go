@@ -101,6 +101,17 @@ type Server struct {
 	users         userStates
 	rateLimited   *prometheus.CounterVec
 	queryTimeouts prometheus.Counter
+
+	// logins counts failed logins per client address for the login
+	// backoff of both ports (loginbackoff.go).
+	logins *loginBackoff
+
+	// Graceful shutdown (shutdown.go): unready turns /readyz to 503,
+	// draining closes sessions as they go idle; sessionEnded wakes
+	// Shutdown when a session ends while draining.
+	unready      atomic.Bool
+	draining     atomic.Bool
+	sessionEnded chan struct{}
 }
 
 // New builds a Server from a validated configuration.
@@ -129,6 +140,9 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		metrics:  newMetrics(),
 		tls:      stls,
 		digests:  newDigestStore(),
+		logins:   newLoginBackoff(maxBackoffAddrs),
+
+		sessionEnded: make(chan struct{}, 1),
 	}
 	s.stateChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_backend_state_changes_total",
@@ -273,6 +287,8 @@ func (s *Server) Start() error {
 	}
 	s.runProber(prober)
 	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.watchStalls() }()
+	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.Serve() }()
 	return nil
 }
@@ -284,11 +300,15 @@ func (s *Server) followSnapshot(snap *health.Snapshot) { s.followPools(snap) }
 
 // backendStateChanged logs and counts a backend's state change; the prober
 // and the data plane call it. A master going down closes what its pool lent
-// and may start a failover.
+// and may start a failover; a replica going down cuts the statements
+// waiting on it.
 func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, reason string) {
 	defer func() {
 		if to == health.StateDown && b.Role == health.RoleMaster {
 			s.failover.masterDown(b)
+		}
+		if to == health.StateDown && b.Role == health.RoleReplica {
+			s.replicaDown(b)
 		}
 	}()
 	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
@@ -316,7 +336,7 @@ func (s *Server) Serve() error {
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if s.ctx.Err() != nil || s.draining.Load() {
 				return nil
 			}
 			var ne net.Error
@@ -348,6 +368,12 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.mu.Lock()
 		delete(s.sessions, id)
 		s.mu.Unlock()
+		if s.draining.Load() {
+			select {
+			case s.sessionEnded <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	s.mu.Lock()
 	limit := s.config().Proxy.MaxClientConnections
@@ -367,7 +393,8 @@ func (s *Server) serveConn(nc net.Conn) {
 }
 
 // Close stops accepting, closes every client connection and idle pool
-// connection, and waits for the sessions to end.
+// connection, and waits for the sessions to end: the hard stop (Shutdown
+// is the graceful one).
 func (s *Server) Close() error {
 	s.cancel()
 	var err error

@@ -107,6 +107,10 @@ type Session struct {
 	// log (metrics_session.go); cmdStart is when it was read (monoNow).
 	rec      commandRecord
 	cmdStart time.Duration
+	// drain is where the session stands for a graceful shutdown
+	// (shutdown.go): busy, waiting for a command (inside a transaction or
+	// not), or closed by Shutdown while it waited.
+	drain atomic.Int32
 	// lims is the session's view of its user's [limits] (limits.go).
 	lims sessionLimits
 }
@@ -135,6 +139,10 @@ type clusterLeg struct {
 	// appliedOn had applied lastGTID as of probe round appliedRound.
 	appliedOn    *health.Backend
 	appliedRound uint64
+	// lostOn is a replica the session's connection to broke during a
+	// statement: reads avoid it while it does not answer its probes
+	// (health.Backend.Unresponsive), before the probes mark it down.
+	lostOn *health.Backend
 	// txBegun: the session's open transaction (txBegin) was started on
 	// this cluster's master.
 	txBegun bool
@@ -210,6 +218,8 @@ func (s *Session) run(ctx context.Context) {
 		result := "error"
 		if errors.Is(err, auth.ErrAccessDenied) {
 			result = "denied"
+		} else if errors.Is(err, errLoginBackoff) {
+			result = "blocked"
 		}
 		s.srv.metrics.logins.WithLabelValues(result).Inc()
 		s.srv.metrics.loginFailed(err, s.client.SentErr)
@@ -250,7 +260,12 @@ func (s *Session) handshake(ctx context.Context) error {
 	_ = s.client.SetDeadline(deadline)
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
+	remote := s.client.NetConn().RemoteAddr()
+	if e := s.srv.loginRefusal(remote); e != nil {
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", errLoginBackoff, e)
+	}
+	host, _, _ := net.SplitHostPort(remote.String())
 	version := s.srv.serverVersion()
 	if version == "" && s.srv.config().Auth.Backend == "static" {
 		version = fallbackVersion
@@ -267,6 +282,7 @@ func (s *Session) handshake(ctx context.Context) error {
 	if login != nil {
 		s.user = login.User
 	}
+	s.srv.noteLogin(remote, err, "client", s.user)
 	if err != nil {
 		return err
 	}
@@ -342,13 +358,19 @@ func (s *Session) comChangeUser(p []byte) error {
 	_ = s.client.SetDeadline(time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration))
 	defer s.client.SetDeadline(time.Time{})
 	s.lims.idleArmed = false // replaced by the login's deadline
-	host, _, _ := net.SplitHostPort(s.client.NetConn().RemoteAddr().String())
+	remote := s.client.NetConn().RemoteAddr()
+	if e := s.srv.loginRefusal(remote); e != nil {
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", errLoginBackoff, e)
+	}
+	host, _, _ := net.SplitHostPort(remote.String())
 	login, err := s.srv.auth.ChangeUser(ctx, s.client, auth.Server{
 		ConnectionID: s.id,
 		Capabilities: s.srv.clientCaps,
 		Collation:    s.key.collation,
 		ClientHost:   host,
 	}, s.caps, cu)
+	s.srv.noteLogin(remote, err, "client", cu.User)
 	if err != nil {
 		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
@@ -373,8 +395,14 @@ func (s *Session) comChangeUser(p []byte) error {
 // serve runs the command loop until the client quits or fails.
 func (s *Session) serve() error {
 	for {
+		if s.idleForDrain() {
+			return errShutdown
+		}
 		s.client.ResetSeq()
 		p, err := s.readCommand()
+		if s.awake() {
+			return errShutdown
+		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return err // idle_timeout
@@ -716,10 +744,13 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			_ = s.client.WriteErr(lostInTransaction(bc))
 			return fmt.Errorf("master %s lost inside a transaction: %w", b.Address, err)
 		}
+		if b.Role == health.RoleReplica {
+			// Reads avoid it while it does not answer its probes.
+			s.lostOn = b
+		}
 		if res.Packets > 0 {
 			s.log().Warn("backend lost mid-result", zap.String("backend", b.Address), zap.Error(err))
-			return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
-				"Lost connection to %s %s during query", b.Role, b.Address))
+			return s.client.WriteErr(s.lostDuringQuery(bc))
 		}
 		// Nothing reached the client: the connection broke before the
 		// backend answered. The prober, not one broken connection, decides
@@ -729,8 +760,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			skip = b
 			continue
 		}
-		return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
-			"Lost connection to %s %s during query", b.Role, b.Address))
+		return s.client.WriteErr(s.lostDuringQuery(bc))
 	}
 }
 
@@ -886,6 +916,13 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 // cluster has reads_fall_back_to_master = false.
 func (s *Session) backendFor(target router.Target, skip *health.Backend) (*BackendConn, error) {
 	if target == router.TargetReplica {
+		if l := s.lostOn; l != nil && skip == nil {
+			if l.Unresponsive(s.srv.stallTimeout(), time.Now()) {
+				skip = l
+			} else {
+				s.lostOn = nil
+			}
+		}
 		causal := s.consistency == consistencyCausal && len(s.lastGTID) > 0 && !s.aside
 		if r := s.replica; r != nil {
 			if r.backend != skip && r.backend.Up() && (!causal || s.hasApplied(r.backend)) {

@@ -534,8 +534,9 @@ func TestTwoSluicesOnePromotion(t *testing.T) {
 }
 
 // TestFrozenMasterStatementsFail: the master hangs (SIGSTOP: its sockets stay open, nothing
-// answers). A statement already sent to it through sluice does not hang: once the probes mark
-// the master down, sluice closes the connections it lent to it and the client gets ERR 2013.
+// answers). A statement already sent to it through sluice does not hang: once it has waited
+// [health] timeout on a master that fails its probes, the stall watchdog cuts it and the
+// client gets ERR 2013 (had it not, the master going down would close what sluice lent it).
 // The replicas still hold their connections to the frozen master, so nothing is promoted; a
 // new write waits failover_write_wait and then fails with ERR 2003 naming the cluster. Thawed,
 // the master takes writes again.
@@ -579,9 +580,12 @@ func TestFrozenMasterStatementsFail(t *testing.T) {
 		t.Fatalf("statement in flight on the frozen master: %v, want ERR 2013 from sluice", err)
 	}
 	t.Logf("in flight: %v", err)
-	if s := master.State(); s != health.StateDown {
-		t.Errorf("master state %s, want down", s)
-	}
+	eventually(t, ctx, "the frozen master marked down", func() error {
+		if s := master.State(); s != health.StateDown {
+			return fmt.Errorf("master state %s", s)
+		}
+		return nil
+	})
 
 	_, err = db.ExecContext(ctx, "INSERT INTO acked (id, writer) VALUES (3, 0)")
 	if !errors.As(err, &me) || me.Number != 2003 || !strings.Contains(me.Message, "cluster main") ||

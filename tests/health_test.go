@@ -29,6 +29,8 @@ import (
 // the [[cluster]] table, for each [[cluster.replica]] (by index), and for
 // [health].
 type healthSetup struct {
+	// proxy are extra lines for the [proxy] table.
+	proxy    []string
 	cluster  []string
 	replicas map[int][]string
 	health   []string
@@ -43,6 +45,9 @@ type healthSetup struct {
 func healthConfig(topo *sandbox.Topology, h healthSetup) string {
 	var b strings.Builder
 	b.WriteString("[proxy]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n")
+	for _, k := range h.proxy {
+		b.WriteString(k + "\n")
+	}
 	fmt.Fprintf(&b, "\n[auth]\nbackend = \"mysql\"\naddress = %q\n", topo.Auth.Addr())
 	user, password := topo.Opts.ServiceUser, topo.Opts.ServicePassword
 	if h.user != "" {

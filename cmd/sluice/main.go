@@ -76,6 +76,10 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprint(stdout, cfg.Describe())
+	// Unsafe but valid settings are warnings: the file still works.
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	return 0
 }
 
@@ -108,7 +112,12 @@ func runProxy(args []string, stderr io.Writer) int {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
-	log.Info("sluice serving", zap.String("listen", srv.Addr().String()), zap.String("version", version))
+	fields := []zap.Field{zap.String("listen", srv.Addr().String()), zap.String("version", version)}
+	if a := srv.MetricsAddr(); a != nil {
+		// The bound address: a configured port 0 becomes a real one here.
+		fields = append(fields, zap.String("metrics_listen", a.String()))
+	}
+	log.Info("sluice serving", fields...)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
@@ -123,10 +132,18 @@ wait:
 			reload(srv, level, log)
 		}
 	}
-	log.Info("shutting down")
-	if err := srv.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		log.Warn("close", zap.Error(err))
+	// Graceful: /readyz turns unready, the listener closes, work in flight
+	// finishes within shutdown_timeout. A second SIGTERM or SIGINT cuts it
+	// short (registered before the first handler goes, so no signal falls
+	// through to the default action).
+	hard, stopHard := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopHard()
+	stop()
+	log.Info("shutting down gracefully (a second signal stops at once)")
+	if err := srv.Shutdown(hard); err != nil && !errors.Is(err, context.Canceled) {
+		log.Warn("shutdown", zap.Error(err))
 	}
+	log.Info("sluice stopped")
 	return 0
 }
 

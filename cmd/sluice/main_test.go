@@ -148,3 +148,47 @@ func TestCheckConfigShardingValid(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigWarnsPublicListeners: a listener reachable from other hosts
+// without TLS gets one warning line on stderr naming it; the file is still
+// valid (exit 0, topology printed). Loopback listeners, and a public client
+// port with TLS, give none.
+func TestCheckConfigWarnsPublicListeners(t *testing.T) {
+	const base = "[auth]\naddress = \"127.0.0.1:3310\"\n\n[[cluster]]\nname = \"main\"\nuser = \"sluice\"\nmaster = \"127.0.0.1:3306\"\n"
+	cases := []struct {
+		name, proxy string
+		want        []string
+	}{
+		{"loopback everywhere", "", nil},
+		{"everything public", "listen = \"0.0.0.0:6033\"\nadmin_listen = \":6032\"\nmetrics_listen = \"[::]:6070\"\n",
+			[]string{`proxy.listen "0.0.0.0:6033"`, `proxy.admin_listen ":6032"`, `proxy.metrics_listen "[::]:6070"`}},
+		{"public client port with TLS", "listen = \"192.0.2.10:6033\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n", nil},
+		{"public client port without TLS", "listen = \"192.0.2.10:6033\"\n", []string{`proxy.listen "192.0.2.10:6033"`}},
+	}
+	for _, c := range cases {
+		path := filepath.Join(t.TempDir(), "sluice.toml")
+		if err := os.WriteFile(path, []byte("[proxy]\n"+c.proxy+"\n"+base), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := run([]string{"check-config", path}, &out, &errb); code != 0 {
+			t.Fatalf("%s: exit %d, want 0: %s", c.name, code, errb.String())
+		}
+		if !strings.Contains(out.String(), "master   127.0.0.1:3306") {
+			t.Errorf("%s: topology not printed:\n%s", c.name, out.String())
+		}
+		lines := strings.Split(strings.TrimRight(errb.String(), "\n"), "\n")
+		if errb.Len() == 0 {
+			lines = nil
+		}
+		if len(lines) != len(c.want) {
+			t.Errorf("%s: stderr %q, want %d warning(s)", c.name, errb.String(), len(c.want))
+			continue
+		}
+		for i, w := range c.want {
+			if !strings.HasPrefix(lines[i], "warning: "+w) || !strings.Contains(lines[i], "without TLS") {
+				t.Errorf("%s: line %q, want a warning about %s without TLS", c.name, lines[i], w)
+			}
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/protocol"
+)
+
+// errShutdown ends a session that a graceful shutdown closed between
+// commands.
+var errShutdown = errors.New("sluice is shutting down")
+
+// Where a session stands for a graceful shutdown (Session.drain). The
+// session's goroutine moves between busy and the two idle states; Shutdown
+// moves a session from drainIdle to drainClosed, and only then closes its
+// client connection, so a command the session is serving is never cut.
+const (
+	drainBusy   int32 = iota // logging in or serving a command
+	drainIdle                // waiting for a command, no transaction open
+	drainIdleTx              // waiting for a command inside a transaction
+	drainClosed              // closed by Shutdown while drainIdle
+)
+
+// idleForDrain publishes that the session waits for its next command, and
+// reports whether it should end instead: the Server is draining and no
+// transaction is open. Storing the state before loading the flag, while
+// Shutdown sets the flag before it reads the states, means either this
+// check or Shutdown's sees the other.
+func (s *Session) idleForDrain() bool {
+	st := drainIdle
+	if s.txOpen() {
+		st = drainIdleTx
+	}
+	s.drain.Store(st)
+	return st == drainIdle && s.srv.draining.Load()
+}
+
+// awake marks the session busy again after the wait for a command; it
+// reports whether Shutdown closed the session meanwhile, in which case
+// whatever was read is dropped unanswered, as by a server that shut down.
+func (s *Session) awake() bool {
+	return s.drain.Swap(drainBusy) == drainClosed
+}
+
+// txOpen reports whether a transaction is open on a master the session
+// holds (the server's in-transaction flag), or started under sharding and
+// not yet sent anywhere. Autocommit off without a transaction open does
+// not count: such a session can be closed between statements.
+func (s *Session) txOpen() bool {
+	if s.txBegin != "" {
+		return true
+	}
+	if s.master != nil && s.master.status&protocol.StatusInTrans != 0 {
+		return true
+	}
+	for i := range s.legs {
+		if m := s.legs[i].master; i != s.clusterIdx && m != nil && m.status&protocol.StatusInTrans != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Shutdown stops the Server gracefully; main calls it on SIGTERM. In order:
+//
+//  1. /readyz answers 503 "shutting down", so load balancers stop sending
+//     clients; for proxy.shutdown_delay sluice still accepts and serves
+//     them.
+//  2. The client listener closes: new connections are refused.
+//  3. Sessions waiting for a command outside a transaction are closed at
+//     once; a session running a statement is closed when the statement
+//     has been answered, and one inside a transaction when it commits or
+//     rolls back.
+//  4. When proxy.shutdown_timeout has passed since step 2, or ctx ends,
+//     whatever is still open is cut off: client connections and the data
+//     connections of statements still running are closed.
+//  5. Close: the admin port, metrics, prober and pools stop.
+//
+// Shutdown returns Close's error, if any. It must be called at most once; Close
+// may be called afterwards and does nothing more.
+func (s *Server) Shutdown(ctx context.Context) error {
+	p := &s.config().Proxy
+	delay, timeout := p.ShutdownDelay.Duration, p.ShutdownTimeout.Duration
+	s.unready.Store(true)
+	s.log.Info("shutdown: /readyz answers 503", zap.Duration("shutdown_delay", delay), zap.Duration("shutdown_timeout", timeout))
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	s.draining.Store(true)
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	cut := time.NewTimer(timeout)
+	defer cut.Stop()
+	for {
+		left, inTx := s.closeIdleSessions()
+		if left == 0 {
+			s.log.Info("shutdown: every client session ended")
+			break
+		}
+		select {
+		case <-s.sessionEnded:
+			continue
+		case <-cut.C:
+		case <-ctx.Done():
+		}
+		s.log.Warn("shutdown: cutting off the sessions still open", zap.Int("sessions", left), zap.Int("in_transaction", inTx))
+		s.cutSessions()
+		break
+	}
+	if err := s.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// closeIdleSessions closes the sessions that wait for a command outside a
+// transaction and reports how many sessions are still open and how many
+// of them wait inside a transaction.
+func (s *Server) closeIdleSessions() (left, inTx int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sess := range s.sessions {
+		if sess.drain.CompareAndSwap(drainIdle, drainClosed) {
+			_ = sess.client.Close()
+		}
+		if sess.drain.Load() == drainIdleTx {
+			inTx++
+		}
+	}
+	return len(s.sessions), inTx
+}
+
+// cutSessions closes every session's client connection and the data
+// connection of any statement still running, so the sessions end without
+// waiting for their backends.
+func (s *Server) cutSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sess := range s.sessions {
+		_ = sess.client.Close()
+		if run := sess.info.running.Load(); run != nil && run.conn != nil {
+			_ = run.conn.Close()
+		}
+	}
+}
