@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-proxy/sluice/protocol"
@@ -26,7 +27,45 @@ type Relay struct {
 	// may send a clear-text password, which must not cross a plain link.
 	TLS         *tls.Config
 	TLSRequired bool
+	// MaxPendingHandshakes bounds the handshakes that hold an auth-server
+	// connection while they wait for the client's handshake response.
+	// Beyond it a handshake is deferred: sluice greets the client with a
+	// scramble of its own and reaches the auth server only once the
+	// client has answered, then asks the client, with an auth switch
+	// carrying the auth server's scramble, to answer again. Silent
+	// clients so cannot fill the auth server's max_connections. Zero
+	// defers every handshake.
+	MaxPendingHandshakes int
+
+	// pending counts the handshakes holding an auth-server connection
+	// while waiting for the client's handshake response.
+	pending atomic.Int64
+	// version is the last auth server's version string, advertised by
+	// deferred greetings when the caller gives none.
+	version atomic.Pointer[string]
 }
+
+// fallbackVersion is what a deferred greeting advertises when neither the
+// caller nor an earlier auth-server greeting gave a version.
+const fallbackVersion = "5.5.5-10.11.0-sluice"
+
+// PendingHandshakes reports how many handshakes hold an auth-server
+// connection while they wait for the client's handshake response.
+func (r *Relay) PendingHandshakes() int { return int(r.pending.Load()) }
+
+// admit reserves a pending-handshake slot, or reports false when
+// MaxPendingHandshakes are already pending and the handshake must be
+// deferred. A true result must be matched by one release.
+func (r *Relay) admit() bool {
+	if r.pending.Add(1) > int64(r.MaxPendingHandshakes) {
+		r.pending.Add(-1)
+		return false
+	}
+	return true
+}
+
+// release gives a slot reserved by admit back.
+func (r *Relay) release() { r.pending.Add(-1) }
 
 // maxAuthRounds bounds the auth-switch / extra-data exchange.
 const maxAuthRounds = 8
@@ -63,6 +102,10 @@ func (r *Relay) connect(ctx context.Context, client *protocol.Conn) (*protocol.C
 			"sluice: auth server %s sent a bad greeting: %v", r.Address, err))
 		return nil, nil, fmt.Errorf("auth server greeting: %w", err)
 	}
+	if v := r.version.Load(); v == nil || *v != ag.ServerVersion {
+		v := ag.ServerVersion
+		r.version.Store(&v)
+	}
 	return upstream, ag, nil
 }
 
@@ -72,8 +115,20 @@ func closeUpstream(c *protocol.Conn) {
 	_ = c.Close()
 }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator. While fewer than
+// MaxPendingHandshakes handshakes wait for their client, the auth server's
+// greeting is read first and its scramble greets the client (one round
+// trip); otherwise the handshake is deferred (authenticateDeferred).
 func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error) {
+	if !r.admit() {
+		return r.authenticateDeferred(ctx, client, srv)
+	}
+	held := true
+	defer func() {
+		if held {
+			r.release()
+		}
+	}()
 	upstream, ag, err := r.connect(ctx, client)
 	if err != nil {
 		return nil, err
@@ -96,20 +151,95 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 		return nil, err
 	}
 	h, err := readHandshakeResponse(client, srv)
+	held = false
+	r.release()
 	if err != nil {
 		return nil, err
 	}
-	login := loginOf(h)
+	return r.exchange(client, upstream, ag, forwardResponse(h, ag), loginOf(h))
+}
 
-	// The auth server holds users, not the application's schemas: the
-	// schema is checked on a backend by the caller.
+// forwardResponse is the client's handshake response h as it goes to the
+// auth server. The auth server holds users, not the application's schemas:
+// the schema is checked on a backend by the caller.
+func forwardResponse(h *protocol.HandshakeResponse, ag *protocol.Greeting) *protocol.HandshakeResponse {
 	fwd := *h
 	fwd.Capabilities = forwardCapabilities(h.Capabilities, ag)
 	fwd.Database = ""
 	if fwd.Capabilities&protocol.ClientPluginAuth == 0 {
 		fwd.AuthPlugin = ""
 	}
-	return r.exchange(client, upstream, ag, &fwd, login)
+	return &fwd
+}
+
+// authenticateDeferred logs a client in without holding an auth-server
+// connection while the client is silent: sluice greets it with a scramble
+// of its own (mysql_native_password advertised), connects to the auth
+// server only once the handshake response has arrived, then asks the client
+// with an auth switch to answer the auth server's scramble and plugin, and
+// relays that answer as the handshake response's auth data. It costs one
+// round trip more than the direct path and needs a client that supports
+// authentication plugins; others get ERR 1251.
+func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error) {
+	scramble, err := protocol.NewScramble()
+	if err != nil {
+		return nil, err
+	}
+	version := srv.ServerVersion
+	if version == "" {
+		version = fallbackVersion
+		if v := r.version.Load(); v != nil {
+			version = *v
+		}
+	}
+	g := &protocol.Greeting{
+		ServerVersion: version,
+		ConnectionID:  srv.ConnectionID,
+		Scramble:      scramble,
+		Capabilities:  srv.greetingCapabilities(),
+		Collation:     srv.Collation,
+		Status:        protocol.StatusAutocommit,
+		AuthPlugin:    protocol.AuthNativePassword,
+	}
+	if err := client.WritePacketFlush(g.Encode()); err != nil {
+		return nil, err
+	}
+	h, err := readHandshakeResponse(client, srv)
+	if err != nil {
+		return nil, err
+	}
+	if h.Capabilities&protocol.ClientPluginAuth == 0 {
+		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
+			"sluice: more than %d handshakes are waiting for their clients (auth.max_pending_handshakes), and a login then needs a client that supports authentication plugins (CLIENT_PLUGIN_AUTH); retry later",
+			r.MaxPendingHandshakes))
+		return nil, fmt.Errorf("%w: deferred handshake of a client without CLIENT_PLUGIN_AUTH", ErrHandshake)
+	}
+	upstream, ag, err := r.connect(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	defer closeUpstream(upstream)
+	answer, err := switchClient(client, ag)
+	if err != nil {
+		return nil, err
+	}
+	fwd := forwardResponse(h, ag)
+	fwd.AuthResponse = answer
+	fwd.AuthPlugin = ag.AuthPlugin
+	return r.exchange(client, upstream, ag, fwd, loginOf(h))
+}
+
+// switchClient asks the client, with an auth switch, to answer the auth
+// server's plugin and scramble from greeting ag, and returns the answer.
+func switchClient(client *protocol.Conn, ag *protocol.Greeting) ([]byte, error) {
+	if err := client.WritePacketFlush(protocol.AuthSwitchRequest(ag.AuthPlugin, append(append([]byte(nil), ag.Scramble...), 0))); err != nil {
+		return nil, err
+	}
+	answer, err := readClient(client)
+	if err != nil {
+		return nil, errors.Join(ErrHandshake, err)
+	}
+	return append([]byte(nil), answer...), nil
 }
 
 // ChangeUser implements Authenticator. The client computed its answer from
@@ -127,12 +257,9 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 		return nil, err
 	}
 	defer closeUpstream(upstream)
-	if err := client.WritePacketFlush(protocol.AuthSwitchRequest(ag.AuthPlugin, append(append([]byte(nil), ag.Scramble...), 0))); err != nil {
-		return nil, err
-	}
-	answer, err := readClient(client)
+	answer, err := switchClient(client, ag)
 	if err != nil {
-		return nil, errors.Join(ErrHandshake, err)
+		return nil, err
 	}
 	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes}
 	fwd := &protocol.HandshakeResponse{

@@ -150,6 +150,13 @@ type Auth struct {
 	// TLSCA is a PEM file of CAs that verify the auth server's certificate;
 	// without it the link is encrypted but the server is not verified.
 	TLSCA string `toml:"tls_ca"`
+	// MaxPendingHandshakes bounds the handshakes that hold an auth-server
+	// connection while waiting for the client's handshake response
+	// (backend "mysql"); beyond it logins are deferred: sluice greets the
+	// client with its own scramble and reaches the auth server only after
+	// the client answered, at the cost of one round trip. 0 defers every
+	// login.
+	MaxPendingHandshakes int `toml:"max_pending_handshakes"`
 	// Users are the [[auth.user]] entries; used only by backend "static".
 	Users []StaticUser `toml:"user"`
 }
@@ -383,10 +390,12 @@ const (
 	DefaultPoolSize           = 128
 	DefaultPoolWaitTimeout    = 5 * time.Second
 	DefaultAuthBackend        = "mysql"
-	DefaultAdminUser          = "admin"
-	DefaultBalance            = "round-robin"
-	DefaultConsistency        = "eventual"
-	DefaultMaxReplicationLag  = 5 * time.Second
+	// DefaultMaxPendingHandshakes is auth.max_pending_handshakes'.
+	DefaultMaxPendingHandshakes = 64
+	DefaultAdminUser            = "admin"
+	DefaultBalance              = "round-robin"
+	DefaultConsistency          = "eventual"
+	DefaultMaxReplicationLag    = 5 * time.Second
 	// DefaultReadsFallBackToMaster is cluster.reads_fall_back_to_master's.
 	DefaultReadsFallBackToMaster = true
 	DefaultReplicaWeight         = 1
@@ -453,7 +462,7 @@ func defaults() *Config {
 			ShutdownDelay:              Duration{DefaultShutdownDelay},
 			ShutdownTimeout:            Duration{DefaultShutdownTimeout},
 		},
-		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode},
+		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode, MaxPendingHandshakes: DefaultMaxPendingHandshakes},
 		Admin:    Admin{User: DefaultAdminUser},
 		Sharding: Sharding{MaxMergeRows: DefaultMaxMergeRows},
 		Limits: Limits{LimitValues: LimitValues{

@@ -115,6 +115,7 @@ func Diff(old, new *Config) Changes {
 	same(d, "auth.address", oa.Address, na.Address, live)
 	same(d, "auth.tls", oa.TLS, na.TLS, live)
 	same(d, "auth.tls_ca", oa.TLSCA, na.TLSCA, live)
+	same(d, "auth.max_pending_handshakes", oa.MaxPendingHandshakes, na.MaxPendingHandshakes, live)
 	d.users(oa.Users, na.Users)
 
 	same(d, "admin.user", old.Admin.User, new.Admin.User, restart)

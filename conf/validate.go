@@ -133,6 +133,9 @@ func (c *Config) validateAuth(p *problems) {
 	if a.TLS != "" && !slices.Contains(tlsModes, a.TLS) {
 		p.add("auth.tls: unknown value %q (want %s)", a.TLS, oneOf(tlsModes))
 	}
+	if a.MaxPendingHandshakes < 0 {
+		p.add("auth.max_pending_handshakes: %d is negative (0 defers every login)", a.MaxPendingHandshakes)
+	}
 	switch a.Backend {
 	case "mysql":
 		if a.Address == "" {

@@ -158,7 +158,8 @@ func newAuthenticator(cfg *conf.Config) (auth.Authenticator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	return &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required}, nil
+	return &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required,
+		MaxPendingHandshakes: cfg.Auth.MaxPendingHandshakes}, nil
 }
 
 // newPoolFor builds the pool of backend b with the settings cfg gives b's
