@@ -85,8 +85,10 @@ func loginOnce(t *testing.T, addr, user, password, network string) error {
 // meanwhile.
 func TestLoginBackoff(t *testing.T) {
 	dialFromLoopback2()
-	const backoff = 2 * time.Second
-	srv := backoffSluice(t, "login_failures_before_backoff = 3", `login_backoff = "2s"`, `login_backoff_max = "8s"`)
+	// Long enough that the checks made during the backoff (six logins)
+	// finish inside it on a loaded machine under -race.
+	const backoff = 6 * time.Second
+	srv := backoffSluice(t, "login_failures_before_backoff = 3", `login_backoff = "6s"`, `login_backoff_max = "24s"`)
 	addr, admin := srv.Addr().String(), srv.AdminAddr().String()
 	o := env.topo.Opts
 
