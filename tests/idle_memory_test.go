@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/tests/internal/sluicebin"
 )
 
 // TestIdleClientsMemory: 10,000 idle authenticated client connections cost
@@ -40,7 +41,7 @@ func TestIdleClientsMemory(t *testing.T) {
 	// pools and the auth leg there).
 	raiseNoFile(t, clients+1024)
 
-	bin := buildSluice(t)
+	bin := sluicebin.Build(t)
 	buildTime := time.Since(testStart)
 	cfg := env.topo.SluiceConfig("127.0.0.1:0",
 		`admin_listen = ""`, `metrics_listen = ""`,
@@ -168,32 +169,6 @@ func raiseNoFile(t *testing.T, need uint64) {
 			t.Fatalf("raising RLIMIT_NOFILE from %d to %d: %v", old, lim.Max, err)
 		}
 	}
-}
-
-// buildSluice builds cmd/sluice into a temporary directory.
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build sluice: %v", err)
-	}
-	out, err := exec.Command(goBin, "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatalf("go env GOMOD: not inside a module (%q)", gomod)
-	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	// The binary measured is the one deployed: no race detector even when
-	// the tests run with -race or GOFLAGS asks for it.
-	build := exec.Command(goBin, "build", "-race=false", "-o", bin, "./cmd/sluice")
-	build.Dir = filepath.Dir(gomod)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/sluice: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // sluiceProcess is a sluice started by startSluiceProcess.

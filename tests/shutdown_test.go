@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sluice-proxy/sluice/tests/internal/sluicebin"
 	"io"
 	"net"
 	"net/http"
@@ -71,7 +72,7 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 	mustExec(t, root, "CREATE TABLE IF NOT EXISTS shutdowntest.t (id INT PRIMARY KEY)")
 	mustExec(t, root, "DELETE FROM shutdowntest.t")
 
-	bin := buildSluice(t)
+	bin := sluicebin.Build(t)
 	metrics := freePort(t)
 	cfg := env.topo.SluiceConfig("127.0.0.1:0", `admin_listen = ""`, fmt.Sprintf("metrics_listen = %q", metrics),
 		fmt.Sprintf("shutdown_delay = %q", delay.String()), fmt.Sprintf("shutdown_timeout = %q", timeout.String()))

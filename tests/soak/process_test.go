@@ -21,31 +21,6 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// buildSluice builds cmd/sluice into a temporary directory, without the
-// race detector: the binary measured is the one deployed.
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build sluice: %v", err)
-	}
-	out, err := exec.Command(goBin, "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatalf("go env GOMOD: not inside a module (%q)", gomod)
-	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	build := exec.Command(goBin, "build", "-race=false", "-o", bin, "./cmd/sluice")
-	build.Dir = filepath.Dir(gomod)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/sluice: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // sluiceProcess is a sluice started by startSluice.
 type sluiceProcess struct {
 	pid     int

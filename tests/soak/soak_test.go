@@ -19,6 +19,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/tests/internal/sluicebin"
 )
 
 const (
@@ -100,7 +101,7 @@ func TestSoak(t *testing.T) {
 	if err := createTables(ctx, topo); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildSluice(t)
+	bin := sluicebin.Build(t)
 	p := startSluice(t, bin, topo.SluiceConfig("127.0.0.1:0",
 		`admin_listen = ""`, `metrics_listen = "127.0.0.1:0"`))
 	r := &run{p: p, topo: topo, errs: map[string]*kindCount{}}
