@@ -181,10 +181,6 @@ func forwardResponse(h *protocol.HandshakeResponse, ag *protocol.Greeting) *prot
 // round trip more than the direct path and needs a client that supports
 // authentication plugins; others get ERR 1251.
 func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error) {
-	scramble, err := protocol.NewScramble()
-	if err != nil {
-		return nil, err
-	}
 	version := srv.ServerVersion
 	if version == "" {
 		version = fallbackVersion
@@ -192,19 +188,7 @@ func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn,
 			version = *v
 		}
 	}
-	g := &protocol.Greeting{
-		ServerVersion: version,
-		ConnectionID:  srv.ConnectionID,
-		Scramble:      scramble,
-		Capabilities:  srv.greetingCapabilities(),
-		Collation:     srv.Collation,
-		Status:        protocol.StatusAutocommit,
-		AuthPlugin:    protocol.AuthNativePassword,
-	}
-	if err := client.WritePacketFlush(g.Encode()); err != nil {
-		return nil, err
-	}
-	h, err := readHandshakeResponse(client, srv)
+	_, h, err := greetNative(client, srv, version)
 	if err != nil {
 		return nil, err
 	}

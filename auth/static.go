@@ -33,23 +33,7 @@ var dummyHash = make([]byte, 20)
 
 // Authenticate implements Authenticator.
 func (s *Static) Authenticate(_ context.Context, client *protocol.Conn, srv Server) (*Login, error) {
-	scramble, err := protocol.NewScramble()
-	if err != nil {
-		return nil, err
-	}
-	g := &protocol.Greeting{
-		ServerVersion: srv.ServerVersion,
-		ConnectionID:  srv.ConnectionID,
-		Scramble:      scramble,
-		Capabilities:  srv.greetingCapabilities(),
-		Collation:     srv.Collation,
-		Status:        protocol.StatusAutocommit,
-		AuthPlugin:    protocol.AuthNativePassword,
-	}
-	if err := client.WritePacketFlush(g.Encode()); err != nil {
-		return nil, err
-	}
-	h, err := readHandshakeResponse(client, srv)
+	scramble, h, err := greetNative(client, srv, srv.ServerVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -115,4 +99,31 @@ func (s *Static) verify(client *protocol.Conn, srv Server, scramble, resp []byte
 		return login, fmt.Errorf("%w: %w", ErrAccessDenied, e)
 	}
 	return login, nil
+}
+
+// greetNative greets the client with a fresh scramble of sluice's own,
+// advertising mysql_native_password and version, and reads its handshake
+// response (readHandshakeResponse: TLS and the checks of a first packet).
+func greetNative(client *protocol.Conn, srv Server, version string) (scramble []byte, h *protocol.HandshakeResponse, err error) {
+	scramble, err = protocol.NewScramble()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := &protocol.Greeting{
+		ServerVersion: version,
+		ConnectionID:  srv.ConnectionID,
+		Scramble:      scramble,
+		Capabilities:  srv.greetingCapabilities(),
+		Collation:     srv.Collation,
+		Status:        protocol.StatusAutocommit,
+		AuthPlugin:    protocol.AuthNativePassword,
+	}
+	if err := client.WritePacketFlush(g.Encode()); err != nil {
+		return nil, nil, err
+	}
+	h, err = readHandshakeResponse(client, srv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return scramble, h, nil
 }
