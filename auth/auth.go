@@ -37,6 +37,18 @@ type Server struct {
 	// RequireTLS refuses clients that do not.
 	TLS        *tls.Config
 	RequireTLS bool
+	// Refused, when set, is called with the user name when the backend
+	// refuses the login, before the ERR goes to the client: a caller that
+	// counts failed logins has counted this one before the client can try
+	// again.
+	Refused func(user string)
+}
+
+// refused calls srv.Refused, if set, for login's user.
+func (srv Server) refused(login *Login) {
+	if srv.Refused != nil && login != nil {
+		srv.Refused(login.User)
+	}
 }
 
 // greetingCapabilities are the capabilities sluice's greeting offers.

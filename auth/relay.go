@@ -156,7 +156,7 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 	if err != nil {
 		return nil, err
 	}
-	return r.exchange(client, upstream, ag, forwardResponse(h, ag), loginOf(h))
+	return r.exchange(client, upstream, srv, ag, forwardResponse(h, ag), loginOf(h))
 }
 
 // forwardResponse is the client's handshake response h as it goes to the
@@ -210,7 +210,7 @@ func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn,
 	fwd := forwardResponse(h, ag)
 	fwd.AuthResponse = answer
 	fwd.AuthPlugin = ag.AuthPlugin
-	return r.exchange(client, upstream, ag, fwd, loginOf(h))
+	return r.exchange(client, upstream, srv, ag, fwd, loginOf(h))
 }
 
 // switchClient asks the client, with an auth switch, to answer the auth
@@ -258,7 +258,7 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 	if fwd.Collation == 0 {
 		fwd.Collation = srv.Collation
 	}
-	return r.exchange(client, upstream, ag, fwd, login)
+	return r.exchange(client, upstream, srv, ag, fwd, login)
 }
 
 // secure switches the auth-server leg to TLS as configured, before the
@@ -299,7 +299,7 @@ func forwardCapabilities(client uint32, ag *protocol.Greeting) uint32 {
 // auth-switch / extra-data exchange both ways until the auth server says OK
 // (login returned) or ERR (relayed unchanged to the client: 1045 with the
 // auth server's own message).
-func (r *Relay) exchange(client, upstream *protocol.Conn, ag *protocol.Greeting, fwd *protocol.HandshakeResponse, login *Login) (*Login, error) {
+func (r *Relay) exchange(client, upstream *protocol.Conn, srv Server, ag *protocol.Greeting, fwd *protocol.HandshakeResponse, login *Login) (*Login, error) {
 	if err := r.secure(client, upstream, ag, fwd); err != nil {
 		return nil, err
 	}
@@ -319,6 +319,7 @@ func (r *Relay) exchange(client, upstream *protocol.Conn, ag *protocol.Greeting,
 		case protocol.IsOK(p):
 			return login, nil
 		case protocol.IsErr(p):
+			srv.refused(login)
 			if err := client.WritePacketFlush(p); err != nil {
 				return nil, err
 			}

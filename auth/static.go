@@ -95,6 +95,7 @@ func (s *Static) verify(client *protocol.Conn, srv Server, scramble, resp []byte
 		}
 		e := protocol.NewError(protocol.ErAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)",
 			login.User, srv.ClientHost, using)
+		srv.refused(login)
 		_ = client.WriteErr(e)
 		return login, fmt.Errorf("%w: %w", ErrAccessDenied, e)
 	}

@@ -164,17 +164,18 @@ func (s *Server) adminConn(nc net.Conn) {
 		Capabilities:  adminCapabilities,
 		Collation:     defaultCollation,
 		ClientHost:    host,
+		Refused:       s.loginRefused(nc.RemoteAddr(), "admin"),
 	})
 	cancel()
 	user := ""
 	if login != nil {
 		user = login.User
 	}
-	s.noteLogin(nc.RemoteAddr(), err, "admin", user)
 	if err != nil {
 		log.Warn("admin login failed", zap.String("user", user), zap.Error(err))
 		return
 	}
+	s.loginSucceeded(nc.RemoteAddr())
 	if err := c.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: protocol.StatusAutocommit})); err != nil {
 		return
 	}

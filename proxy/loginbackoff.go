@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -219,27 +218,29 @@ func (s *Server) loginRefusal(remote net.Addr) *protocol.SQLError {
 		host, host, failures, secs)
 }
 
-// noteLogin records the outcome err of a login from remote on the login
-// backoff: a refusal (auth.ErrAccessDenied) counts a failure, logged at warn
-// when a backoff starts; success (nil) forgets the address. Other errors (a
-// broken handshake, an unreachable auth server) say nothing about the
-// password and are not counted. port names the listener for the log.
-func (s *Server) noteLogin(remote net.Addr, err error, port, user string) {
-	if err != nil && !errors.Is(err, auth.ErrAccessDenied) {
-		return
+// loginRefused returns the auth.Server.Refused hook for a login from
+// remote on port (named in the log): it counts the failure on the login
+// backoff before the client sees the ERR, so a client that tries again at
+// once already meets the refusal; a warn line says when a backoff starts.
+func (s *Server) loginRefused(remote net.Addr, port string) func(user string) {
+	return func(user string) {
+		key, ok := backoffKey(remote)
+		if !ok {
+			return
+		}
+		failures, wait := s.logins.failed(key, time.Now(), s.backoffPolicy())
+		if wait > 0 {
+			s.log.Warn("login backoff: refusing logins from the client address", zap.String("port", port),
+				zap.String("address", key.String()), zap.String("user", user), zap.Int("failures", failures),
+				zap.Duration("backoff", wait))
+		}
 	}
-	key, ok := backoffKey(remote)
-	if !ok {
-		return
-	}
-	if err == nil {
+}
+
+// loginSucceeded forgets remote's failed logins: a successful login ends
+// its backoff.
+func (s *Server) loginSucceeded(remote net.Addr) {
+	if key, ok := backoffKey(remote); ok {
 		s.logins.succeeded(key)
-		return
-	}
-	failures, wait := s.logins.failed(key, time.Now(), s.backoffPolicy())
-	if wait > 0 {
-		s.log.Warn("login backoff: refusing logins from the client address", zap.String("port", port),
-			zap.String("address", key.String()), zap.String("user", user), zap.Int("failures", failures),
-			zap.Duration("backoff", wait))
 	}
 }

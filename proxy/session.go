@@ -278,14 +278,15 @@ func (s *Session) handshake(ctx context.Context) error {
 		ClientHost:    host,
 		TLS:           s.srv.tls,
 		RequireTLS:    s.srv.cfg.Proxy.RequireTLS,
+		Refused:       s.srv.loginRefused(remote, "client"),
 	})
 	if login != nil {
 		s.user = login.User
 	}
-	s.srv.noteLogin(remote, err, "client", s.user)
 	if err != nil {
 		return err
 	}
+	s.srv.loginSucceeded(remote)
 	s.user = login.User
 	if login.User == s.srv.cfg.Admin.User {
 		e := s.srv.refuseAdminOnDataPort(host)
@@ -369,12 +370,13 @@ func (s *Session) comChangeUser(p []byte) error {
 		Capabilities: s.srv.clientCaps,
 		Collation:    s.key.collation,
 		ClientHost:   host,
+		Refused:      s.srv.loginRefused(remote, "client"),
 	}, s.caps, cu)
-	s.srv.noteLogin(remote, err, "client", cu.User)
 	if err != nil {
 		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
 	}
+	s.srv.loginSucceeded(remote)
 	if e := s.acquireUser(login.User); e != nil {
 		s.log().Info("change user refused", zap.String("new_user", login.User), zap.Error(e))
 		_ = s.client.WriteErr(e)
