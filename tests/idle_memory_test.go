@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,32 +181,11 @@ type sluiceProcess struct {
 // is sent SIGTERM and must exit with status 0.
 func startSluiceProcess(t *testing.T, bin, cfg string) *sluiceProcess {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sluice.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	log := &procLog{ready: make(chan string, 1)}
-	cmd := exec.Command(bin, "run", "-config", path)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("sluice exited with %v after SIGTERM; log tail:\n%s", err, log.tail())
-			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("sluice did not exit within 15s of SIGTERM; killed; log tail:\n%s", log.tail())
-		}
-	})
-	p := &sluiceProcess{pid: cmd.Process.Pid, log: log}
+	proc := sluicebin.Start(t, bin, cfg, log)
+	proc.StopAtCleanup(t, 15*time.Second, log.tail)
+	exited := proc.Exited
+	p := &sluiceProcess{pid: proc.Cmd.Process.Pid, log: log}
 	select {
 	case p.addr = <-log.ready:
 	case err := <-exited:

@@ -9,9 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,18 +73,9 @@ func TestShutdownOnSIGTERM(t *testing.T) {
 	metrics := freePort(t)
 	cfg := env.topo.SluiceConfig("127.0.0.1:0", `admin_listen = ""`, fmt.Sprintf("metrics_listen = %q", metrics),
 		fmt.Sprintf("shutdown_delay = %q", delay.String()), fmt.Sprintf("shutdown_timeout = %q", timeout.String()))
-	path := filepath.Join(t.TempDir(), "sluice.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	log := &procLog{ready: make(chan string, 1)}
-	cmd := exec.Command(bin, "run", "-config", path)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	proc := sluicebin.Start(t, bin, cfg, log)
+	cmd, exited := proc.Cmd, proc.Exited
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {

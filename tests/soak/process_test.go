@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/sluice-proxy/sluice/tests/internal/sluicebin"
 )
 
 // sluiceProcess is a sluice started by startSluice.
@@ -35,33 +34,12 @@ type sluiceProcess struct {
 // the process gets SIGTERM and must exit with status 0.
 func startSluice(t *testing.T, bin, cfg string) *sluiceProcess {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sluice.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	log := &procLog{ready: make(chan servingLine, 1), warnings: map[string]*kindCount{}}
-	cmd := exec.Command(bin, "run", "-config", path)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("sluice exited with %v after SIGTERM; log tail:\n%s", err, log.tail())
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("sluice did not exit within 30s of SIGTERM; killed; log tail:\n%s", log.tail())
-		}
-	})
+	proc := sluicebin.Start(t, bin, cfg, log)
+	proc.StopAtCleanup(t, 30*time.Second, log.tail)
+	exited := proc.Exited
 	p := &sluiceProcess{
-		pid: cmd.Process.Pid, log: log,
+		pid: proc.Cmd.Process.Pid, log: log,
 		// No keep-alive: a scrape leaves no idle HTTP connection (and its
 		// goroutine) behind in sluice to blur the count.
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},

@@ -4,11 +4,14 @@
 package sluicebin
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Build builds ./cmd/sluice of the module the test runs in into a
@@ -37,4 +40,51 @@ func Build(t testing.TB) string {
 		t.Fatalf("go build ./cmd/sluice: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// Process is a sluice program started by Start. The test owns it.
+type Process struct {
+	Cmd *exec.Cmd
+	// Exited receives the process's exit (Wait's error) once. A caller
+	// that takes it to see an early exit must send it back for the
+	// cleanup (the channel holds one value).
+	Exited chan error
+}
+
+// Start writes cfg to a file and runs `bin run -config FILE` with its
+// stdout and stderr going to out. Stopping it is the caller's (see
+// StopAtCleanup).
+func Start(t testing.TB, bin, cfg string, out io.Writer) *Process {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-config", path)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{Cmd: cmd, Exited: make(chan error, 1)}
+	go func() { p.Exited <- cmd.Wait() }()
+	return p
+}
+
+// StopAtCleanup makes the end of the test send the process SIGTERM and
+// fail the test unless it exits with status 0 within d (then it is
+// killed); tail gives the end of its log for the message.
+func (p *Process) StopAtCleanup(t testing.TB, d time.Duration, tail func() string) {
+	t.Cleanup(func() {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-p.Exited:
+			if err != nil {
+				t.Errorf("sluice exited with %v after SIGTERM; log tail:\n%s", err, tail())
+			}
+		case <-time.After(d):
+			_ = p.Cmd.Process.Kill()
+			<-p.Exited
+			t.Errorf("sluice did not exit within %v of SIGTERM; killed; log tail:\n%s", d, tail())
+		}
+	})
 }
