@@ -278,7 +278,7 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	wire := &watchedConn{Conn: raw}
+	wire := &watchedConn{Conn: newSockConn(raw)}
 	var nc net.Conn = wire
 	c := protocol.NewConn(nc)
 	c.LenientSeq = true

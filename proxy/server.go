@@ -352,7 +352,7 @@ func (s *Server) Serve() error {
 			continue
 		}
 		s.wg.Add(1)
-		go s.serveConn(nc)
+		go s.serveConn(newSockConn(nc))
 	}
 }
 
