@@ -3,6 +3,7 @@ package badinput
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"runtime/metrics"
@@ -194,7 +195,16 @@ func TestDeclaredGigabytePayload(t *testing.T) {
 		})
 	})
 	t.Run("handshake", func(t *testing.T) {
-		c := rawDial(t, env.addr)
+		// A sluice of its own whose handshake_timeout the upload cannot
+		// outlast: the shared one's 2 s can pass before 16 MiB have arrived
+		// on a loaded machine under -race, and the timeout then closes the
+		// connection without the refusal this case is about.
+		srv, err := startProxy(env.topo, `handshake_timeout = "60s"`, fmt.Sprintf(`max_allowed_packet = %d`, maxPacket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		c := rawDial(t, srv.Addr().String())
 		readGreeting(t, c)
 		refuseGigabyte(t, c, 1, 0x05, func(c *protocol.Conn) {
 			readErr(t, c, protocol.ErHandshake, "Bad handshake", "max_allowed_packet")
