@@ -2,11 +2,12 @@
 // TCP mode, on the same machine and in the same run (`make bench`, see
 // bench/README.md).
 //
-// It starts a sandbox topology (master, 2 replicas, auth server), sluice
-// in-process in front of it, and HAProxy as a child process forwarding to the
-// master. It prepares the sysbench tables once on the master, then runs
+// It starts a sandbox topology (master, 2 replicas, auth server), two sluices
+// in-process in front of it (one sending every statement to the master, as
+// HAProxy does, one splitting reads to the replicas), and HAProxy as a child
+// process forwarding to the master. It prepares the sysbench tables once on the master, then runs
 // sysbench oltp_point_select, oltp_read_only and oltp_read_write at 1, 16 and
-// 64 threads with --db-ps-mode auto and disable against the three targets,
+// 64 threads with --db-ps-mode auto and disable against the four targets,
 // rotating which target goes first from one cell to the next. It prints one
 // markdown table (qps, p95, ratios, sluice's CPU per 1,000 statements and
 // RSS) and a small one-thread latency table (p50 and the latency each proxy
@@ -16,7 +17,7 @@
 //
 //	BENCH_TIME=10    seconds per sysbench run
 //	BENCH_QUICK=1    only oltp_point_select at 16 threads, both ps modes
-//	BENCH_SLUICE_THREADS=1  sluice's [proxy] threads (GOMAXPROCS); 0 = one per CPU
+//	BENCH_SLUICE_THREADS=0  sluice's [proxy] threads (GOMAXPROCS); 0 = one per CPU
 //	SAVE=1           also write the report to bench/results/<YYYY-MM-DD>.md
 //	                 (<YYYY-MM-DD>-quick.md in quick mode)
 //
@@ -71,16 +72,13 @@ type settings struct {
 	seconds int
 	quick   bool
 	save    bool
-	// threads is sluice's [proxy] threads. On this benchmark's machine
-	// every mysqld, sysbench and the proxy share the cores: one thread
-	// (HAProxy's nbthread or ProxySQL's mysql-threads would be set the same
-	// way) leaves the databases the rest and spares the Go scheduler waking
-	// a second thread per event.
+	// threads is sluice's [proxy] threads; 0, sluice's default, is one
+	// per CPU, as HAProxy's default nbthread is.
 	threads int
 }
 
 func readSettings() (settings, error) {
-	s := settings{seconds: 10, threads: 1}
+	s := settings{seconds: 10, threads: 0}
 	if v := strings.TrimSpace(os.Getenv("BENCH_SLUICE_THREADS")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 1024 {
@@ -113,7 +111,11 @@ type target struct {
 	name       string
 	addr       string
 	user, pass string
+	metricsURL string // a sluice's /metrics
 }
+
+// sluice reports whether t is one of the in-process sluices.
+func (t target) sluice() bool { return t.metricsURL != "" }
 
 // cell is one workload × threads × ps-mode combination.
 type cell struct {
@@ -226,22 +228,44 @@ func run() (code int) {
 		return fail(err)
 	}
 
-	// sluice, in-process.
-	srv, sluiceLog, err := startSluice(topo, tmp, st.threads)
+	// Two sluices, in-process, in front of the same topology: "sluice"
+	// with consistency = "strong" sends every statement to the master, the
+	// one backend HAProxy forwards to, so the two proxies are compared on
+	// the same work; "split" is the default configuration, whose reads
+	// outside transactions go to the replicas (on this one machine they
+	// share the cores with the master, so spreading reads costs the box
+	// more, not less).
+	var cleanups []func()
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+	startOne := func(name string, clusterKeys ...string) (target, string, error) {
+		srv, sluiceLog, err := startSluice(topo, tmp, name, st.threads, clusterKeys...)
+		if err != nil {
+			return target{}, "", err
+		}
+		cleanups = append(cleanups, func() {
+			logf("stopping %s", name)
+			if err := srv.Close(); err != nil {
+				logf("stopping %s: %v", name, err)
+			}
+			_ = sluiceLog.Sync()
+		})
+		metricsURL := ""
+		if a := srv.MetricsAddr(); a != nil {
+			metricsURL = "http://" + a.String() + "/metrics"
+		}
+		return target{name: name, addr: srv.Addr().String(), user: topo.Opts.AppUser, pass: topo.Opts.AppPassword, metricsURL: metricsURL}, metricsURL, nil
+	}
+	sl, metricsURL, err := startOne("sluice", `consistency = "strong"`)
 	if err != nil {
 		return fail(err)
 	}
-	defer func() {
-		logf("stopping sluice")
-		if err := srv.Close(); err != nil {
-			logf("stopping sluice: %v", err)
-		}
-		_ = sluiceLog.Sync()
-	}()
-	sl := target{name: "sluice", addr: srv.Addr().String(), user: topo.Opts.AppUser, pass: topo.Opts.AppPassword}
-	metricsURL := ""
-	if a := srv.MetricsAddr(); a != nil {
-		metricsURL = "http://" + a.String() + "/metrics"
+	split, splitMetrics, err := startOne("split")
+	if err != nil {
+		return fail(err)
 	}
 
 	// HAProxy, a child process.
@@ -255,15 +279,15 @@ func run() (code int) {
 	}()
 	ha := target{name: "haproxy", addr: hp.addr, user: svcUser, pass: svcPass}
 
-	targets := []target{direct, ha, sl}
+	targets := []target{direct, ha, sl, split}
 	for _, t := range targets {
 		if err := ping(ctx, t, 15*time.Second); err != nil {
 			return fail(fmt.Errorf("%s (%s) does not answer: %w", t.name, t.addr, err))
 		}
 	}
 	facts.rssStartKB = selfRSSKB()
-	logf("sluice on %s (metrics %s), haproxy on %s (pid %d), master %s",
-		sl.addr, metricsURL, ha.addr, hp.pid(), direct.addr)
+	logf("sluice on %s (metrics %s), split on %s (metrics %s), haproxy on %s (pid %d), master %s",
+		sl.addr, metricsURL, split.addr, splitMetrics, ha.addr, hp.pid(), direct.addr)
 
 	cells := matrix(st.quick)
 	warm := min(5, st.seconds)
@@ -291,7 +315,7 @@ func run() (code int) {
 			if err := waitReplicated(ctx, topo, 2*time.Minute); err != nil {
 				logf("warning: %v", err)
 			}
-			r := measure(ctx, sb, t, c, st.seconds, hp, metricsURL, ownPIDs(topo, hp))
+			r := measure(ctx, sb, t, c, st.seconds, hp, ownPIDs(topo, hp))
 			results[i][t.name] = r
 			done++
 			if r.err != nil {
@@ -303,7 +327,7 @@ func run() (code int) {
 				continue
 			}
 			extra := ""
-			if t.name == "sluice" && r.hasCPU {
+			if t.sluice() && r.hasCPU {
 				extra = fmt.Sprintf(", CPU %.4f s/1k stmts, RSS %.1f MB", r.cpuPer1k(), float64(r.rssKB)/1024)
 				if r.replica >= 0 {
 					extra += fmt.Sprintf(", %.0f%% to replicas", 100*r.replica)
@@ -359,7 +383,7 @@ func matrix(quick bool) []cell {
 
 // measure runs one sysbench against t; for sluice it also takes this
 // process's CPU time and peak RSS, for HAProxy its process's CPU time.
-func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, hp *haproxy, metricsURL string, own []int) *result {
+func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, hp *haproxy, own []int) *result {
 	r := &result{replica: -1, otherCores: math.NaN()}
 	args := append([]string{c.workload}, sb.common(t)...)
 	args = append(args,
@@ -376,12 +400,12 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, h
 		cpuErr        error
 		sampler       *rssSampler
 	)
-	switch t.name {
-	case "sluice":
-		before = scrapeRoutes(metricsURL)
+	switch {
+	case t.sluice():
+		before = scrapeRoutes(t.metricsURL)
 		sampler = startRSSSampler(200 * time.Millisecond)
 		cpu0, cpuErr = procCPUSeconds("self")
-	case "haproxy":
+	case t.name == "haproxy":
 		cpu0, cpuErr = procCPUSeconds(strconv.Itoa(hp.pid()))
 	}
 	sys0, own0 := systemTicks(), ownTicks(own)
@@ -392,21 +416,21 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, h
 		r.otherCores = max(0, (sys1-sys0)-(own1-own0)) / clockTicks / r.wall.Seconds()
 	}
 	var cpu1 float64
-	switch t.name {
-	case "sluice":
+	switch {
+	case t.sluice():
 		cpu1, _ = procCPUSeconds("self")
 		r.rssKB = sampler.stop()
-		after = scrapeRoutes(metricsURL)
+		after = scrapeRoutes(t.metricsURL)
 		if before.ok && after.ok {
 			m, rep := after.master-before.master, after.replica-before.replica
 			if m+rep > 0 {
 				r.replica = rep / (m + rep)
 			}
 		}
-	case "haproxy":
+	case t.name == "haproxy":
 		cpu1, _ = procCPUSeconds(strconv.Itoa(hp.pid()))
 	}
-	if (t.name == "sluice" || t.name == "haproxy") && cpuErr == nil {
+	if (t.sluice() || t.name == "haproxy") && cpuErr == nil {
 		r.cpuSec, r.hasCPU = cpu1-cpu0, true
 	}
 	if err != nil {
@@ -538,21 +562,29 @@ func histogramPercentile(out string, pct float64) float64 {
 
 // --- sluice ---
 
-func startSluice(topo *sandbox.Topology, dir string, threads int) (*proxy.Server, *zap.Logger, error) {
-	cfg, err := conf.Parse([]byte(topo.SluiceConfig("127.0.0.1:0",
-		fmt.Sprintf("threads = %d", threads),
-		`metrics_listen = "127.0.0.1:0"`,
-		`admin_listen = "127.0.0.1:0"`,
-		`log_level = "info"`)))
+// startSluice starts an in-process sluice in front of topo, logging to
+// <dir>/<name>.log; clusterKeys are extra lines of its [[cluster]].
+func startSluice(topo *sandbox.Topology, dir, name string, threads int, clusterKeys ...string) (*proxy.Server, *zap.Logger, error) {
+	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(sandbox.SluiceOptions{
+		Listen: "127.0.0.1:0",
+		ProxyKeys: []string{
+			fmt.Sprintf("threads = %d", threads),
+			`metrics_listen = "127.0.0.1:0"`,
+			`admin_listen = "127.0.0.1:0"`,
+			`log_level = "info"`,
+		},
+		ClusterKeys: clusterKeys,
+	})))
 	if err != nil {
-		return nil, nil, fmt.Errorf("sluice config: %w", err)
+		return nil, nil, fmt.Errorf("%s config: %w", name, err)
 	}
 	// The production (JSON) logger at info, as `sluice run` has it, into a
 	// file of the temp dir.
 	zc := zap.NewProductionConfig()
 	zc.Sampling = nil
-	zc.OutputPaths = []string{filepath.Join(dir, "sluice.log")}
-	zc.ErrorOutputPaths = []string{filepath.Join(dir, "sluice.log")}
+	logPath := filepath.Join(dir, name+".log")
+	zc.OutputPaths = []string{logPath}
+	zc.ErrorOutputPaths = []string{logPath}
 	log, err := zc.Build()
 	if err != nil {
 		return nil, nil, err
@@ -563,7 +595,7 @@ func startSluice(topo *sandbox.Topology, dir string, threads int) (*proxy.Server
 	}
 	if err != nil {
 		_ = log.Sync()
-		return nil, nil, fmt.Errorf("sluice: %w", err)
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return srv, log, nil
 }
@@ -1049,23 +1081,20 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 		strings.TrimPrefix(f.goVersion, "go"), f.commit, threads, float64(f.rssStartKB)/1024)
 	fmt.Fprintf(&b, "- wall time %v\n\n", f.finished.Sub(f.started).Round(time.Second))
 
-	b.WriteString("| workload | thr | ps | direct qps | HAProxy qps | sluice qps | sluice/direct | sluice/HAProxy | direct p95 ms | HAProxy p95 ms | sluice p95 ms | sluice CPU s/1k stmts | HAProxy CPU s/1k stmts | sluice RSS MB | sluice to replicas | other work, cores |\n")
-	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| workload | thr | ps | direct qps | HAProxy qps | sluice qps | sluice/direct | sluice/HAProxy | split qps | split/HAProxy | direct p95 ms | HAProxy p95 ms | sluice p95 ms | split p95 ms | HAProxy CPU s/1k stmts | sluice CPU s/1k stmts | split CPU s/1k stmts | sluice RSS MB | split to replicas | other work, cores |\n")
+	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	var notes []string
-	var logSum float64
-	var nRatios int
+	var gm, gmSplit geoMean
 	for i, c := range cells {
-		d, h, s := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"]
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		d, h, s, sp := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"]
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			shortName[c.workload], c.threads, c.psMode,
-			qps(d), qps(h), qps(s), ratio(s, d), ratio(s, h),
-			p95(d), p95(h), p95(s),
-			cpu(s), cpu(h), rss(s), share(s), other(d, h, s))
-		if ok(s) && ok(h) && h.sb.qps > 0 {
-			logSum += math.Log(s.sb.qps / h.sb.qps)
-			nRatios++
-		}
-		for _, name := range []string{"direct", "haproxy", "sluice"} {
+			qps(d), qps(h), qps(s), ratio(s, d), ratio(s, h), qps(sp), ratio(sp, h),
+			p95(d), p95(h), p95(s), p95(sp),
+			cpu(h), cpu(s), cpu(sp), rss(s), share(sp), other(d, h, s, sp))
+		gm.add(s, h)
+		gmSplit.add(sp, h)
+		for _, name := range []string{"direct", "haproxy", "sluice", "split"} {
 			r := results[i][name]
 			if r == nil {
 				continue
@@ -1082,8 +1111,8 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 		}
 	}
 
-	if nRatios > 0 {
-		fmt.Fprintf(&b, "\nGeometric mean of sluice/HAProxy over %d cells: %.2fx\n", nRatios, math.Exp(logSum/float64(nRatios)))
+	if gm.n > 0 {
+		fmt.Fprintf(&b, "\nGeometric mean of sluice/HAProxy over %d cells: %.2fx (split/HAProxy: %s)\n", gm.n, gm.value(), gmSplit.String())
 	}
 
 	var one []int
@@ -1094,11 +1123,11 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 	}
 	if len(one) > 0 {
 		b.WriteString("\nOne thread: median latency per sysbench event (p50 from --histogram) and what each proxy adds over direct.\n\n")
-		b.WriteString("| workload | ps | direct p50 ms | HAProxy p50 ms | sluice p50 ms | HAProxy adds ms | sluice adds ms | sluice added / HAProxy added | same by avg |\n")
-		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		b.WriteString("| workload | ps | direct p50 ms | HAProxy p50 ms | sluice p50 ms | split p50 ms | HAProxy adds ms | sluice adds ms | sluice added / HAProxy added | same by avg | split added / HAProxy added |\n")
+		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, i := range one {
 			c := cells[i]
-			d, h, s := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"]
+			d, h, s, sp := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"]
 			p50 := func(r *result) float64 {
 				if !ok(r) {
 					return math.NaN()
@@ -1111,10 +1140,10 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 				}
 				return r.sb.avg
 			}
-			hAdd, sAdd := p50(h)-p50(d), p50(s)-p50(d)
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-				shortName[c.workload], c.psMode, ms(p50(d)), ms(p50(h)), ms(p50(s)), ms(hAdd), ms(sAdd),
-				x(sAdd/hAdd, hAdd > 0), x((avg(s)-avg(d))/(avg(h)-avg(d)), avg(h)-avg(d) > 0))
+			hAdd, sAdd, spAdd := p50(h)-p50(d), p50(s)-p50(d), p50(sp)-p50(d)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				shortName[c.workload], c.psMode, ms(p50(d)), ms(p50(h)), ms(p50(s)), ms(p50(sp)), ms(hAdd), ms(sAdd),
+				x(sAdd/hAdd, hAdd > 0), x((avg(s)-avg(d))/(avg(h)-avg(d)), avg(h)-avg(d) > 0), x(spAdd/hAdd, hAdd > 0))
 		}
 	}
 
@@ -1122,20 +1151,24 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 Notes:
 - qps is sysbench's queries per second (every statement, including BEGIN/COMMIT); p95 and p50 are per sysbench event
   (one point select; a whole transaction of ~14 (read_only) or ~18 (read_write) statements).
-- direct and HAProxy log in as the service account and reach the master only; sluice logs the app user in through the
-  auth server and routes plain reads outside transactions to the 2 replicas (point_select), while read_only and
-  read_write run in transactions and stay on the master ("sluice to replicas" is the share of its statements
+- direct and HAProxy log in as the service account and reach the master only. Both sluices log the app user in
+  through the auth server. "sluice" has consistency = "strong": every statement goes to the master, the backend
+  HAProxy forwards to, so sluice/HAProxy compares the two proxies on the same work. "split" is the default
+  configuration: plain reads outside transactions go to the 2 replicas (point_select), while read_only and
+  read_write run in transactions and stay on the master ("split to replicas" is the share of its statements
   routed to replicas, from its /metrics; the ~1% there at 64 threads with ps auto are the COM_STMT_PREPAREs of
-  the selects, which sysbench sends at connect, outside a transaction).
-- sluice runs in this process: its CPU is utime+stime of /proc/self/stat around each run (health probes and
-  the run's logins included) divided by sysbench's query count; its RSS is the peak VmRSS sampled during the run
-  and includes the harness's own small share. HAProxy's CPU is read the same way from its pid.
+  the selects, which sysbench sends at connect, outside a transaction). On this one machine the replicas share
+  the cores with the master, so the split's point selects cost the box more CPU than the master alone.
+- both sluices run in this process: a sluice's CPU is utime+stime of /proc/self/stat around its run (health probes
+  of both and the run's logins included) divided by sysbench's query count; its RSS is the peak VmRSS sampled
+  during the run and includes the other sluice and the harness's own small share. HAProxy's CPU is read the
+  same way from its pid.
 - "other work" is the busy CPU time of /proc/stat (interrupts included) minus what this process, sysbench, the
-  mysqlds and HAProxy were charged, in cores, the highest of the cell's three runs. Kernel work charged to no
+  mysqlds and HAProxy were charged, in cores, the highest of the cell's runs. Kernel work charged to no
   process (network softirqs, kworkers) keeps it at ~0.1 on a quiet machine; clearly more means other work took
   CPU from the benchmark and makes that cell's comparison unreliable.
 - HAProxy runs in TCP mode with Debian's default thread count (one per CPU); every process (mysqld ×4, sysbench,
-  sluice or HAProxy) shares the same cores, so a proxy's CPU is taken from the database server's.
+  a sluice or HAProxy) shares the same cores, so a proxy's CPU is taken from the database server's.
 `)
 	if len(notes) > 0 {
 		for _, n := range notes {
@@ -1143,6 +1176,28 @@ Notes:
 		}
 	}
 	return b.String()
+}
+
+// geoMean accumulates the geometric mean of a/b qps ratios.
+type geoMean struct {
+	logSum float64
+	n      int
+}
+
+func (g *geoMean) add(a, b *result) {
+	if ok(a) && ok(b) && b.sb.qps > 0 {
+		g.logSum += math.Log(a.sb.qps / b.sb.qps)
+		g.n++
+	}
+}
+
+func (g *geoMean) value() float64 { return math.Exp(g.logSum / float64(g.n)) }
+
+func (g *geoMean) String() string {
+	if g.n == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2fx over %d cells", g.value(), g.n)
 }
 
 func ok(r *result) bool { return r != nil && r.err == nil && r.sb.queries > 0 }
