@@ -267,9 +267,13 @@ func (s *Session) comStmtExecute(p []byte) error {
 		protocol.SetStmtID(pkt, bs.id)
 		res, err := s.send(bc, pkt, clientSeq, protocol.ResponseExecute)
 		if err == nil {
-			bs.typesVersion = st.typesVersion
 			key := stmtKey{id: st.id, text: variant}
-			bc.setStmt(key, bs)
+			if bs.typesVersion != st.typesVersion {
+				// Only a change is written back: prepareOn stored the
+				// statement, and a map write per execution costs.
+				bs.typesVersion = st.typesVersion
+				bc.setStmt(key, bs)
+			}
 			if res.Status&protocol.StatusCursorExists != 0 {
 				st.cursor, st.cursorKey = bc, key
 			}
