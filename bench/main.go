@@ -3,9 +3,9 @@
 // bench/README.md).
 //
 // It starts a sandbox topology (master, 2 replicas, auth server), two sluices
-// in-process in front of it (one sending every statement to the master, as
-// HAProxy does, one splitting reads to the replicas), and HAProxy as a child
-// process forwarding to the master. It prepares the sysbench tables once on the master, then runs
+// in front of it (one sending every statement to the master, as HAProxy
+// does, one splitting reads to the replicas) and HAProxy forwarding to the
+// master, each proxy a child process. It prepares the sysbench tables once on the master, then runs
 // sysbench oltp_point_select, oltp_read_only and oltp_read_write at 1, 16 and
 // 64 threads with --db-ps-mode auto and disable against the four targets,
 // rotating which target goes first from one cell to the next. It prints one
@@ -42,7 +42,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,10 +49,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/zap"
 
-	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
 )
 
@@ -112,9 +108,10 @@ type target struct {
 	addr       string
 	user, pass string
 	metricsURL string // a sluice's /metrics
+	proc       *child // the proxy's process (nil for direct)
 }
 
-// sluice reports whether t is one of the in-process sluices.
+// sluice reports whether t is one of the sluices.
 func (t target) sluice() bool { return t.metricsURL != "" }
 
 // cell is one workload × threads × ps-mode combination.
@@ -129,7 +126,7 @@ type result struct {
 	sb      sbStats
 	err     error
 	wall    time.Duration
-	cpuSec  float64 // CPU seconds of the measured process (sluice: this process; haproxy: its pid)
+	cpuSec  float64 // CPU seconds of the proxy's process across the run
 	hasCPU  bool
 	rssKB   int64   // peak VmRSS sampled during the run (sluice only)
 	replica float64 // share of sluice's statements routed to replicas, -1 unknown
@@ -140,16 +137,6 @@ type result struct {
 }
 
 func run() (code int) {
-	// BENCH_CPUPROFILE=file profiles this process (sluice runs in it)
-	// for the whole run: go tool pprof file.
-	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err == nil {
-			defer f.Close() // after StopCPUProfile has written the profile
-			if err := pprof.StartCPUProfile(f); err == nil {
-				defer pprof.StopCPUProfile()
-			}
-		}
-	}
 	st, err := readSettings()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -228,42 +215,39 @@ func run() (code int) {
 		return fail(err)
 	}
 
-	// Two sluices, in-process, in front of the same topology: "sluice"
-	// with consistency = "strong" sends every statement to the master, the
-	// one backend HAProxy forwards to, so the two proxies are compared on
-	// the same work; "split" is the default configuration, whose reads
-	// outside transactions go to the replicas (on this one machine they
-	// share the cores with the master, so spreading reads costs the box
-	// more, not less).
-	var cleanups []func()
-	defer func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}()
-	startOne := func(name string, clusterKeys ...string) (target, string, error) {
-		srv, sluiceLog, err := startSluice(topo, tmp, name, st.threads, clusterKeys...)
-		if err != nil {
-			return target{}, "", err
-		}
-		cleanups = append(cleanups, func() {
-			logf("stopping %s", name)
-			if err := srv.Close(); err != nil {
-				logf("stopping %s: %v", name, err)
-			}
-			_ = sluiceLog.Sync()
-		})
-		metricsURL := ""
-		if a := srv.MetricsAddr(); a != nil {
-			metricsURL = "http://" + a.String() + "/metrics"
-		}
-		return target{name: name, addr: srv.Addr().String(), user: topo.Opts.AppUser, pass: topo.Opts.AppPassword, metricsURL: metricsURL}, metricsURL, nil
-	}
-	sl, metricsURL, err := startOne("sluice", `consistency = "strong"`)
+	// Two sluices, each a process of its own (`sluice run`, as deployed,
+	// measured from its /proc/<pid> as HAProxy is), in front of the same
+	// topology: "sluice" with consistency = "strong" sends every statement
+	// to the master, the one backend HAProxy forwards to, so the two proxies
+	// are compared on the same work; "split" is the default configuration,
+	// whose reads outside transactions go to the replicas (on this one
+	// machine they share the cores with the master, so spreading reads
+	// costs the box more, not less).
+	logf("building sluice")
+	sluiceBin, err := buildSluice(ctx, tmp)
 	if err != nil {
 		return fail(err)
 	}
-	split, splitMetrics, err := startOne("split")
+	var procs []*child
+	defer func() {
+		for _, c := range procs {
+			logf("stopping %s", c.name)
+			c.stop()
+		}
+	}()
+	startOne := func(name string, clusterKeys ...string) (target, error) {
+		c, err := startSluice(ctx, sluiceBin, topo, tmp, name, st.threads, clusterKeys...)
+		if err != nil {
+			return target{}, err
+		}
+		procs = append(procs, c)
+		return target{name: name, addr: c.addr, user: topo.Opts.AppUser, pass: topo.Opts.AppPassword, metricsURL: c.metricsURL, proc: c}, nil
+	}
+	sl, err := startOne("sluice", `consistency = "strong"`)
+	if err != nil {
+		return fail(err)
+	}
+	split, err := startOne("split")
 	if err != nil {
 		return fail(err)
 	}
@@ -277,7 +261,7 @@ func run() (code int) {
 		logf("stopping haproxy")
 		hp.stop()
 	}()
-	ha := target{name: "haproxy", addr: hp.addr, user: svcUser, pass: svcPass}
+	ha := target{name: "haproxy", addr: hp.addr, user: svcUser, pass: svcPass, proc: hp}
 
 	targets := []target{direct, ha, sl, split}
 	for _, t := range targets {
@@ -285,9 +269,9 @@ func run() (code int) {
 			return fail(fmt.Errorf("%s (%s) does not answer: %w", t.name, t.addr, err))
 		}
 	}
-	facts.rssStartKB = selfRSSKB()
-	logf("sluice on %s (metrics %s), split on %s (metrics %s), haproxy on %s (pid %d), master %s",
-		sl.addr, metricsURL, split.addr, splitMetrics, ha.addr, hp.pid(), direct.addr)
+	facts.rssStartKB = rssKB(strconv.Itoa(sl.proc.pid()))
+	logf("sluice on %s (pid %d), split on %s (pid %d), haproxy on %s (pid %d), master %s",
+		sl.addr, sl.proc.pid(), split.addr, split.proc.pid(), ha.addr, hp.pid(), direct.addr)
 
 	cells := matrix(st.quick)
 	warm := min(5, st.seconds)
@@ -315,7 +299,7 @@ func run() (code int) {
 			if err := waitReplicated(ctx, topo, 2*time.Minute); err != nil {
 				logf("warning: %v", err)
 			}
-			r := measure(ctx, sb, t, c, st.seconds, hp, ownPIDs(topo, hp))
+			r := measure(ctx, sb, t, c, st.seconds, ownPIDs(topo, hp, sl.proc, split.proc))
 			results[i][t.name] = r
 			done++
 			if r.err != nil {
@@ -383,7 +367,7 @@ func matrix(quick bool) []cell {
 
 // measure runs one sysbench against t; for sluice it also takes this
 // process's CPU time and peak RSS, for HAProxy its process's CPU time.
-func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, hp *haproxy, own []int) *result {
+func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, own []int) *result {
 	r := &result{replica: -1, otherCores: math.NaN()}
 	args := append([]string{c.workload}, sb.common(t)...)
 	args = append(args,
@@ -400,13 +384,14 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, h
 		cpuErr        error
 		sampler       *rssSampler
 	)
-	switch {
-	case t.sluice():
+	pid := ""
+	if t.proc != nil {
+		pid = strconv.Itoa(t.proc.pid())
+		cpu0, cpuErr = procCPUSeconds(pid)
+	}
+	if t.sluice() {
 		before = scrapeRoutes(t.metricsURL)
-		sampler = startRSSSampler(200 * time.Millisecond)
-		cpu0, cpuErr = procCPUSeconds("self")
-	case t.name == "haproxy":
-		cpu0, cpuErr = procCPUSeconds(strconv.Itoa(hp.pid()))
+		sampler = startRSSSampler(pid, 200*time.Millisecond)
 	}
 	sys0, own0 := systemTicks(), ownTicks(own)
 	start := time.Now()
@@ -416,9 +401,10 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, h
 		r.otherCores = max(0, (sys1-sys0)-(own1-own0)) / clockTicks / r.wall.Seconds()
 	}
 	var cpu1 float64
-	switch {
-	case t.sluice():
-		cpu1, _ = procCPUSeconds("self")
+	if pid != "" {
+		cpu1, _ = procCPUSeconds(pid)
+	}
+	if t.sluice() {
 		r.rssKB = sampler.stop()
 		after = scrapeRoutes(t.metricsURL)
 		if before.ok && after.ok {
@@ -427,10 +413,8 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, h
 				r.replica = rep / (m + rep)
 			}
 		}
-	case t.name == "haproxy":
-		cpu1, _ = procCPUSeconds(strconv.Itoa(hp.pid()))
 	}
-	if (t.sluice() || t.name == "haproxy") && cpuErr == nil {
+	if pid != "" && cpuErr == nil {
 		r.cpuSec, r.hasCPU = cpu1-cpu0, true
 	}
 	if err != nil {
@@ -562,42 +546,52 @@ func histogramPercentile(out string, pct float64) float64 {
 
 // --- sluice ---
 
-// startSluice starts an in-process sluice in front of topo, logging to
-// <dir>/<name>.log; clusterKeys are extra lines of its [[cluster]].
-func startSluice(topo *sandbox.Topology, dir, name string, threads int, clusterKeys ...string) (*proxy.Server, *zap.Logger, error) {
-	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(sandbox.SluiceOptions{
-		Listen: "127.0.0.1:0",
+// buildSluice builds the sluice program of this checkout into dir.
+func buildSluice(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "sluice")
+	gobin := os.Getenv("GO")
+	if gobin == "" {
+		gobin = "go"
+	}
+	if out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, "./cmd/sluice").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building sluice: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// startSluice starts `sluice run` in front of topo as a child process, with
+// <dir>/<name>.toml as its configuration and <dir>/<name>.log as its output
+// (JSON logging at info, as in production); clusterKeys are extra lines of
+// its [[cluster]].
+func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, threads int, clusterKeys ...string) (*child, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cfg := topo.SluiceConfigWith(sandbox.SluiceOptions{
+		Listen: addr,
 		ProxyKeys: []string{
 			fmt.Sprintf("threads = %d", threads),
-			`metrics_listen = "127.0.0.1:0"`,
+			fmt.Sprintf("metrics_listen = %q", metrics),
 			`admin_listen = "127.0.0.1:0"`,
 			`log_level = "info"`,
 		},
 		ClusterKeys: clusterKeys,
-	})))
+	})
+	path := filepath.Join(dir, name+".toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	c, err := startChild(ctx, name, bin, dir, addr, "run", "-config", path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s config: %w", name, err)
+		return nil, err
 	}
-	// The production (JSON) logger at info, as `sluice run` has it, into a
-	// file of the temp dir.
-	zc := zap.NewProductionConfig()
-	zc.Sampling = nil
-	logPath := filepath.Join(dir, name+".log")
-	zc.OutputPaths = []string{logPath}
-	zc.ErrorOutputPaths = []string{logPath}
-	log, err := zc.Build()
-	if err != nil {
-		return nil, nil, err
-	}
-	srv, err := proxy.New(cfg, log)
-	if err == nil {
-		err = srv.Start()
-	}
-	if err != nil {
-		_ = log.Sync()
-		return nil, nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return srv, log, nil
+	c.metricsURL = "http://" + metrics + "/metrics"
+	return c, nil
 }
 
 type routeCounts struct {
@@ -638,11 +632,66 @@ func scrapeRoutes(url string) routeCounts {
 
 // --- HAProxy ---
 
-type haproxy struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{}
-	once sync.Once
+// child is a proxy the benchmark runs as a process of its own (HAProxy, a
+// sluice).
+type child struct {
+	name       string
+	cmd        *exec.Cmd
+	addr       string // where it listens for clients
+	metricsURL string // a sluice's /metrics
+	done       chan struct{}
+	once       sync.Once
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startChild starts bin with args, its output going to <dir>/<name>.log,
+// and returns once it accepts connections on addr. The process is killed
+// with this one (Pdeathsig).
+func startChild(ctx context.Context, name, bin, dir, addr string, args ...string) (*child, error) {
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, addr: addr, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return c, nil
+		}
+		select {
+		case <-c.done:
+			b, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("%s exited at start-up: %s", name, tail(string(b), 20))
+		case <-ctx.Done():
+			c.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			c.stop()
+			return nil, fmt.Errorf("%s does not listen on %s after 15s", name, addr)
+		}
+	}
 }
 
 func lookHAProxy() (string, error) {
@@ -659,13 +708,11 @@ func lookHAProxy() (string, error) {
 
 // startHAProxy writes a minimal TCP-mode configuration forwarding a free
 // loopback port to backend and runs HAProxy in the foreground.
-func startHAProxy(ctx context.Context, bin, dir, backend string) (*haproxy, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func startHAProxy(ctx context.Context, bin, dir, backend string) (*child, error) {
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
 	cfg := fmt.Sprintf(`global
     maxconn 4096
 
@@ -690,53 +737,20 @@ backend master
 	if out, err := exec.CommandContext(ctx, bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("haproxy -c: %w\n%s", err, out)
 	}
-	logFile, err := os.Create(filepath.Join(dir, "haproxy.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin, "-db", "-f", path)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("haproxy: %w", err)
-	}
-	h := &haproxy{cmd: cmd, addr: addr, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(h.done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return h, nil
-		}
-		select {
-		case <-h.done:
-			b, _ := os.ReadFile(filepath.Join(dir, "haproxy.log"))
-			return nil, fmt.Errorf("haproxy exited at start-up: %s", tail(string(b), 20))
-		case <-ctx.Done():
-			h.stop()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			h.stop()
-			return nil, fmt.Errorf("haproxy does not listen on %s after 10s", addr)
-		}
-	}
+	return startChild(ctx, "haproxy", bin, dir, addr, "-db", "-f", path)
 }
 
-func (h *haproxy) pid() int { return h.cmd.Process.Pid }
+func (c *child) pid() int { return c.cmd.Process.Pid }
 
-// stop ends HAProxy (SIGTERM, SIGKILL after 5s) and waits for it.
-func (h *haproxy) stop() {
-	h.once.Do(func() {
-		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+// stop ends the process (SIGTERM, SIGKILL after 5s) and waits for it.
+func (c *child) stop() {
+	c.once.Do(func() {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-h.done:
+		case <-c.done:
 		case <-time.After(5 * time.Second):
-			_ = h.cmd.Process.Kill()
-			<-h.done
+			_ = c.cmd.Process.Kill()
+			<-c.done
 		}
 	})
 }
@@ -814,14 +828,17 @@ func systemTicks() float64 {
 
 // ownPIDs are the benchmark's long-running child processes: the servers
 // and HAProxy.
-func ownPIDs(topo *sandbox.Topology, hp *haproxy) []int {
+func ownPIDs(topo *sandbox.Topology, procs ...*child) []int {
 	var pids []int
 	for _, s := range topo.Servers() {
 		if p := s.PID(); p > 0 {
 			pids = append(pids, p)
 		}
 	}
-	return append(pids, hp.pid())
+	for _, c := range procs {
+		pids = append(pids, c.pid())
+	}
+	return pids
 }
 
 // ownTicks is the CPU time, in clock ticks, of this process, of its waited-for
@@ -853,9 +870,9 @@ func procTicks(pid string, children bool) float64 {
 	return t
 }
 
-// selfRSSKB is VmRSS of /proc/self/status in KiB.
-func selfRSSKB() int64 {
-	f, err := os.Open("/proc/self/status")
+// rssKB is VmRSS of /proc/<pid>/status in KiB.
+func rssKB(pid string) int64 {
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}
@@ -875,20 +892,20 @@ type rssSampler struct {
 	res   chan int64
 }
 
-// startRSSSampler samples this process's VmRSS every interval until stop,
-// which returns the peak.
-func startRSSSampler(interval time.Duration) *rssSampler {
+// startRSSSampler samples the VmRSS of process pid every interval until
+// stop, which returns the peak.
+func startRSSSampler(pid string, interval time.Duration) *rssSampler {
 	s := &rssSampler{stopc: make(chan struct{}), res: make(chan int64, 1)}
 	go func() {
-		peak := selfRSSKB()
+		peak := rssKB(pid)
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				peak = max(peak, selfRSSKB())
+				peak = max(peak, rssKB(pid))
 			case <-s.stopc:
-				s.res <- max(peak, selfRSSKB())
+				s.res <- max(peak, rssKB(pid))
 				return
 			}
 		}
@@ -1077,7 +1094,7 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 	if st.threads > 0 {
 		threads = strconv.Itoa(st.threads)
 	}
-	fmt.Fprintf(&b, "- Go %s; sluice commit %s; sluice in-process with threads = %s (GOMAXPROCS of the process), RSS %.1f MB before the first run\n",
+	fmt.Fprintf(&b, "- Go %s; sluice commit %s; each sluice a process of its own (`sluice run`) with threads = %s (its GOMAXPROCS), RSS %.1f MB before the first run\n",
 		strings.TrimPrefix(f.goVersion, "go"), f.commit, threads, float64(f.rssStartKB)/1024)
 	fmt.Fprintf(&b, "- wall time %v\n\n", f.finished.Sub(f.started).Round(time.Second))
 
@@ -1159,12 +1176,11 @@ Notes:
   routed to replicas, from its /metrics; the ~1% there at 64 threads with ps auto are the COM_STMT_PREPAREs of
   the selects, which sysbench sends at connect, outside a transaction). On this one machine the replicas share
   the cores with the master, so the split's point selects cost the box more CPU than the master alone.
-- both sluices run in this process: a sluice's CPU is utime+stime of /proc/self/stat around its run (health probes
-  of both and the run's logins included) divided by sysbench's query count; its RSS is the peak VmRSS sampled
-  during the run and includes the other sluice and the harness's own small share. HAProxy's CPU is read the
-  same way from its pid.
+- each proxy is a process of its own: its CPU is utime+stime of its /proc/<pid>/stat around its run (for a sluice
+  its health probes and the run's logins included) divided by sysbench's query count; a sluice's RSS is the peak
+  VmRSS of its process sampled during the run.
 - "other work" is the busy CPU time of /proc/stat (interrupts included) minus what this process, sysbench, the
-  mysqlds and HAProxy were charged, in cores, the highest of the cell's runs. Kernel work charged to no
+  mysqlds and the proxies were charged, in cores, the highest of the cell's runs. Kernel work charged to no
   process (network softirqs, kworkers) keeps it at ~0.1 on a quiet machine; clearly more means other work took
   CPU from the benchmark and makes that cell's comparison unreliable.
 - HAProxy runs in TCP mode with Debian's default thread count (one per CPU); every process (mysqld ×4, sysbench,
