@@ -5,13 +5,13 @@
 // It starts a sandbox topology (master, 2 replicas, auth server), two sluices
 // in front of it (one sending every statement to the master, as HAProxy
 // does, one splitting reads to the replicas) and HAProxy forwarding to the
-// master, each proxy a child process. It prepares the sysbench tables once on the master, then runs
-// sysbench oltp_point_select, oltp_read_only and oltp_read_write at 1, 16 and
-// 64 threads with --db-ps-mode auto and disable against the four targets,
-// rotating which target goes first from one cell to the next. It prints one
-// markdown table (qps, p95, ratios, sluice's CPU per 1,000 statements and
-// RSS) and a small one-thread latency table (p50 and the latency each proxy
-// adds over direct).
+// master, each proxy a child process. It prepares the sysbench tables once
+// on the master, then runs sysbench oltp_point_select, oltp_read_only and
+// oltp_read_write at 1, 16 and 64 threads with --db-ps-mode auto and disable
+// against the four targets, rotating which target goes first from one cell
+// to the next. It prints one markdown table (qps, p95, ratios, the proxies'
+// CPU per 1,000 statements, sluice's RSS) and a small one-thread latency
+// table (p50 and the latency each proxy adds over direct).
 //
 // Environment:
 //
@@ -107,12 +107,11 @@ type target struct {
 	name       string
 	addr       string
 	user, pass string
-	metricsURL string // a sluice's /metrics
 	proc       *child // the proxy's process (nil for direct)
 }
 
 // sluice reports whether t is one of the sluices.
-func (t target) sluice() bool { return t.metricsURL != "" }
+func (t target) sluice() bool { return t.proc != nil && t.proc.metricsURL != "" }
 
 // cell is one workload × threads × ps-mode combination.
 type cell struct {
@@ -241,7 +240,7 @@ func run() (code int) {
 			return target{}, err
 		}
 		procs = append(procs, c)
-		return target{name: name, addr: c.addr, user: topo.Opts.AppUser, pass: topo.Opts.AppPassword, metricsURL: c.metricsURL, proc: c}, nil
+		return target{name: name, addr: c.addr, user: topo.Opts.AppUser, pass: topo.Opts.AppPassword, proc: c}, nil
 	}
 	sl, err := startOne("sluice", `consistency = "strong"`)
 	if err != nil {
@@ -365,8 +364,8 @@ func matrix(quick bool) []cell {
 	return cells
 }
 
-// measure runs one sysbench against t; for sluice it also takes this
-// process's CPU time and peak RSS, for HAProxy its process's CPU time.
+// measure runs one sysbench against t; for a proxy it also takes its
+// process's CPU time, for a sluice its peak RSS and its routes.
 func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, own []int) *result {
 	r := &result{replica: -1, otherCores: math.NaN()}
 	args := append([]string{c.workload}, sb.common(t)...)
@@ -390,7 +389,7 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, o
 		cpu0, cpuErr = procCPUSeconds(pid)
 	}
 	if t.sluice() {
-		before = scrapeRoutes(t.metricsURL)
+		before = scrapeRoutes(t.proc.metricsURL)
 		sampler = startRSSSampler(pid, 200*time.Millisecond)
 	}
 	sys0, own0 := systemTicks(), ownTicks(own)
@@ -406,7 +405,7 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, o
 	}
 	if t.sluice() {
 		r.rssKB = sampler.stop()
-		after = scrapeRoutes(t.metricsURL)
+		after = scrapeRoutes(t.proc.metricsURL)
 		if before.ok && after.ok {
 			m, rep := after.master-before.master, after.replica-before.replica
 			if m+rep > 0 {
