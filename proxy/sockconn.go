@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 )
 
@@ -27,17 +28,20 @@ import (
 //
 // Everything but Read and Write (deadlines, Close, addresses, SyscallConn)
 // is the embedded TCPConn's, so deadlines and a Close from another
-// goroutine work as they do there. One goroutine may Read while another
-// Writes; two concurrent Reads (or Writes) are not supported, which the
-// proxy never does.
+// goroutine work as they do there. It is safe for concurrent use as a
+// net.Conn is: Reads are serialised by rmu and Writes by wmu (the poller's
+// own locks come too late to guard the fields below), so one goroutine may
+// Read while another Writes.
 type sockConn struct {
 	*net.TCPConn
 	rc syscall.RawConn
 
+	rmu  sync.Mutex
 	rbuf []byte
 	rn   int
 	rerr syscall.Errno
 
+	wmu  sync.Mutex
 	wbuf []byte
 	wn   int
 	werr syscall.Errno
@@ -68,10 +72,12 @@ func (c *sockConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	c.rmu.Lock()
 	c.rbuf, c.rn, c.rerr = p, 0, 0
 	err := c.rc.Read(c.readFn)
 	n, errno := c.rn, c.rerr
 	c.rbuf = nil
+	c.rmu.Unlock()
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
@@ -107,10 +113,12 @@ func (c *sockConn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	c.wmu.Lock()
 	c.wbuf, c.wn, c.werr = p, 0, 0
 	err := c.rc.Write(c.writeFn)
 	n, errno := c.wn, c.werr
 	c.wbuf = nil
+	c.wmu.Unlock()
 	switch {
 	case err != nil:
 		return n, c.opError("write", err)

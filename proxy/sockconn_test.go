@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -150,6 +151,46 @@ func TestSockConnReset(t *testing.T) {
 	var se *os.SyscallError
 	if !errors.As(err, &se) || se.Syscall != "read" {
 		t.Fatalf("error %#v: want an *os.SyscallError of read", err)
+	}
+}
+
+// Writes from several goroutines at once each arrive whole, as they do
+// through net.TCPConn (a session's writer and a KILL may meet on a client).
+func TestSockConnConcurrentWrites(t *testing.T) {
+	c, peer := tcpPair(t)
+	const writers, each, size = 8, 200, 4096
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := bytes.Repeat([]byte{byte('a' + w)}, size)
+			for range each {
+				if _, err := c.Write(msg); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	// Writes that clobber each other lose bytes: fail, not hang.
+	_ = peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+	counts := make(map[byte]int)
+	buf := make([]byte, size)
+	for range writers * each {
+		if _, err := io.ReadFull(peer, buf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, bytes.Repeat(buf[:1], size)) {
+			t.Fatalf("a %d-byte write arrived mixed with another: starts %q", size, buf[:8])
+		}
+		counts[buf[0]]++
+	}
+	wg.Wait()
+	for w := range writers {
+		if n := counts[byte('a'+w)]; n != each {
+			t.Fatalf("writer %d: %d messages arrived, want %d", w, n, each)
+		}
 	}
 }
 
