@@ -96,6 +96,11 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 	state := stFirst
 	var columns uint64
 	for {
+		if state == stRows {
+			if err := relayBufferedRows(client, backend, &res); err != nil {
+				return res, err
+			}
+		}
 		// A tracked OK is decoded (its GTID kept) and, for a client that
 		// did not ask for session tracking, rewritten without it.
 		okHere := backend.SessionTrack && (kind == ResponseSingle ||
@@ -200,6 +205,47 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 			return res, flushClient(client)
 		}
 	}
+}
+
+// relayBufferedRows forwards, as one write into the client's buffer, the run
+// of whole row packets already in the backend's read buffer. It stops before
+// anything the packet-by-packet relay must look at: a packet that is not all
+// there yet, one of 16 MiB or more, an empty one, one whose first byte may
+// end the result (0xFE) or is an ERR (0xFF), and one whose sequence id is
+// not the next the backend should send or the next the client expects (so
+// it needs rewriting, or is an error to report). A wide result costs a scan
+// of its headers instead of a copy per packet.
+func relayBufferedRows(client, backend *Conn, res *RelayResult) error {
+	br := backend.br
+	if br == nil {
+		return nil
+	}
+	buf, _ := br.Peek(br.Buffered())
+	off, packets, payload := 0, 0, 0
+	seq, cseq := backend.seq, client.seq
+	for len(buf)-off >= 4 {
+		n := int(buf[off]) | int(buf[off+1])<<8 | int(buf[off+2])<<16
+		if n == 0 || n >= MaxPayloadLen || len(buf)-off-4 < n ||
+			buf[off+3] != seq || seq != cseq || buf[off+4] >= headerEOF {
+			break
+		}
+		off += 4 + n
+		seq++
+		cseq++
+		packets++
+		payload += n
+	}
+	if packets == 0 {
+		return nil
+	}
+	if _, err := client.writer().Write(buf[:off]); err != nil {
+		return fmt.Errorf("%w: %w", ErrClientIO, err)
+	}
+	_, _ = br.Discard(off)
+	backend.seq, client.seq = seq, cseq
+	res.Packets += packets
+	res.Bytes += int64(payload)
+	return nil
 }
 
 func flushClient(client *Conn) error {

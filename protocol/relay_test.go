@@ -3,7 +3,9 @@ package protocol
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"testing"
 )
 
@@ -296,6 +298,107 @@ func TestRelayReplaceErr(t *testing.T) {
 		}
 		if res := <-done; res.Err == nil || res.Err.Code != tc.want || relayClient.SentErr != tc.want {
 			t.Fatalf("RelayResult.Err = %+v, SentErr %d, want %d", res.Err, relayClient.SentErr, tc.want)
+		}
+	}
+}
+
+// wirePackets frames payloads as a server sends them, from sequence id seq.
+func wirePackets(seq uint8, payloads ...[]byte) []byte {
+	var b []byte
+	for _, p := range payloads {
+		b = append(b, byte(len(p)), byte(len(p)>>8), byte(len(p)>>16), seq)
+		b = append(b, p...)
+		seq++
+	}
+	return b
+}
+
+// TestRelayBufferedRows covers the runs of rows the relay forwards straight
+// from the backend's read buffer: whatever the chunks the backend's bytes
+// arrive in, the client gets every packet whole and renumbered from its own
+// sequence id, a sequence-id gap inside a run is still refused after the
+// rows before it, and packets starting with 0xFE or 0xFF still end the run
+// where they should.
+func TestRelayBufferedRows(t *testing.T) {
+	head := [][]byte{{2}, colDef("id"), colDef("c")}
+	var rows [][]byte
+	for i := range 1500 {
+		rows = append(rows, row(itoa(i), string(bytes.Repeat([]byte{'x'}, i%300))))
+	}
+	// A text row whose first column is 2^24 bytes or longer starts with
+	// 0xFE too; without CLIENT_DEPRECATE_EOF only a short one ends the rows.
+	wideRow := append([]byte{0xfe}, make([]byte, 20)...)
+	end := AppendEOF(nil, 0, StatusAutocommit)
+	endOK := append([]byte{headerEOF}, AppendOK(nil, OK{Status: StatusAutocommit})[1:]...)
+	errPkt := AppendErr(nil, NewError(1317, "Query execution was interrupted"))
+	cat := func(parts ...[][]byte) [][]byte { return slices.Concat(parts...) }
+
+	for _, tc := range []struct {
+		name         string
+		payloads     [][]byte
+		deprecateEOF bool
+		clientSeq    uint8 // the client's next sequence id; the backend starts at 1
+		gapAt        int   // >0: the backend skips a sequence id at this packet
+		wantErr      error
+		wantCode     uint16
+	}{
+		{name: "rows then EOF", payloads: cat(head, [][]byte{end}, rows, [][]byte{end}), clientSeq: 1},
+		{name: "rows then OK", payloads: cat(head, rows, [][]byte{endOK}), deprecateEOF: true, clientSeq: 1},
+		{name: "client numbering differs", payloads: cat(head, [][]byte{end}, rows, [][]byte{end}), clientSeq: 7},
+		{name: "wide row inside the run", payloads: cat(head, [][]byte{end}, rows[:700], [][]byte{wideRow}, rows[700:], [][]byte{end}), clientSeq: 1},
+		{name: "ERR after rows", payloads: cat(head, [][]byte{end}, rows, [][]byte{errPkt}), clientSeq: 1, wantCode: 1317},
+		{name: "sequence gap", payloads: cat(head, [][]byte{end}, rows, [][]byte{end}), clientSeq: 1, gapAt: 900, wantErr: ErrPacketOutOfOrder},
+	} {
+		for _, chunk := range []int{0, 1, 7, 4096, 9000} {
+			t.Run(fmt.Sprintf("%s/chunk=%d", tc.name, chunk), func(t *testing.T) {
+				var data []byte
+				if tc.gapAt > 0 {
+					data = append(wirePackets(1, tc.payloads[:tc.gapAt]...),
+						wirePackets(uint8(tc.gapAt+2), tc.payloads[tc.gapAt:]...)...)
+				} else {
+					data = wirePackets(1, tc.payloads...)
+				}
+				backend := NewConn(&fzConn{in: data, chunk: chunk})
+				backend.SetSeq(1)
+				cnc := &fzConn{keep: true}
+				client := NewConn(cnc)
+				client.SetSeq(tc.clientSeq)
+				res, err := Relay(client, backend, ResponseResult, tc.deprecateEOF)
+				_ = client.Flush()
+				sent := tc.payloads
+				if tc.gapAt > 0 {
+					sent = tc.payloads[:tc.gapAt]
+				}
+				if want := wirePackets(tc.clientSeq, sent...); !bytes.Equal(cnc.out, want) {
+					t.Fatalf("client got %d bytes, want the %d bytes of %d packets from seq %d",
+						len(cnc.out), len(want), len(sent), tc.clientSeq)
+				}
+				if res.Packets != len(sent) {
+					t.Fatalf("Packets = %d, want %d", res.Packets, len(sent))
+				}
+				if tc.wantErr != nil {
+					if !errors.Is(err, tc.wantErr) || !errors.Is(err, ErrBackendIO) {
+						t.Fatalf("err = %v, want %v from the backend", err, tc.wantErr)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				var payload int64
+				for _, p := range sent {
+					payload += int64(len(p))
+				}
+				if res.Bytes != payload {
+					t.Fatalf("Bytes = %d, want %d", res.Bytes, payload)
+				}
+				if tc.wantCode != 0 && (res.Err == nil || res.Err.Code != tc.wantCode) {
+					t.Fatalf("Err = %+v, want code %d", res.Err, tc.wantCode)
+				}
+				if tc.wantCode == 0 && (!res.HasStatus || res.Status != StatusAutocommit) {
+					t.Fatalf("status %+v, want the final packet's", res)
+				}
+			})
 		}
 	}
 }
