@@ -11,7 +11,7 @@ RACE_PKGS := ./protocol/... ./auth/... ./router/... ./shard/... ./health/... ./p
 # GTID and admin-parser targets run slower, so FUZZ_SLOW_PKGS get FUZZTIME_SLOW.
 # Each budget is about 10 s on a 2-core machine.
 FUZZTIME ?= 150000x
-FUZZ_PKGS ?= ./protocol ./health ./shard ./proxy
+FUZZ_PKGS ?= ./protocol ./health ./shard ./proxy ./router
 FUZZ_SLOW_PKGS ?= ./health ./shard ./proxy
 FUZZTIME_SLOW ?= 50000x
 FUZZMINIMIZETIME ?= 2000x

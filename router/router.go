@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/pingcap/tidb/pkg/parser"
 )
@@ -199,12 +200,21 @@ const maxCachedText = 16 << 10
 // digest (SELECT 1 2 and SELECT 'a' 'b' differ only in literals): it then routes like that
 // text, without ParseErr, and the server reports the syntax error.
 //
-// Both levels are bounded sharded maps with second-chance eviction; see cache.
+// Between the two sits the shape level: a text's literal shape (the text with its quoted
+// strings and numbers replaced, see literalShape) keyed to the digest level's plans, so
+// that a text seen before only with other values is classified by a scan and a lookup,
+// without the normalizer's cost and allocations.
+//
+// All levels are bounded sharded maps with second-chance eviction; see cache.
 //
 // A Router is safe for concurrent use by any number of sessions.
 type Router struct {
 	exact  *cache[*Plan]
 	digest *cache[*digestPlans]
+	// shape maps a text's literal shape (literalShape) to its digest's
+	// plans: a text that misses the exact level but has the shape of one
+	// seen before costs a scan and a lookup instead of a normalization.
+	shape *cache[*digestPlans]
 }
 
 // digestPlans holds the plan of one digest for each hint.
@@ -221,6 +231,7 @@ func New(cacheEntries int) *Router {
 	return &Router{
 		exact:  newCache[*Plan](cacheEntries - digestEntries),
 		digest: newCache[*digestPlans](digestEntries),
+		shape:  newCache[*digestPlans](digestEntries),
 	}
 }
 
@@ -232,6 +243,9 @@ func (r *Router) Classify(sql string) *Plan {
 		if p, ok := r.exact.get(sql); ok {
 			return p
 		}
+	}
+	if p := r.byShape(sql); p != nil {
+		return p
 	}
 	return r.miss(sql, false)
 }
@@ -247,7 +261,45 @@ func (r *Router) ClassifyBytes(b []byte) *Plan {
 	if len(b) > maxParsedText {
 		return hugePlan(string(b[:hintWindow]))
 	}
+	// A view of b, not a copy: byShape keeps nothing of the text.
+	if p := r.byShape(unsafe.String(unsafe.SliceData(b), len(b))); p != nil {
+		return p
+	}
 	return r.miss(string(b), true)
+}
+
+// shapeScratch is how long a literal shape byShape builds without
+// allocating; longer texts still work, at the cost of a buffer.
+const shapeScratch = 512
+
+// byShape returns the plan of sql from the shape level, or nil. It reads sql
+// only during the call and allocates nothing for texts up to shapeScratch.
+func (r *Router) byShape(sql string) *Plan {
+	if r.shape == nil || len(sql) > maxCachedText || scanTextFlags(sql) != 0 {
+		return nil
+	}
+	var scratch [shapeScratch]byte
+	key, ok := literalShape(scratch[:0], sql)
+	if !ok {
+		return nil
+	}
+	dp, ok := r.shape.getBytes(key)
+	if !ok {
+		return nil
+	}
+	return dp[leadingHint(sql)]
+}
+
+// rememberShape files dp, the digest plans sql was served from, under sql's
+// literal shape.
+func (r *Router) rememberShape(sql string, dp *digestPlans) {
+	if r.shape == nil || len(sql) > maxCachedText {
+		return
+	}
+	var scratch [shapeScratch]byte
+	if key, ok := literalShape(scratch[:0], sql); ok {
+		r.shape.put(string(key), dp)
+	}
 }
 
 // maxParsedText is the longest text the router parses. Longer ones are bulk
@@ -295,6 +347,7 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 	if useDigest {
 		if dp, ok := r.digest.get(digest); ok {
 			plan = dp[hint]
+			r.rememberShape(sql, dp)
 		}
 	}
 	if plan == nil {
@@ -305,6 +358,7 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 				dp[h] = a.plan(Hint(h), digest)
 			}
 			r.digest.put(digest, &dp)
+			r.rememberShape(sql, &dp)
 			plan = dp[hint]
 		} else {
 			plan = a.plan(hint, digest)

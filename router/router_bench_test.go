@@ -59,19 +59,33 @@ func BenchmarkClassifyMiss(b *testing.B) {
 	}
 }
 
-// BenchmarkClassifyDigestHit is a new text whose digest is known: client-side interpolated
-// parameters. Texts cycle through more values than the exact level holds.
+// BenchmarkClassifyShapeHit is a new text with the literal shape of one seen before:
+// client-side interpolated parameters. Texts cycle through more values than the exact
+// level holds.
+func BenchmarkClassifyShapeHit(b *testing.B) {
+	benchInterpolated(b, New(1000))
+}
+
+// BenchmarkClassifyDigestHit is BenchmarkClassifyShapeHit without the shape level: each
+// text is normalized and its digest found.
 func BenchmarkClassifyDigestHit(b *testing.B) {
 	r := New(1000)
+	r.shape = nil
+	benchInterpolated(b, r)
+}
+
+func benchInterpolated(b *testing.B, r *Router) {
 	texts := make([]string, 4096)
 	for i := range texts {
 		texts[i] = "SELECT id, name, balance FROM accounts WHERE id = " + strconv.Itoa(i)
 	}
-	r.Classify(texts[0])
+	want := r.Classify(texts[0])
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		r.Classify(texts[i&4095])
+		if r.Classify(texts[i&4095]) != want {
+			b.Fatal("a text of the same digest got another plan")
+		}
 		i++
 	}
 }
