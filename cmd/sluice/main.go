@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -65,6 +66,24 @@ func usage(w io.Writer) {
 `)
 }
 
+// startCPUProfile starts the runtime's CPU profiler, writing to path; the
+// returned func stops it and closes the file. The profile is what
+// cmd/sluice/default.pgo is made from (see bench/README.md).
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "usage: sluice check-config FILE")
@@ -87,8 +106,19 @@ func runProxy(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "sluice.toml", "configuration file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		// Deferred first, so it runs last: the profile covers the
+		// shutdown too, and is complete when the process exits.
+		defer stopProfile()
 	}
 	cfg, err := conf.Load(*path)
 	if err != nil {

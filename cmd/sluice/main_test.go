@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,5 +191,28 @@ func TestCheckConfigWarnsPublicListeners(t *testing.T) {
 				t.Errorf("%s: line %q, want a warning about %s without TLS", c.name, lines[i], w)
 			}
 		}
+	}
+}
+
+// TestRunCPUProfile: `sluice run -cpuprofile FILE` leaves a complete pprof
+// profile (gzip-compressed) however the run ends, here at a configuration
+// that does not load; a file that cannot be created stops the run at once.
+func TestRunCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.pprof")
+	var stderr bytes.Buffer
+	if code := run([]string{"run", "-config", filepath.Join(dir, "missing.toml"), "-cpuprofile", prof}, io.Discard, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1 for a missing configuration: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile is %d bytes and not gzip: % x", len(b), b[:min(len(b), 8)])
+	}
+	stderr.Reset()
+	if code := run([]string{"run", "-config", filepath.Join(dir, "missing.toml"), "-cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.pprof")}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "cpuprofile") {
+		t.Fatalf("exit %d, stderr %q: want 1 naming cpuprofile", code, stderr.String())
 	}
 }
