@@ -25,9 +25,12 @@ SOAK ?= 30m
 SOAK_TIMEOUT ?= 60m
 SOAK_CI ?= 60s
 # `make bench`: seconds per sysbench run; BENCH_QUICK=1 runs only point_select
-# at 16 threads; SAVE=1 writes bench/results/<date>.md (see bench/README.md).
+# at 16 threads; BENCH_ROUNDS=3 runs each cell three times per target and
+# reports the median run; SAVE=1 writes bench/results/<date>.md (see
+# bench/README.md).
 BENCH_TIME ?= 10
 BENCH_QUICK ?=
+BENCH_ROUNDS ?= 1
 SAVE ?=
 
 .PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill
@@ -100,7 +103,7 @@ soak:
 # (installs haproxy and sysbench when missing).
 bench:
 	bash scripts/deps.sh bench
-	BENCH_TIME='$(BENCH_TIME)' BENCH_QUICK='$(BENCH_QUICK)' SAVE='$(SAVE)' $(GO) run ./bench
+	BENCH_TIME='$(BENCH_TIME)' BENCH_QUICK='$(BENCH_QUICK)' BENCH_ROUNDS='$(BENCH_ROUNDS)' SAVE='$(SAVE)' $(GO) run ./bench
 
 # The failover drill: 8 clients write to the master of a semi-synchronous
 # sandbox, the master gets kill -9, a 500ms x 3 prober declares it down and

@@ -18,6 +18,9 @@
 //	BENCH_TIME=10    seconds per sysbench run
 //	BENCH_QUICK=1    only oltp_point_select at 16 threads, both ps modes
 //	BENCH_SLUICE_THREADS=0  sluice's [proxy] threads (GOMAXPROCS); 0 = one per CPU
+//	BENCH_ROUNDS=1   runs of each cell per target; the report takes the median
+//	BENCH_CPUPROFILE=FILE  the "sluice" target writes a CPU profile of the run
+//	                 there (what cmd/sluice/default.pgo is made from)
 //	SAVE=1           also write the report to bench/results/<YYYY-MM-DD>.md
 //	                 (<YYYY-MM-DD>-quick.md in quick mode)
 //
@@ -28,6 +31,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -42,6 +46,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,10 +76,24 @@ type settings struct {
 	// threads is sluice's [proxy] threads; 0, sluice's default, is one
 	// per CPU, as HAProxy's default nbthread is.
 	threads int
+	// cpuProfile, when set, is where the "sluice" target writes a CPU
+	// profile of the whole run (sluice run -cpuprofile): the input of
+	// cmd/sluice/default.pgo.
+	cpuProfile string
+	// rounds is how many times each cell runs against each target; the
+	// report gives each target's median run.
+	rounds int
 }
 
 func readSettings() (settings, error) {
-	s := settings{seconds: 10, threads: 0}
+	s := settings{seconds: 10, threads: 0, rounds: 1}
+	if v := strings.TrimSpace(os.Getenv("BENCH_ROUNDS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 15 {
+			return s, fmt.Errorf("BENCH_ROUNDS=%q: want 1 to 15", v)
+		}
+		s.rounds = n
+	}
 	if v := strings.TrimSpace(os.Getenv("BENCH_SLUICE_THREADS")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 1024 {
@@ -88,6 +107,13 @@ func readSettings() (settings, error) {
 			return s, fmt.Errorf("BENCH_TIME=%q: want whole seconds between 1 and 3600", v)
 		}
 		s.seconds = n
+	}
+	if v := strings.TrimSpace(os.Getenv("BENCH_CPUPROFILE")); v != "" {
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			return s, fmt.Errorf("BENCH_CPUPROFILE=%q: %w", v, err)
+		}
+		s.cpuProfile = abs
 	}
 	s.quick = truthy(os.Getenv("BENCH_QUICK"))
 	s.save = truthy(os.Getenv("SAVE"))
@@ -234,19 +260,19 @@ func run() (code int) {
 			c.stop()
 		}
 	}()
-	startOne := func(name string, clusterKeys ...string) (target, error) {
-		c, err := startSluice(ctx, sluiceBin, topo, tmp, name, st.threads, clusterKeys...)
+	startOne := func(name, cpuProfile string, clusterKeys ...string) (target, error) {
+		c, err := startSluice(ctx, sluiceBin, topo, tmp, name, st.threads, cpuProfile, clusterKeys...)
 		if err != nil {
 			return target{}, err
 		}
 		procs = append(procs, c)
 		return target{name: name, addr: c.addr, user: topo.Opts.AppUser, pass: topo.Opts.AppPassword, proc: c}, nil
 	}
-	sl, err := startOne("sluice", `consistency = "strong"`)
+	sl, err := startOne("sluice", st.cpuProfile, `consistency = "strong"`)
 	if err != nil {
 		return fail(err)
 	}
-	split, err := startOne("split")
+	split, err := startOne("split", "")
 	if err != nil {
 		return fail(err)
 	}
@@ -287,37 +313,45 @@ func run() (code int) {
 	}
 
 	results := make([]map[string]*result, len(cells))
-	total, done, failed := len(cells)*len(targets), 0, 0
+	total, done, failed := len(cells)*len(targets)*st.rounds, 0, 0
 	for i, c := range cells {
-		results[i] = map[string]*result{}
-		for k := range targets {
-			t := targets[(i+k)%len(targets)] // rotate who goes first
-			if ctx.Err() != nil {
-				return fail(ctx.Err())
-			}
-			if err := waitReplicated(ctx, topo, 2*time.Minute); err != nil {
-				logf("warning: %v", err)
-			}
-			r := measure(ctx, sb, t, c, st.seconds, ownPIDs(topo, hp, sl.proc, split.proc))
-			results[i][t.name] = r
-			done++
-			if r.err != nil {
-				failed++
+		runs := map[string][]*result{}
+		for round := range st.rounds {
+			for k := range targets {
+				// Rotate who goes first, from cell to cell and from
+				// round to round.
+				t := targets[(i+round+k)%len(targets)]
 				if ctx.Err() != nil {
 					return fail(ctx.Err())
 				}
-				logf("[%d/%d] %s %d thr %s %s: FAILED: %v", done, total, c.workload, c.threads, c.psMode, t.name, r.err)
-				continue
-			}
-			extra := ""
-			if t.sluice() && r.hasCPU {
-				extra = fmt.Sprintf(", CPU %.4f s/1k stmts, RSS %.1f MB", r.cpuPer1k(), float64(r.rssKB)/1024)
-				if r.replica >= 0 {
-					extra += fmt.Sprintf(", %.0f%% to replicas", 100*r.replica)
+				if err := waitReplicated(ctx, topo, 2*time.Minute); err != nil {
+					logf("warning: %v", err)
 				}
+				r := measure(ctx, sb, t, c, st.seconds, ownPIDs(topo, hp, sl.proc, split.proc))
+				runs[t.name] = append(runs[t.name], r)
+				done++
+				if r.err != nil {
+					failed++
+					if ctx.Err() != nil {
+						return fail(ctx.Err())
+					}
+					logf("[%d/%d] %s %d thr %s %s: FAILED: %v", done, total, c.workload, c.threads, c.psMode, t.name, r.err)
+					continue
+				}
+				extra := ""
+				if t.sluice() && r.hasCPU {
+					extra = fmt.Sprintf(", CPU %.4f s/1k stmts, RSS %.1f MB", r.cpuPer1k(), float64(r.rssKB)/1024)
+					if r.replica >= 0 {
+						extra += fmt.Sprintf(", %.0f%% to replicas", 100*r.replica)
+					}
+				}
+				logf("[%d/%d] %s %d thr %s %s: %.0f qps, p95 %.2f ms, p50 %.3f ms%s; other work %.2f cores",
+					done, total, c.workload, c.threads, c.psMode, t.name, r.sb.qps, r.sb.p95, r.sb.p50, extra, r.otherCores)
 			}
-			logf("[%d/%d] %s %d thr %s %s: %.0f qps, p95 %.2f ms, p50 %.3f ms%s; other work %.2f cores",
-				done, total, c.workload, c.threads, c.psMode, t.name, r.sb.qps, r.sb.p95, r.sb.p50, extra, r.otherCores)
+		}
+		results[i] = map[string]*result{}
+		for name, rs := range runs {
+			results[i][name] = medianRun(rs)
 		}
 	}
 	facts.loadAfter = loadAvg()
@@ -366,6 +400,23 @@ func matrix(quick bool) []cell {
 
 // measure runs one sysbench against t; for a proxy it also takes its
 // process's CPU time, for a sluice its peak RSS and its routes.
+// medianRun returns the run of median qps among those that succeeded (the
+// lower of the middle two for an even count), or the first run when none
+// did. All of its figures come from that one run.
+func medianRun(rs []*result) *result {
+	var good []*result
+	for _, r := range rs {
+		if ok(r) {
+			good = append(good, r)
+		}
+	}
+	if len(good) == 0 {
+		return rs[0]
+	}
+	slices.SortFunc(good, func(a, b *result) int { return cmp.Compare(a.sb.qps, b.sb.qps) })
+	return good[(len(good)-1)/2]
+}
+
 func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, own []int) *result {
 	r := &result{replica: -1, otherCores: math.NaN()}
 	args := append([]string{c.workload}, sb.common(t)...)
@@ -561,8 +612,9 @@ func buildSluice(ctx context.Context, dir string) (string, error) {
 // startSluice starts `sluice run` in front of topo as a child process, with
 // <dir>/<name>.toml as its configuration and <dir>/<name>.log as its output
 // (JSON logging at info, as in production); clusterKeys are extra lines of
-// its [[cluster]].
-func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, threads int, clusterKeys ...string) (*child, error) {
+// its [[cluster]]. With cpuProfile set it also writes a CPU profile there,
+// complete once the process has stopped.
+func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, threads int, cpuProfile string, clusterKeys ...string) (*child, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -585,7 +637,11 @@ func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, n
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	c, err := startChild(ctx, name, bin, dir, addr, "run", "-config", path)
+	args := []string{"run", "-config", path}
+	if cpuProfile != "" {
+		args = append(args, "-cpuprofile", cpuProfile)
+	}
+	c, err := startChild(ctx, name, bin, dir, addr, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -1084,6 +1140,10 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 	fmt.Fprintf(&b, "# sluice benchmark, %s\n\n", f.started.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- mode: %s, %d s per sysbench run, %d tables × %d rows, order of targets rotated per cell\n",
 		mode, st.seconds, tables, tableSize)
+	if st.rounds > 1 {
+		fmt.Fprintf(&b, "- %d rounds (BENCH_ROUNDS): each cell ran %d times against each target, interleaved; every figure is from that target's run of median qps in the cell\n",
+			st.rounds, st.rounds)
+	}
 	fmt.Fprintf(&b, "- machine: %d CPUs (%s), kernel %s; idle CPU over 2 s before the start %s and after the last run %s"+
 		" (less than 100%% = other work on the machine); load average before %s, after %s\n",
 		f.nproc, f.cpuModel, f.kernel, pct(f.idleBefore), pct(f.idleAfter), f.loadBefore, f.loadAfter)
