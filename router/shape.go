@@ -4,22 +4,25 @@ import "strings"
 
 // literalShape appends to dst the shape of the statement text s: s with each
 // quoted string replaced by the marker '?' and each plain number by '0', and
-// every other byte (keywords, identifiers, spacing, comments) kept as it is. It reports false,
-// and the caller must not use dst, for text it does not take apart with
-// certainty: an unterminated quote or comment. The caller has already refused text with a backslash (an
-// escape whose meaning depends on sql_mode).
+// every other byte (keywords, names, spacing, comments) kept as it is. It
+// reports false, and the caller must not use dst, for text it cannot take
+// apart with certainty: an unterminated quote or comment. The caller has
+// already refused text with a backslash (an escape whose meaning depends on
+// sql_mode).
 //
 // Why it is safe as a cache key in front of the digest level: the shape is
 // itself SQL that the TiDB normalizer digests exactly as it digests s (a
 // string literal and a ? marker both become ?, and a number stays a number,
 // whose sign the normalizer drops alike), so two texts of one shape have one
 // digest, and the digest level's plan is the plan of both.
-// FuzzLiteralShapeDigest checks this. The shape keeps more than the
-// normalizer does (letter case, spacing, NULL, IN-list length), which only
-// splits one digest over several shapes. The one place the normalizer keeps
-// a literal is an integer in an ORDER BY or GROUP BY list ("ORDER BY 2" is
-// a column position); the shape keeps every number after the word BY, which
-// covers it.
+// FuzzLiteralShapeDigest checks this. Where the lexer could read the bytes
+// around a literal differently once it is replaced (a number glued to a
+// name or a dot, a string with a prefix such as X'1F' or @'v'), the literal
+// is kept as it is. The shape also keeps what the normalizer folds (letter
+// case, spacing, NULL, IN-list length), which only splits one digest over
+// several shapes. The one place the normalizer keeps a literal is an integer
+// in an ORDER BY or GROUP BY list ("ORDER BY 2" is a column position); the
+// shape keeps every number after the word BY, which covers it.
 func literalShape(dst []byte, s string) ([]byte, bool) {
 	afterBy := false
 	for i := 0; i < len(s); {
