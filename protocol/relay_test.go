@@ -302,17 +302,6 @@ func TestRelayReplaceErr(t *testing.T) {
 	}
 }
 
-// wirePackets frames payloads as a server sends them, from sequence id seq.
-func wirePackets(seq uint8, payloads ...[]byte) []byte {
-	var b []byte
-	for _, p := range payloads {
-		b = append(b, byte(len(p)), byte(len(p)>>8), byte(len(p)>>16), seq)
-		b = append(b, p...)
-		seq++
-	}
-	return b
-}
-
 // TestRelayBufferedRows covers the runs of rows the relay forwards straight
 // from the backend's read buffer: whatever the chunks the backend's bytes
 // arrive in, the client gets every packet whole and renumbered from its own
@@ -353,10 +342,10 @@ func TestRelayBufferedRows(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/chunk=%d", tc.name, chunk), func(t *testing.T) {
 				var data []byte
 				if tc.gapAt > 0 {
-					data = append(wirePackets(1, tc.payloads[:tc.gapAt]...),
-						wirePackets(uint8(tc.gapAt+2), tc.payloads[tc.gapAt:]...)...)
+					data = append(benchStream(1, tc.payloads[:tc.gapAt]...),
+						benchStream(uint8(tc.gapAt+2), tc.payloads[tc.gapAt:]...)...)
 				} else {
-					data = wirePackets(1, tc.payloads...)
+					data = benchStream(1, tc.payloads...)
 				}
 				backend := NewConn(&fzConn{in: data, chunk: chunk})
 				backend.SetSeq(1)
@@ -369,7 +358,7 @@ func TestRelayBufferedRows(t *testing.T) {
 				if tc.gapAt > 0 {
 					sent = tc.payloads[:tc.gapAt]
 				}
-				if want := wirePackets(tc.clientSeq, sent...); !bytes.Equal(cnc.out, want) {
+				if want := benchStream(tc.clientSeq, sent...); !bytes.Equal(cnc.out, want) {
 					t.Fatalf("client got %d bytes, want the %d bytes of %d packets from seq %d",
 						len(cnc.out), len(want), len(sent), tc.clientSeq)
 				}
