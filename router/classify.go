@@ -87,16 +87,19 @@ func (a *analysis) sameRouting(b *analysis) bool {
 // analyze parses sql and classifies it.
 func analyze(sql string, flags textFlags) analysis {
 	p := parserPool.Get().(*parser.Parser)
-	a := analyzeWith(p, sql)
-	if flags&flagBackslash != 0 {
+	a, broken := analyzeWith(p, sql)
+	if flags&flagBackslash != 0 && !broken {
 		// The server lexes string literals differently when the session has
 		// NO_BACKSLASH_ESCAPES; see Plan.EscapeSensitive.
 		p.SetSQLMode(noBackslashEscapesSQLMode)
-		b := analyzeWith(p, sql)
+		var b analysis
+		b, broken = analyzeWith(p, sql)
 		p.SetSQLMode(defaultSQLMode)
 		a.escapeSensitive = !a.sameRouting(&b)
 	}
-	parserPool.Put(p)
+	if !broken {
+		parserPool.Put(p)
+	}
 	if flags&flagConditional != 0 {
 		// The server may execute more or less than the TiDB lexer saw: never send such a
 		// text to a replica on the strength of our reading of it.
@@ -108,8 +111,32 @@ func analyze(sql string, flags textFlags) analysis {
 	return a
 }
 
-func analyzeWith(p *parser.Parser, sql string) analysis {
-	stmts, _, err := p.Parse(sql, "", "")
+// analyzeWith classifies sql with p. broken reports that the parser
+// panicked and must not be used again; the text is then a parse failure.
+func analyzeWith(p *parser.Parser, sql string) (a analysis, broken bool) {
+	stmts, broken, err := parseSafe(p, sql)
+	if broken {
+		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %v", ErrParse, err), pins: pinsOfText(sql) | PinUntracked}, true
+	}
+	return analyzeParsed(stmts, err, sql), false
+}
+
+// parseSafe is p.Parse that turns a panic inside the parser into an error.
+// The literal driver the parser is built with panics on some numbers it
+// cannot hold (an integer of 82 digits); a client's text must never take
+// its session down, so such a text is a parse failure and goes to the
+// server, which answers it. broken reports the panic.
+func parseSafe(p *parser.Parser, sql string) (stmts []ast.StmtNode, broken bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stmts, broken, err = nil, true, fmt.Errorf("parser failed: %v", r)
+		}
+	}()
+	stmts, _, err = p.Parse(sql, "", "")
+	return stmts, false, err
+}
+
+func analyzeParsed(stmts []ast.StmtNode, err error, sql string) analysis {
 	if err != nil {
 		if k, op, ok := recognizeUnparsed(sql); ok {
 			return analysis{kind: k, txn: op, recognized: true, pins: pinsOfText(sql)}

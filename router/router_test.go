@@ -904,3 +904,19 @@ func TestTxnOp(t *testing.T) {
 		}
 	}
 }
+
+// TestParserPanicIsParseFailure: a text that makes the TiDB parser panic
+// (its literal driver cannot hold an integer of 82 digits) is classified as
+// a parse failure bound for the master, and the router goes on classifying.
+func TestParserPanicIsParseFailure(t *testing.T) {
+	r := New(0)
+	for range 3 { // the parser pool must not hand out a broken parser
+		p := r.Classify("SELECT " + strings.Repeat("7", 82))
+		if !errors.Is(p.ParseErr, ErrParse) || p.Kind != KindWrite || p.Target != TargetMaster {
+			t.Fatalf("plan %+v, want a parse failure for the master", p)
+		}
+		if p := r.Classify("SELECT c FROM t WHERE id = 1"); p.Kind != KindRead || p.ParseErr != nil {
+			t.Fatalf("after the panic a plain read got %+v", p)
+		}
+	}
+}
