@@ -221,8 +221,9 @@ type Router struct {
 type digestPlans [3]*Plan
 
 // New returns a Router whose cache holds at most cacheEntries plans: three quarters for
-// exact texts and a quarter (if that is at least one) for digests. With cacheEntries < 1
-// nothing is cached and every call parses.
+// exact texts and a quarter (if that is at least one) for digests. The shape level keys
+// as many shapes as the digest level holds digests; its entries point at the digest
+// level's plans. With cacheEntries < 1 nothing is cached and every call parses.
 func New(cacheEntries int) *Router {
 	if cacheEntries < 1 {
 		return &Router{}
