@@ -87,6 +87,9 @@ type Proxy struct {
 	// database servers fewer leave them CPU and cost the proxy less in
 	// scheduling, as HAProxy's nbthread or ProxySQL's mysql-threads do.
 	Threads int `toml:"threads"`
+	// EventLoop runs sessions on event loops, one per thread, instead of
+	// a goroutine each (proxy/loop.go). Linux only; needs a restart.
+	EventLoop bool `toml:"event_loop"`
 	// MaxClientConnections caps concurrent client connections.
 	MaxClientConnections int `toml:"max_client_connections"`
 	// MaxAllowedPacket is the largest packet, in bytes, accepted from a client.

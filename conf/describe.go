@@ -28,6 +28,9 @@ func (c *Config) Describe() string {
 	if x.Threads > 0 {
 		threads = fmt.Sprint(x.Threads)
 	}
+	if x.EventLoop {
+		threads += " (event loops)"
+	}
 	timeouts := fmt.Sprintf("  threads %s, handshake_timeout %s, connect_timeout %s", threads, x.HandshakeTimeout, x.ConnectTimeout)
 	if x.ServerVersion != "" {
 		timeouts += fmt.Sprintf(", server_version %q", x.ServerVersion)

@@ -91,6 +91,7 @@ func Diff(old, new *Config) Changes {
 	same(d, "proxy.metrics_listen", op.MetricsListen, np.MetricsListen, restart)
 	same(d, "proxy.log_level", op.LogLevel, np.LogLevel, live)
 	same(d, "proxy.threads", op.Threads, np.Threads, restart)
+	same(d, "proxy.event_loop", op.EventLoop, np.EventLoop, restart)
 	same(d, "proxy.max_client_connections", op.MaxClientConnections, np.MaxClientConnections, live)
 	same(d, "proxy.max_allowed_packet", op.MaxAllowedPacket, np.MaxAllowedPacket, live)
 	same(d, "proxy.handshake_timeout", op.HandshakeTimeout, np.HandshakeTimeout, live)
@@ -352,6 +353,7 @@ func Live(running, file *Config) *Config {
 	rp, op := &running.Proxy, &out.Proxy
 	op.Listen, op.AdminListen, op.MetricsListen = rp.Listen, rp.AdminListen, rp.MetricsListen
 	op.Threads, op.LocalInfile, op.StateDir = rp.Threads, rp.LocalInfile, rp.StateDir
+	op.EventLoop = rp.EventLoop
 	op.TLSCert, op.TLSKey, op.RequireTLS = rp.TLSCert, rp.TLSKey, rp.RequireTLS
 	out.Admin = running.Admin
 	if file.Sharding.DefaultCluster == "" {

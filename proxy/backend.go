@@ -49,6 +49,8 @@ type BackendConn struct {
 	// wire is the socket under Conn (nil for connections not dialled by
 	// a pool): the stall watchdog sees pending reads and cuts them there.
 	wire *watchedConn
+	// lc is wire's connection when it is a loopConn (Pool.loopConns).
+	lc *loopConn
 }
 
 // idleCheckAfter is how long a connection may rest in its pool before it is
@@ -90,6 +92,9 @@ type Pool struct {
 	// trackGTID asks the server to report each transaction's GTID in its
 	// OK packets (session tracking), for causal reads.
 	trackGTID bool
+	// loopConns: connections leave Go's poller after the dial, for
+	// sessions on event loops (loopConn).
+	loopConns bool
 
 	// queries counts the commands run on the pool's connections (SHOW
 	// BACKENDS).
@@ -154,11 +159,16 @@ func (p *Pool) CloseLent() int {
 // Get lends a connection with key: an idle one (checked to be alive), or a
 // new one while fewer than size are open; else it waits up to waitTimeout
 // for one to come back. noSchema asks for a connection with no default
-// schema (a session that has none must not inherit another's).
-func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendConn, error) {
+// schema (a session that has none must not inherit another's). A borrower
+// on an event loop (t) steps off it before a dial or a wait.
+func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool, t *loopTask) (*BackendConn, error) {
 	var timer *time.Timer
 	var waitStart time.Time
+	detached := false
 	defer func() {
+		if detached {
+			t.attach()
+		}
 		if timer != nil {
 			timer.Stop()
 			p.waits.Add(1)
@@ -173,10 +183,26 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 		}
 		l := p.idle[key]
 		pick := -1
-		for i := len(l) - 1; i >= 0; i-- {
+		for i := len(l) - 1; i >= 0 && len(l)-i <= 8; i-- {
 			if !noSchema || l[i].schema == "" {
-				pick = i
-				break
+				if pick < 0 {
+					pick = i
+				}
+				// The most recent one on the borrower's loop, if near
+				// the top: moving a socket to another loop costs two
+				// epoll_ctl calls.
+				if l[i].onLoopOf(t) {
+					pick = i
+					break
+				}
+			}
+		}
+		if pick < 0 {
+			for i := len(l) - 9; i >= 0; i-- {
+				if !noSchema || l[i].schema == "" {
+					pick = i
+					break
+				}
 			}
 		}
 		if pick < 0 && p.open >= p.size {
@@ -206,6 +232,9 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 		if p.open < p.size {
 			p.open++
 			p.mu.Unlock()
+			if !detached {
+				detached = t.detach()
+			}
 			bc, err := p.dial(ctx, key)
 			if err != nil {
 				p.release()
@@ -217,6 +246,9 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool) (*BackendCon
 			return bc, nil
 		}
 		p.mu.Unlock()
+		if !detached {
+			detached = t.detach()
+		}
 		if timer == nil {
 			timer, waitStart = time.NewTimer(p.waitTimeout), time.Now()
 		}
@@ -278,7 +310,19 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	wire := &watchedConn{Conn: newSockConn(raw)}
+	var lc *loopConn
+	wire := &watchedConn{}
+	// A TLS connection's Close writes an alert on the closing goroutine
+	// (the stall watchdog's, say), which must not wait on a session's
+	// loop: those stay in Go's poller.
+	if p.loopConns && p.tls == nil {
+		if lc, err = dialLoopConn(raw); err != nil {
+			return nil, err
+		}
+		wire.Conn = lc
+	} else {
+		wire.Conn = newSockConn(raw)
+	}
 	var nc net.Conn = wire
 	c := protocol.NewConn(nc)
 	c.LenientSeq = true
@@ -306,7 +350,7 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		return nil, err
 	}
 	bc := &BackendConn{Conn: c, backend: p.Backend(), pool: p, key: key, status: g.Status,
-		mariadb: strings.Contains(g.ServerVersion, "MariaDB"), ident: &backendIdent{pool: p, threadID: g.ConnectionID, conn: c}, wire: wire}
+		mariadb: strings.Contains(g.ServerVersion, "MariaDB"), ident: &backendIdent{pool: p, threadID: g.ConnectionID, conn: c}, wire: wire, lc: lc}
 	if p.trackGTID && g.Capabilities&protocol.ClientSessionTrack != 0 {
 		c.SessionTrack = true
 		if err := bc.trackGTIDs(); err != nil {

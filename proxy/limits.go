@@ -342,6 +342,10 @@ func (s *Session) admit(cmd byte) (bool, error) {
 	}
 	lim.delayed.Inc()
 	defer b.done()
+	// A timer wait: off the loop, so the loop's other sessions go on.
+	if s.task.detach() {
+		defer s.task.attach()
+	}
 	t := s.lims.waitTimer
 	if t == nil {
 		t = time.NewTimer(time.Duration(wait))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/health"
@@ -179,6 +180,10 @@ func (s *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
 // slow-query log settings.
 func (s *Server) initMetrics() {
 	s.metrics.reg.MustRegister(newPoolCollector(s), newBackendCollector(s))
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_event_loop_sessions",
+		Help: "Client sessions served by event loops ([proxy] event_loop); 0 without them.",
+	}, func() float64 { return float64(s.loopSessions()) }))
 	// Always: a reload may add shard rules to a running sluice.
 	s.metrics.addRoutes(routeShard, routeScatter)
 	s.SetSlowQueryLog(s.cfg.Proxy.SlowQueryThreshold.Duration, s.cfg.Proxy.LogSQL)

@@ -66,14 +66,20 @@ func (s *Server) pool(addr string) *Pool { return (*s.poolMap.Load())[addr] }
 // getConn borrows a connection to the backend at addr. A pool that a
 // reload replaced between the lookup and the borrow is looked up again; a
 // backend the reload dropped is errBackendGone.
-func (s *Server) getConn(addr string, key poolKey, noSchema bool) (*BackendConn, error) {
+// t is the borrowing session's loop task (nil for none): the connection's
+// waits go to its loop, and a borrow that has to wait or dial steps off
+// the loop meanwhile.
+func (s *Server) getConn(addr string, key poolKey, noSchema bool, t *loopTask) (*BackendConn, error) {
 	p := s.pool(addr)
 	for range 3 {
 		if p == nil {
 			return nil, fmt.Errorf("%s: %w", addr, errBackendGone)
 		}
-		bc, err := p.Get(s.ctx, key, noSchema)
+		bc, err := p.Get(s.ctx, key, noSchema, t)
 		if !errors.Is(err, errPoolClosed) {
+			if bc != nil && bc.lc != nil {
+				bc.lc.bind(t)
+			}
 			return bc, err
 		}
 		next := s.pool(addr)
@@ -182,6 +188,7 @@ func (s *Server) newPoolFor(cfg *conf.Config, b *health.Backend) (*Pool, error) 
 		wait = conf.DefaultPoolWaitTimeout
 	}
 	p := newPool(b, size)
+	p.loopConns = cfg.Proxy.EventLoop && loopsSupported
 	p.user, p.password = cc.User, cc.Password
 	p.dialTimeout, p.waitTimeout = cfg.Proxy.ConnectTimeout.Duration, wait
 	p.tls, p.tlsRequired = t, required

@@ -46,6 +46,10 @@ const defaultCollation = 45
 
 // Server accepts client connections and serves them.
 type Server struct {
+	// loops are the event loops sessions run on ([proxy] event_loop),
+	// started by Start; nil without. nextLoop spreads sessions over them.
+	loops    []*eventLoop
+	nextLoop atomic.Uint32
 	// cfg is the configuration the Server started with: read it only for
 	// settings that need a restart (listeners, TLS, cluster names,
 	// masters and accounts), which a reload never changes. Live settings
@@ -288,6 +292,14 @@ func (s *Server) Start() error {
 	s.runProber(prober)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.watchStalls() }()
+	if s.cfg.Proxy.EventLoop {
+		// Last, so no earlier failure leaves loops behind.
+		if err := s.startLoops(); err != nil {
+			s.ln.Close()
+			s.cancel()
+			return err
+		}
+	}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.Serve() }()
 	return nil
@@ -352,28 +364,26 @@ func (s *Server) Serve() error {
 			continue
 		}
 		s.wg.Add(1)
-		go s.serveConn(newSockConn(nc))
+		if s.loops != nil {
+			go s.serveConn(newLoopConn(nc))
+		} else {
+			go s.serveConn(newSockConn(nc))
+		}
 	}
 }
 
 func (s *Server) serveConn(nc net.Conn) {
-	defer s.wg.Done()
 	id := s.nextID.Add(1)
 	sess := newSession(s, id, nc)
+	onLoop := false
 	defer func() {
+		if onLoop {
+			return // the loop's task ends the session
+		}
 		if r := recover(); r != nil {
 			sess.log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 		}
-		sess.close()
-		s.mu.Lock()
-		delete(s.sessions, id)
-		s.mu.Unlock()
-		if s.draining.Load() {
-			select {
-			case s.sessionEnded <- struct{}{}:
-			default:
-			}
-		}
+		s.endSession(sess)
 	}()
 	s.mu.Lock()
 	limit := s.config().Proxy.MaxClientConnections
@@ -388,8 +398,34 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 	s.metrics.clients.Inc()
-	defer s.metrics.clients.Dec()
-	sess.run(s.ctx)
+	sess.counted = true
+	start := time.Now()
+	if !sess.start(s.ctx) {
+		return
+	}
+	if onLoop = s.serveOnLoop(sess, start); onLoop {
+		return
+	}
+	sess.serveAll(start)
+}
+
+// endSession releases what a session held once it has ended, on whichever
+// goroutine served it.
+func (s *Server) endSession(sess *Session) {
+	defer s.wg.Done()
+	if sess.counted {
+		s.metrics.clients.Dec()
+	}
+	sess.close()
+	s.mu.Lock()
+	delete(s.sessions, sess.id)
+	s.mu.Unlock()
+	if s.draining.Load() {
+		select {
+		case s.sessionEnded <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Close stops accepting, closes every client connection and idle pool
@@ -409,6 +445,9 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	for _, p := range *s.poolMap.Load() {
 		p.Close()
+	}
+	for _, l := range s.loops {
+		l.stop()
 	}
 	return err
 }

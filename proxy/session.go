@@ -40,6 +40,10 @@ type Session struct {
 	srv    *Server
 	id     uint32
 	client *protocol.Conn
+	// task runs the session on an event loop; nil when a goroutine of its
+	// own serves it. counted: the session is in the clients gauge.
+	task    *loopTask
+	counted bool
 
 	user string
 	caps uint32 // the client's capabilities, limited to sluice's
@@ -212,8 +216,9 @@ func (s *Session) log() *zap.Logger {
 	return s.srv.log.With(zap.Uint32("conn_id", s.id), zap.Stringer("client", s.client.NetConn().RemoteAddr()), zap.String("user", s.user))
 }
 
-func (s *Session) run(ctx context.Context) {
-	start := time.Now()
+// start logs the client in; it reports whether the session is to be
+// served.
+func (s *Session) start(ctx context.Context) bool {
 	if err := s.login(ctx); err != nil {
 		result := "error"
 		if errors.Is(err, auth.ErrAccessDenied) {
@@ -224,12 +229,18 @@ func (s *Session) run(ctx context.Context) {
 		s.srv.metrics.logins.WithLabelValues(result).Inc()
 		s.srv.metrics.loginFailed(err, s.client.SentErr)
 		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
-		return
+		return false
 	}
 	s.srv.metrics.logins.WithLabelValues("ok").Inc()
 	s.log().Info("client connected", zap.String("schema", s.schema))
 	s.afterCommand()
 	s.client.Idle()
+	return true
+}
+
+// serveAll serves the client's commands until it leaves (start is when it
+// connected).
+func (s *Session) serveAll(start time.Time) {
 	err := s.serve()
 	s.log().Info("client disconnected", zap.Duration("duration", time.Since(start)), zap.NamedError("reason", err))
 }
@@ -354,6 +365,10 @@ func (s *Session) comChangeUser(p []byte) error {
 	}
 	s.resetState()
 	s.schema = ""
+	// The auth server's connection is in Go's poller: off the loop.
+	if s.task.detach() {
+		defer s.task.attach()
+	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.config().Proxy.HandshakeTimeout.Duration)
 	defer cancel()
 	_ = s.client.SetDeadline(time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration))
@@ -841,6 +856,10 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	if failed == nil && ready() {
 		return nil
 	}
+	// The wait is for timers and the topology, not sockets: off the loop.
+	if s.task.detach() {
+		defer s.task.attach()
+	}
 	h := &s.srv.config().Health
 	wait := h.FailoverWriteWait.Duration
 	if !h.AutoFailover || s.cluster.WritesRefused != "" {
@@ -964,7 +983,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 				skip = b
 				continue
 			}
-			bc, err := s.srv.getConn(b.Address, s.key, s.schema == "")
+			bc, err := s.srv.getConn(b.Address, s.key, s.schema == "", s.task)
 			if err == nil {
 				s.replica = bc
 				if !s.aside {
@@ -1022,7 +1041,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 		}
 	}
 	m := s.cluster.Master
-	bc, err := s.srv.getConn(m.Address, s.key, s.schema == "")
+	bc, err := s.srv.getConn(m.Address, s.key, s.schema == "", s.task)
 	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.srv.config().Health.AutoFailover {
 		// The master may have just died: wait for the probes to say so
 		// and a failover to replace it, then try the master of the
@@ -1031,7 +1050,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			return nil, werr
 		}
 		m = s.cluster.Master
-		bc, err = s.srv.getConn(m.Address, s.key, s.schema == "")
+		bc, err = s.srv.getConn(m.Address, s.key, s.schema == "", s.task)
 	}
 	if errors.Is(err, ErrPoolExhausted) {
 		return nil, protocol.NewError(protocol.ErConCount,

@@ -679,7 +679,7 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 			default:
 				// Outside a transaction the second gets a connection of
 				// its own, and the two run at once.
-				bc, err = s.srv.getConn(bc.backend.Address, s.key, s.schema == "")
+				bc, err = s.srv.getConn(bc.backend.Address, s.key, s.schema == "", s.task)
 				extra = true
 			}
 		}

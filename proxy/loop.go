@@ -1,0 +1,591 @@
+//go:build linux
+
+package proxy
+
+import (
+	"container/heap"
+	"fmt"
+	"iter"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"go.uber.org/zap"
+)
+
+// An eventLoop runs sessions' waits for their sockets on one epoll
+// instance ([proxy] event_loop). Each session's command loop runs as a
+// coroutine (a loopTask); when a read or write of one of its connections
+// finds the socket not ready, the coroutine hands the wait to its loop and
+// the loop's goroutine switches straight to the next task whose socket is
+// ready.
+//
+// Why: with a goroutine per session, every wait parks the goroutine in
+// Go's network poller, and every wake-up goes through the scheduler: a run
+// queue, a spinning search for work, often a second thread woken for it.
+// On a host whose cores the proxy shares with the database servers that
+// cost per statement several times sluice's own work. A coroutine switch
+// is a direct hand-off on the same thread, and the loop sleeps in
+// epoll_wait itself, as an event-driven proxy does.
+//
+// The loop's goroutine keeps its processor while it sleeps in epoll_wait
+// (a raw system call), so the server runs with one processor more than it
+// has loops (Server.Start) for everything else: logins, the admin port,
+// probes, and tasks that step off the loop (loopTask.detach) for work that
+// blocks on something other than their sockets.
+//
+// Concurrency: the loop's goroutine, and the tasks it resumes, own the
+// timers and the tasks' wait fields. The slot table (which connection a
+// registered descriptor is, and who waits on it) is guarded by mu, since a
+// connection closing on another goroutine frees its slot; so is the queue
+// of tasks handed to the loop from other goroutines (submit).
+type eventLoop struct {
+	epfd   int
+	wakefd int // eventfd: submit writes it to end an epoll_wait
+	log    *zap.Logger
+
+	// rawWait: sleep in epoll_wait holding the processor. Off when the
+	// process has a single processor, which the loop would take from
+	// everything else.
+	rawWait bool
+
+	// runnable are tasks to resume in this round (loop goroutine only).
+	runnable []*loopTask
+
+	mu       sync.Mutex
+	slots    []loopSlot
+	free     []uint32
+	incoming []*loopTask
+	stopping bool
+	tasks    int // tasks started on the loop and not finished
+	// fdsClosed: the loop has ended and closed epfd and wakefd, whose
+	// numbers the kernel may hand out again.
+	fdsClosed bool
+
+	timers timerHeap
+	done   chan struct{}
+}
+
+// loopSlot is one registered descriptor: its connection, the generation
+// that the epoll key carries (a freed slot's stale events are ignored),
+// and the task waiting on it.
+type loopSlot struct {
+	c      *loopConn
+	gen    uint32
+	waiter *loopTask
+	write  bool
+	// missed are the events that came while no task waited for them: a
+	// wait that skips its first read (loopWait.first) looks here.
+	missed uint32
+}
+
+// wakeKey marks the eventfd's events.
+const wakeKey = ^uint64(0)
+
+// loopTask is one session's code run as a coroutine by an eventLoop.
+// attached is true while the loop drives it: only then do its
+// connections' waits go to the loop; while it is detached (on a goroutine
+// of its own) they wait in ppoll(2).
+type loopTask struct {
+	loop  *eventLoop
+	next  func() (loopWait, bool)
+	stop  func()
+	yield func(loopWait) bool
+
+	attached bool
+	waitSlot int32 // slot waited on, -1 when not waiting
+	timedOut bool
+	waitErr  error // the wait could not be set up
+	// deadline is the current wait's (monoNow ns, 0 for none); heapIdx
+	// the task's place in its loop's timers, -1 when it has none there.
+	deadline int64
+	heapIdx  int
+}
+
+// loopWait is what a task yields to its driver: a wait for a connection
+// to be readable or writable until deadline (monoNow ns, 0 for none), or a
+// request to step off the loop (detach) or back onto it (attach).
+type loopWait struct {
+	c        *loopConn
+	write    bool
+	deadline int64
+	detach   bool
+	attach   bool
+	// first: the task has not tried its read yet (the peer was just sent
+	// a request, so nothing is expected to be there): it waits at once,
+	// unless an event came for the socket while nobody waited.
+	first bool
+}
+
+func newEventLoop(log *zap.Logger, rawWait bool) (*eventLoop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	r, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+	if e != 0 {
+		syscall.Close(epfd)
+		return nil, e
+	}
+	l := &eventLoop{epfd: epfd, wakefd: int(r), log: log, rawWait: rawWait, done: make(chan struct{})}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN}
+	*(*uint64)(unsafe.Pointer(&ev.Fd)) = wakeKey
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wakefd, &ev); err != nil {
+		syscall.Close(epfd)
+		syscall.Close(l.wakefd)
+		return nil, err
+	}
+	go l.run()
+	return l, nil
+}
+
+// spawn starts run as a task on the loop; run gets its task.
+func (l *eventLoop) spawn(run func(t *loopTask)) {
+	t := &loopTask{loop: l, waitSlot: -1, heapIdx: -1}
+	t.next, t.stop = iter.Pull(func(yield func(loopWait) bool) {
+		t.yield = yield
+		run(t)
+	})
+	l.mu.Lock()
+	l.tasks++
+	l.mu.Unlock()
+	l.submit(t)
+}
+
+// submit hands t to the loop, which resumes it at once: from a goroutine
+// of its own it may have missed readiness the loop saw meanwhile, so it
+// tries its I/O again before it waits.
+func (l *eventLoop) submit(t *loopTask) {
+	l.mu.Lock()
+	l.incoming = append(l.incoming, t)
+	l.mu.Unlock()
+	l.wake()
+}
+
+func (l *eventLoop) wake() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fdsClosed {
+		return
+	}
+	one := uint64(1)
+	syscall.Write(l.wakefd, (*[8]byte)(unsafe.Pointer(&one))[:])
+}
+
+// stop ends the loop once its last task has finished.
+func (l *eventLoop) stop() {
+	l.mu.Lock()
+	first := !l.stopping
+	l.stopping = true
+	l.mu.Unlock()
+	if first {
+		l.wake()
+	}
+	<-l.done
+}
+
+func (l *eventLoop) run() {
+	defer close(l.done)
+	evs := make([]syscall.EpollEvent, 128)
+	var in []*loopTask
+	for {
+		timeout := -1
+		if len(l.timers) > 0 {
+			d := l.timers[0].deadline - int64(monoNow())
+			timeout = 0
+			if d > 0 {
+				timeout = int((d + 999_999) / 1_000_000)
+			}
+		}
+		n := l.wait(evs, timeout)
+		for i := 0; i < n; i++ {
+			key := *(*uint64)(unsafe.Pointer(&evs[i].Fd))
+			if key == wakeKey {
+				var b [8]byte
+				syscall.Read(l.wakefd, b[:])
+				continue
+			}
+			if t := l.ready(key, evs[i].Events); t != nil {
+				l.resume(t)
+			}
+		}
+		l.mu.Lock()
+		in, l.incoming = l.incoming, in[:0]
+		l.mu.Unlock()
+		for _, t := range in {
+			t.attached = true
+			l.resume(t)
+		}
+		clear(in)
+		for len(l.runnable) > 0 {
+			t := l.runnable[len(l.runnable)-1]
+			l.runnable = l.runnable[:len(l.runnable)-1]
+			l.resume(t)
+		}
+		if len(l.timers) > 0 {
+			l.expire(int64(monoNow()))
+		}
+		l.mu.Lock()
+		end := l.stopping && l.tasks == 0
+		if end {
+			l.fdsClosed = true
+			syscall.Close(l.epfd)
+			syscall.Close(l.wakefd)
+		}
+		l.mu.Unlock()
+		if end {
+			return
+		}
+	}
+}
+
+// wait is epoll_wait. A raw call keeps the processor while it sleeps; the
+// runtime's preemption signal ends it early (EINTR), so a stop-the-world
+// still reaches the loop.
+func (l *eventLoop) wait(evs []syscall.EpollEvent, msec int) int {
+	p := uintptr(unsafe.Pointer(&evs[0]))
+	var r uintptr
+	var e syscall.Errno
+	if l.rawWait {
+		r, _, e = syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), p, uintptr(len(evs)), uintptr(msec), 0, 0)
+	} else {
+		r, _, e = syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), p, uintptr(len(evs)), 0, 0, 0)
+		if e == 0 && r == 0 && msec != 0 {
+			r, _, e = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), p, uintptr(len(evs)), uintptr(msec), 0, 0)
+		}
+	}
+	if e != 0 {
+		return 0
+	}
+	return int(r)
+}
+
+// ready returns the task an event wakes, nil if none waits for it.
+func (l *eventLoop) ready(key uint64, events uint32) *loopTask {
+	idx, gen := uint32(key), uint32(key>>32)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if int(idx) >= len(l.slots) {
+		return nil
+	}
+	s := &l.slots[idx]
+	const failed = syscall.EPOLLHUP | syscall.EPOLLERR
+	if s.gen != gen {
+		return nil
+	}
+	if s.waiter == nil || s.write && events&(syscall.EPOLLOUT|failed) == 0 ||
+		!s.write && events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|failed) == 0 {
+		s.missed |= events
+		return nil
+	}
+	t := s.waiter
+	s.waiter = nil
+	// The other direction's edge is spent too: remember it for a later
+	// first wait (loopWait.first).
+	if s.write {
+		s.missed |= events &^ (syscall.EPOLLOUT | failed)
+	} else {
+		s.missed |= events &^ (syscall.EPOLLIN | syscall.EPOLLRDHUP | failed)
+	}
+	return t
+}
+
+// resume runs t until it waits again, steps off the loop or ends.
+func (l *eventLoop) resume(t *loopTask) {
+	t.waitSlot = -1
+	w, ok := l.next(t)
+	if !ok {
+		if t.heapIdx >= 0 {
+			heap.Remove(&l.timers, t.heapIdx)
+		}
+		l.mu.Lock()
+		l.tasks--
+		l.mu.Unlock()
+		return
+	}
+	switch {
+	case w.detach:
+		t.attached = false
+		// Off the loop no deadline of the loop's applies; a task that ends
+		// there must not stay in the heap.
+		if t.heapIdx >= 0 {
+			heap.Remove(&l.timers, t.heapIdx)
+		}
+		go t.drive()
+	case w.attach:
+		// Already on the loop: go on.
+		l.submit(t)
+	default:
+		l.park(t, w)
+	}
+}
+
+// next resumes t's coroutine. A panic the session's own recover did not
+// catch ends the task, not the loop.
+func (l *eventLoop) next(t *loopTask) (w loopWait, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.log.Error("event loop task panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			ok = false
+		}
+	}()
+	return t.next()
+}
+
+// park makes t wait for w on this loop, registering w's connection here
+// if it is not yet.
+func (l *eventLoop) park(t *loopTask, w loopWait) {
+	slot, err := w.c.registerOn(l)
+	if err != nil {
+		// Closed meanwhile, or epoll refused it: the task sees why.
+		t.waitErr = err
+		l.runnable = append(l.runnable, t)
+		return
+	}
+	want := uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLHUP | syscall.EPOLLERR)
+	if w.write {
+		want = syscall.EPOLLOUT | syscall.EPOLLHUP | syscall.EPOLLERR
+	}
+	l.mu.Lock()
+	s := &l.slots[slot]
+	missed := s.missed&want != 0
+	// What came before is stale for a task that read until EAGAIN, and
+	// is what a first wait must not miss.
+	s.missed &^= want
+	if w.first && missed {
+		l.mu.Unlock()
+		l.runnable = append(l.runnable, t)
+		return
+	}
+	s.waiter, s.write = t, w.write
+	l.mu.Unlock()
+	t.waitSlot = int32(slot)
+	// One timer entry per task, kept across waits: the idle deadline of
+	// a client's reads rarely changes from one command to the next.
+	t.deadline = w.deadline
+	switch {
+	case t.heapIdx >= 0 && w.deadline == 0:
+		heap.Remove(&l.timers, t.heapIdx)
+	case t.heapIdx >= 0:
+		heap.Fix(&l.timers, t.heapIdx)
+	case w.deadline != 0:
+		heap.Push(&l.timers, t)
+	}
+}
+
+// expire resumes the tasks whose wait's deadline has passed.
+func (l *eventLoop) expire(now int64) {
+	for len(l.timers) > 0 && l.timers[0].deadline <= now {
+		t := heap.Pop(&l.timers).(*loopTask)
+		if t.waitSlot < 0 {
+			continue // not waiting: its next wait pushes it again
+		}
+		l.mu.Lock()
+		s := &l.slots[t.waitSlot]
+		waiting := s.waiter == t
+		if waiting {
+			s.waiter = nil
+		}
+		l.mu.Unlock()
+		if waiting {
+			t.timedOut = true
+			l.resume(t)
+		}
+	}
+}
+
+// add registers fd (edge-triggered, for both directions) and returns its
+// slot. Edge-triggered is right because a task always tries its I/O before
+// it waits, and waits only after EAGAIN.
+func (l *eventLoop) add(c *loopConn) (uint32, error) {
+	l.mu.Lock()
+	var idx uint32
+	if n := len(l.free); n > 0 {
+		idx = l.free[n-1]
+		l.free = l.free[:n-1]
+	} else {
+		l.slots = append(l.slots, loopSlot{})
+		idx = uint32(len(l.slots) - 1)
+	}
+	s := &l.slots[idx]
+	s.c, s.waiter, s.missed = c, nil, 0
+	gen := s.gen
+	l.mu.Unlock()
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | 1<<31} // EPOLLET
+	*(*uint64)(unsafe.Pointer(&ev.Fd)) = uint64(gen)<<32 | uint64(idx)
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		l.release(idx)
+		return 0, err
+	}
+	return idx, nil
+}
+
+// remove unregisters c's descriptor from slot idx. A task still waiting
+// there is handed back so it sees the connection closed.
+func (l *eventLoop) remove(c *loopConn, idx uint32) {
+	l.mu.Lock()
+	if !l.fdsClosed {
+		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
+	}
+	l.mu.Unlock()
+	if t := l.release(idx); t != nil {
+		l.submit(t)
+	}
+}
+
+func (l *eventLoop) release(idx uint32) *loopTask {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.slots[idx]
+	t := s.waiter
+	s.c, s.waiter = nil, nil
+	s.gen++
+	l.free = append(l.free, idx)
+	return t
+}
+
+// drive runs a detached task on a goroutine of its own until it asks to
+// go back onto the loop.
+func (t *loopTask) drive() {
+	for {
+		w, ok := t.loop.next(t)
+		if !ok {
+			t.loop.mu.Lock()
+			t.loop.tasks--
+			t.loop.mu.Unlock()
+			t.loop.wake() // a stop may wait for the last task
+			return
+		}
+		if w.detach {
+			continue
+		}
+		// attach, or (should a detached task's connection yield) a wait:
+		// the loop resumes it and it retries its I/O there.
+		t.loop.submit(t)
+		return
+	}
+}
+
+// detach moves the calling task off its loop, to a goroutine of its own,
+// before it blocks on something other than its sockets (a pool's wait, a
+// dial, a timer, another goroutine); it reports whether it did. Call
+// attach afterwards. t may be nil (a session served by its own goroutine).
+func (t *loopTask) detach() bool {
+	if t == nil || !t.attached {
+		return false
+	}
+	t.yield(loopWait{detach: true})
+	return true
+}
+
+// attach moves a detached task back onto its loop.
+func (t *loopTask) attach() {
+	t.yield(loopWait{attach: true})
+}
+
+// waitFor makes the calling task wait on its loop for c; it reports
+// whether the deadline passed first.
+func (t *loopTask) waitFor(c *loopConn, write, first bool, deadline int64) (timedOut bool, err error) {
+	t.timedOut, t.waitErr = false, nil
+	t.yield(loopWait{c: c, write: write, first: first, deadline: deadline})
+	return t.timedOut, t.waitErr
+}
+
+// timerHeap orders a loop's tasks that wait with a deadline by it.
+type timerHeap []*loopTask
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *timerHeap) Push(x any) {
+	t := x.(*loopTask)
+	t.heapIdx = len(*h)
+	*h = append(*h, t)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	t.heapIdx = -1
+	return t
+}
+
+// loopsSupported: event loops run on this platform.
+const loopsSupported = true
+
+// startLoops starts one event loop per thread and gives the process one
+// thread more, for the work that does not run on a loop (see eventLoop).
+func (s *Server) startLoops() error {
+	n := runtime.NumCPU()
+	if t := s.cfg.Proxy.Threads; t > 0 {
+		n = t
+	}
+	runtime.GOMAXPROCS(n + 1)
+	for range n {
+		l, err := newEventLoop(s.log, true)
+		if err != nil {
+			for _, l := range s.loops {
+				l.stop()
+			}
+			s.loops = nil
+			return fmt.Errorf("proxy: starting event loops: %w", err)
+		}
+		s.loops = append(s.loops, l)
+	}
+	return nil
+}
+
+// serveOnLoop hands a logged-in session to an event loop, which serves
+// its commands from then on and ends it (endSession); it reports whether
+// it did. A session whose client connection is not a plain TCP socket
+// (TLS) stays on its goroutine.
+func (s *Server) serveOnLoop(sess *Session, start time.Time) bool {
+	if s.loops == nil {
+		return false
+	}
+	lc, ok := sess.client.NetConn().(*loopConn)
+	if !ok || lc.leavePoller() != nil {
+		return false
+	}
+	l := s.loops[s.nextLoop.Add(1)%uint32(len(s.loops))]
+	l.spawn(func(t *loopTask) {
+		defer func() {
+			if r := recover(); r != nil {
+				sess.log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			}
+			s.endSession(sess)
+		}()
+		sess.task = t
+		lc.bind(t)
+		sess.serveAll(start)
+	})
+	return true
+}
+
+// onLoopOf reports whether bc's socket is registered on t's loop, or
+// either has none (no move needed).
+func (bc *BackendConn) onLoopOf(t *loopTask) bool {
+	if t == nil || bc.lc == nil {
+		return true
+	}
+	h := bc.lc.home.Load()
+	return h == nil || h == t.loop
+}
+
+// loopSessions counts the sessions the event loops run (for metrics).
+func (s *Server) loopSessions() int {
+	n := 0
+	for _, l := range s.loops {
+		l.mu.Lock()
+		n += l.tasks
+		l.mu.Unlock()
+	}
+	return n
+}
