@@ -82,8 +82,11 @@ fuzz:
 microbench:
 	$(GO) test -run '^$$' -bench '$(MICROBENCH)' -benchmem -count 1 -benchtime $(MICROBENCHTIME) ./protocol ./router ./shard ./proxy
 
+# The end-to-end suite runs twice: sessions on goroutines (the default) and
+# on event loops ([proxy] event_loop, through the sandbox's configurations).
 e2e:
 	$(GO) test -race -count=1 -timeout 15m ./tests/...
+	SLUICE_SANDBOX_PROXY_KEYS='event_loop = true' $(GO) test -race -count=1 -timeout 15m ./tests/...
 
 test: deps-test vet unit fuzz e2e
 	$(MAKE) soak SOAK=$(SOAK_CI) SOAK_TIMEOUT=15m

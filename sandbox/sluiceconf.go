@@ -2,8 +2,13 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"strings"
 )
+
+// ProxyKeysEnv names an environment variable whose value, when set, is
+// added to the [proxy] table of every configuration the sandbox writes.
+const ProxyKeysEnv = "SLUICE_SANDBOX_PROXY_KEYS"
 
 // SluiceOptions shape the configuration SluiceConfigWith writes. Keys are
 // whole TOML lines added to their table.
@@ -51,6 +56,11 @@ func ShardedSluiceConfig(o SluiceOptions, auth *Server, clusters []NamedTopology
 	fmt.Fprintf(&b, "[proxy]\nlisten = %q\n", o.Listen)
 	for _, k := range o.ProxyKeys {
 		b.WriteString(k + "\n")
+	}
+	// make test runs the end-to-end suite once more with extra [proxy]
+	// keys (event_loop = true) through this variable.
+	if extra := os.Getenv(ProxyKeysEnv); extra != "" {
+		b.WriteString(extra + "\n")
 	}
 	fmt.Fprintf(&b, "\n[auth]\nbackend = \"mysql\"\naddress = %q\n", auth.Addr())
 	for _, k := range o.AuthKeys {
