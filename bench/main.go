@@ -18,6 +18,7 @@
 //	BENCH_TIME=10    seconds per sysbench run
 //	BENCH_QUICK=1    only oltp_point_select at 16 threads, both ps modes
 //	BENCH_SLUICE_THREADS=0  sluice's [proxy] threads (GOMAXPROCS); 0 = one per CPU
+//	BENCH_EVENT_LOOP=1      both sluices with [proxy] event_loop = true
 //	BENCH_ROUNDS=1   runs of each cell per target; the report takes the median
 //	BENCH_CPUPROFILE=FILE  the "sluice" target writes a CPU profile of the run
 //	                 there (what cmd/sluice/default.pgo is made from)
@@ -83,6 +84,8 @@ type settings struct {
 	// rounds is how many times each cell runs against each target; the
 	// report gives each target's median run.
 	rounds int
+	// eventLoop runs both sluices with [proxy] event_loop = true.
+	eventLoop bool
 }
 
 func readSettings() (settings, error) {
@@ -93,6 +96,13 @@ func readSettings() (settings, error) {
 			return s, fmt.Errorf("BENCH_ROUNDS=%q: want 1 to 15", v)
 		}
 		s.rounds = n
+	}
+	switch v := strings.TrimSpace(os.Getenv("BENCH_EVENT_LOOP")); v {
+	case "", "0":
+	case "1":
+		s.eventLoop = true
+	default:
+		return s, fmt.Errorf("BENCH_EVENT_LOOP=%q: want 0 or 1", v)
 	}
 	if v := strings.TrimSpace(os.Getenv("BENCH_SLUICE_THREADS")); v != "" {
 		n, err := strconv.Atoi(v)
@@ -261,7 +271,7 @@ func run() (code int) {
 		}
 	}()
 	startOne := func(name, cpuProfile string, clusterKeys ...string) (target, error) {
-		c, err := startSluice(ctx, sluiceBin, topo, tmp, name, st.threads, cpuProfile, clusterKeys...)
+		c, err := startSluice(ctx, sluiceBin, topo, tmp, name, st, cpuProfile, clusterKeys...)
 		if err != nil {
 			return target{}, err
 		}
@@ -614,7 +624,7 @@ func buildSluice(ctx context.Context, dir string) (string, error) {
 // (JSON logging at info, as in production); clusterKeys are extra lines of
 // its [[cluster]]. With cpuProfile set it also writes a CPU profile there,
 // complete once the process has stopped.
-func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, threads int, cpuProfile string, clusterKeys ...string) (*child, error) {
+func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, st settings, cpuProfile string, clusterKeys ...string) (*child, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -623,16 +633,16 @@ func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, n
 	if err != nil {
 		return nil, err
 	}
-	cfg := topo.SluiceConfigWith(sandbox.SluiceOptions{
-		Listen: addr,
-		ProxyKeys: []string{
-			fmt.Sprintf("threads = %d", threads),
-			fmt.Sprintf("metrics_listen = %q", metrics),
-			`admin_listen = "127.0.0.1:0"`,
-			`log_level = "info"`,
-		},
-		ClusterKeys: clusterKeys,
-	})
+	keys := []string{
+		fmt.Sprintf("threads = %d", st.threads),
+		fmt.Sprintf("metrics_listen = %q", metrics),
+		`admin_listen = "127.0.0.1:0"`,
+		`log_level = "info"`,
+	}
+	if st.eventLoop {
+		keys = append(keys, "event_loop = true")
+	}
+	cfg := topo.SluiceConfigWith(sandbox.SluiceOptions{Listen: addr, ProxyKeys: keys, ClusterKeys: clusterKeys})
 	path := filepath.Join(dir, name+".toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -1152,6 +1162,9 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 	threads := "one per CPU"
 	if st.threads > 0 {
 		threads = strconv.Itoa(st.threads)
+	}
+	if st.eventLoop {
+		threads += ", event_loop = true"
 	}
 	fmt.Fprintf(&b, "- Go %s; sluice commit %s; each sluice a process of its own (`sluice run`) with threads = %s (its GOMAXPROCS), RSS %.1f MB before the first run\n",
 		strings.TrimPrefix(f.goVersion, "go"), f.commit, threads, float64(f.rssStartKB)/1024)
