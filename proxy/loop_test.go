@@ -27,29 +27,6 @@ func loopPair(t testing.TB) (*loopConn, net.Conn) {
 	return lc, peer
 }
 
-func rawPair(t testing.TB) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := <-accepted
-	if c == nil {
-		t.Fatal("accept failed")
-	}
-	return c, peer
-}
-
 func startLoop(t testing.TB) *eventLoop {
 	t.Helper()
 	l, err := newEventLoop(zap.NewNop(), true)

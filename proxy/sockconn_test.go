@@ -16,34 +16,37 @@ import (
 // wrapped by newSockConn.
 func tcpPair(t testing.TB) (wrapped, peer net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			accepted <- nil
-			return
-		}
-		accepted <- c
-	}()
-	peer, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := <-accepted
-	if c == nil {
-		t.Fatal("accept failed")
-	}
+	c, peer := rawPair(t)
 	wrapped = newSockConn(c)
 	if _, ok := wrapped.(*sockConn); !ok {
 		t.Fatalf("newSockConn(%T) did not wrap it", c)
 	}
 	t.Cleanup(func() { wrapped.Close(); peer.Close() })
 	return wrapped, peer
+}
+
+// rawPair returns both ends of a loopback TCP connection: the accepted one
+// and the dialled one.
+func rawPair(t testing.TB) (accepted, dialled net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		ch <- c
+	}()
+	dialled, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accepted = <-ch; accepted == nil {
+		t.Fatal("accept failed")
+	}
+	return accepted, dialled
 }
 
 func TestSockConnReadWrite(t *testing.T) {
