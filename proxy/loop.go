@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -51,6 +52,8 @@ type eventLoop struct {
 	// process has a single processor, which the loop would take from
 	// everything else.
 	rawWait bool
+	// counted: the loop holds one of rawLoops (takeProcessor); under mu.
+	counted bool
 
 	// runnable are tasks to resume in this round (loop goroutine only).
 	runnable []*loopTask
@@ -234,6 +237,9 @@ func (l *eventLoop) run() {
 			l.fdsClosed = true
 			syscall.Close(l.epfd)
 			syscall.Close(l.wakefd)
+			if l.counted {
+				rawLoops.Add(-1)
+			}
 		}
 		l.mu.Unlock()
 		if end {
@@ -517,6 +523,24 @@ func (h *timerHeap) Pop() any {
 	return t
 }
 
+// rawLoops counts the loops of the process that sleep holding their
+// processor.
+var rawLoops atomic.Int32
+
+// takeProcessor reports whether a new loop may sleep holding its
+// processor: while that leaves at least one processor to the rest of the
+// process. Loops beyond that (more Servers in one process, as in tests)
+// sleep through the scheduler's system-call path, or they would starve
+// everything else, the other loops included, until the runtime preempts
+// them.
+func takeProcessor() bool {
+	if rawLoops.Add(1) <= int32(runtime.GOMAXPROCS(0)-1) {
+		return true
+	}
+	rawLoops.Add(-1)
+	return false
+}
+
 // loopsSupported: event loops run on this platform.
 const loopsSupported = true
 
@@ -529,7 +553,15 @@ func (s *Server) startLoops() error {
 	}
 	runtime.GOMAXPROCS(n + 1)
 	for range n {
-		l, err := newEventLoop(s.log, true)
+		raw := takeProcessor()
+		l, err := newEventLoop(s.log, raw)
+		if err == nil {
+			l.mu.Lock()
+			l.counted = raw
+			l.mu.Unlock()
+		} else if raw {
+			rawLoops.Add(-1)
+		}
 		if err != nil {
 			for _, l := range s.loops {
 				l.stop()
