@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -359,5 +360,22 @@ func TestLoopConnPipelinedInput(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the task waited for bytes that were already in its socket")
+	}
+}
+
+// Only GOMAXPROCS-1 loops of the process sleep holding a processor; the
+// rest of the process keeps one.
+func TestTakeProcessor(t *testing.T) {
+	free := int32(runtime.GOMAXPROCS(0)-1) - rawLoops.Load()
+	taken := int32(0)
+	for takeProcessor() {
+		taken++
+		if taken > 1024 {
+			break
+		}
+	}
+	rawLoops.Add(-taken)
+	if taken != max(free, 0) {
+		t.Fatalf("takeProcessor granted %d loops, want %d (GOMAXPROCS %d)", taken, max(free, 0), runtime.GOMAXPROCS(0))
 	}
 }
