@@ -1163,10 +1163,11 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 	if st.threads > 0 {
 		threads = strconv.Itoa(st.threads)
 	}
+	threads += " (its GOMAXPROCS)"
 	if st.eventLoop {
-		threads += ", event_loop = true"
+		threads += " and event_loop = true (GOMAXPROCS one more)"
 	}
-	fmt.Fprintf(&b, "- Go %s; sluice commit %s; each sluice a process of its own (`sluice run`) with threads = %s (its GOMAXPROCS), RSS %.1f MB before the first run\n",
+	fmt.Fprintf(&b, "- Go %s; sluice commit %s; each sluice a process of its own (`sluice run`) with threads = %s, RSS %.1f MB before the first run\n",
 		strings.TrimPrefix(f.goVersion, "go"), f.commit, threads, float64(f.rssStartKB)/1024)
 	fmt.Fprintf(&b, "- wall time %v\n\n", f.finished.Sub(f.started).Round(time.Second))
 
