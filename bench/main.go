@@ -20,6 +20,7 @@
 //	BENCH_SLUICE_THREADS=0  sluice's [proxy] threads (GOMAXPROCS); 0 = one per CPU
 //	BENCH_EVENT_LOOP=1      both sluices with [proxy] event_loop = true
 //	BENCH_ROUNDS=1   runs of each cell per target; the report takes the median
+//	BENCH_CONTROL=0  leave out the A/A control (a second HAProxy, "HAProxy-b")
 //	BENCH_CPUPROFILE=FILE  the "sluice" target writes a CPU profile of the run
 //	                 there (what cmd/sluice/default.pgo is made from)
 //	SAVE=1           also write the report to bench/results/<YYYY-MM-DD>.md
@@ -86,10 +87,20 @@ type settings struct {
 	rounds int
 	// eventLoop runs both sluices with [proxy] event_loop = true.
 	eventLoop bool
+	// control adds the A/A control target: a second HAProxy, measured
+	// like the first (BENCH_CONTROL=0 leaves it out).
+	control bool
 }
 
 func readSettings() (settings, error) {
-	s := settings{seconds: 10, threads: 0, rounds: 1}
+	s := settings{seconds: 10, threads: 0, rounds: 1, control: true}
+	switch v := strings.TrimSpace(os.Getenv("BENCH_CONTROL")); v {
+	case "", "1":
+	case "0":
+		s.control = false
+	default:
+		return s, fmt.Errorf("BENCH_CONTROL=%q: want 0 or 1", v)
+	}
 	if v := strings.TrimSpace(os.Getenv("BENCH_ROUNDS")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 15 {
@@ -288,7 +299,7 @@ func run() (code int) {
 	}
 
 	// HAProxy, a child process.
-	hp, err := startHAProxy(ctx, haproxyBin, tmp, topo.Master.Addr())
+	hp, err := startHAProxy(ctx, haproxyBin, tmp, "haproxy", topo.Master.Addr())
 	if err != nil {
 		return fail(err)
 	}
@@ -297,8 +308,24 @@ func run() (code int) {
 		hp.stop()
 	}()
 	ha := target{name: "haproxy", addr: hp.addr, user: svcUser, pass: svcPass, proc: hp}
-
+	own := []*child{hp, sl.proc, split.proc}
 	targets := []target{direct, ha, sl, split}
+	// The A/A control: a second HAProxy, configured as the first, measured
+	// as one more target. How far HAProxy-b/HAProxy strays from 1.00x in a
+	// cell is what that cell's sluice/HAProxy can tell apart at all.
+	if st.control {
+		hb, err := startHAProxy(ctx, haproxyBin, tmp, "haproxy-b", topo.Master.Addr())
+		if err != nil {
+			return fail(err)
+		}
+		defer func() {
+			logf("stopping haproxy-b")
+			hb.stop()
+		}()
+		own = append(own, hb)
+		targets = append(targets, target{name: "haproxy-b", addr: hb.addr, user: svcUser, pass: svcPass, proc: hb})
+	}
+
 	for _, t := range targets {
 		if err := ping(ctx, t, 15*time.Second); err != nil {
 			return fail(fmt.Errorf("%s (%s) does not answer: %w", t.name, t.addr, err))
@@ -337,7 +364,7 @@ func run() (code int) {
 				if err := waitReplicated(ctx, topo, 2*time.Minute); err != nil {
 					logf("warning: %v", err)
 				}
-				r := measure(ctx, sb, t, c, st.seconds, ownPIDs(topo, hp, sl.proc, split.proc))
+				r := measure(ctx, sb, t, c, st.seconds, ownPIDs(topo, own...))
 				runs[t.name] = append(runs[t.name], r)
 				done++
 				if r.err != nil {
@@ -771,9 +798,10 @@ func lookHAProxy() (string, error) {
 	return "", errors.New("haproxy not found (run scripts/deps.sh bench; Debian: haproxy)")
 }
 
-// startHAProxy writes a minimal TCP-mode configuration forwarding a free
-// loopback port to backend and runs HAProxy in the foreground.
-func startHAProxy(ctx context.Context, bin, dir, backend string) (*child, error) {
+// startHAProxy writes a minimal TCP-mode configuration (<dir>/<name>.cfg)
+// forwarding a free loopback port to backend and runs HAProxy in the
+// foreground.
+func startHAProxy(ctx context.Context, bin, dir, name, backend string) (*child, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -795,14 +823,14 @@ frontend mysql
 backend master
     server master %s
 `, addr, backend)
-	path := filepath.Join(dir, "haproxy.cfg")
+	path := filepath.Join(dir, name+".cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
 	if out, err := exec.CommandContext(ctx, bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("haproxy -c: %w\n%s", err, out)
 	}
-	return startChild(ctx, "haproxy", bin, dir, addr, "-db", "-f", path)
+	return startChild(ctx, name, bin, dir, addr, "-db", "-f", path)
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
@@ -1171,20 +1199,34 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 		strings.TrimPrefix(f.goVersion, "go"), f.commit, threads, float64(f.rssStartKB)/1024)
 	fmt.Fprintf(&b, "- wall time %v\n\n", f.finished.Sub(f.started).Round(time.Second))
 
-	b.WriteString("| workload | thr | ps | direct qps | HAProxy qps | sluice qps | sluice/direct | sluice/HAProxy | split qps | split/HAProxy | direct p95 ms | HAProxy p95 ms | sluice p95 ms | split p95 ms | HAProxy CPU s/1k stmts | sluice CPU s/1k stmts | split CPU s/1k stmts | sluice RSS MB | split to replicas | other work, cores |\n")
-	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	controlCols, controlSep := "", ""
+	if st.control {
+		controlCols, controlSep = " HAProxy-b qps | HAProxy-b/HAProxy |", "--:|--:|"
+	}
+	b.WriteString("| workload | thr | ps | direct qps | HAProxy qps | sluice qps | sluice/direct | sluice/HAProxy | split qps | split/HAProxy |" + controlCols + " direct p95 ms | HAProxy p95 ms | sluice p95 ms | split p95 ms | HAProxy CPU s/1k stmts | sluice CPU s/1k stmts | split CPU s/1k stmts | sluice RSS MB | split to replicas | other work, cores |\n")
+	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|" + controlSep + "--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	var notes []string
-	var gm, gmSplit geoMean
+	var gm, gmSplit, gmControl geoMean
+	var verdict mustShow
 	for i, c := range cells {
-		d, h, s, sp := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"]
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		d, h, s, sp, hb := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"], results[i]["haproxy-b"]
+		control := ""
+		if st.control {
+			control = fmt.Sprintf(" %s | %s |", qps(hb), ratio(hb, h))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |%s %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			shortName[c.workload], c.threads, c.psMode,
-			qps(d), qps(h), qps(s), ratio(s, d), ratio(s, h), qps(sp), ratio(sp, h),
+			qps(d), qps(h), qps(s), ratio(s, d), ratio(s, h), qps(sp), ratio(sp, h), control,
 			p95(d), p95(h), p95(s), p95(sp),
-			cpu(h), cpu(s), cpu(sp), rss(s), share(sp), other(d, h, s, sp))
+			cpu(h), cpu(s), cpu(sp), rss(s), share(sp), other(d, h, s, sp, hb))
 		gm.add(s, h)
 		gmSplit.add(sp, h)
-		for _, name := range []string{"direct", "haproxy", "sluice", "split"} {
+		gmControl.add(hb, h)
+		if c.threads > 1 {
+			verdict.throughput.add(s, h)
+			verdict.throughputControl.add(hb, h)
+		}
+		for _, name := range []string{"direct", "haproxy", "sluice", "split", "haproxy-b"} {
 			r := results[i][name]
 			if r == nil {
 				continue
@@ -1202,7 +1244,11 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 	}
 
 	if gm.n > 0 {
-		fmt.Fprintf(&b, "\nGeometric mean of sluice/HAProxy over %d cells: %.2fx (split/HAProxy: %s)\n", gm.n, gm.value(), gmSplit.String())
+		fmt.Fprintf(&b, "\nGeometric mean of sluice/HAProxy over %d cells: %.2fx (split/HAProxy: %s", gm.n, gm.value(), gmSplit.String())
+		if st.control {
+			fmt.Fprintf(&b, "; A/A control HAProxy-b/HAProxy: %s", gmControl.String())
+		}
+		b.WriteString(")\n")
 	}
 
 	var one []int
@@ -1213,11 +1259,15 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 	}
 	if len(one) > 0 {
 		b.WriteString("\nOne thread: median latency per sysbench event (p50 from --histogram) and what each proxy adds over direct.\n\n")
-		b.WriteString("| workload | ps | direct p50 ms | HAProxy p50 ms | sluice p50 ms | split p50 ms | HAProxy adds ms | sluice adds ms | sluice added / HAProxy added | same by avg | split added / HAProxy added |\n")
-		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		controlCols, controlSep := "", ""
+		if st.control {
+			controlCols, controlSep = " HAProxy-b added / HAProxy added |", "--:|"
+		}
+		b.WriteString("| workload | ps | direct p50 ms | HAProxy p50 ms | sluice p50 ms | split p50 ms | HAProxy adds ms | sluice adds ms | sluice added / HAProxy added | same by avg | split added / HAProxy added |" + controlCols + "\n")
+		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + controlSep + "\n")
 		for _, i := range one {
 			c := cells[i]
-			d, h, s, sp := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"]
+			d, h, s, sp, hb := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"], results[i]["haproxy-b"]
 			p50 := func(r *result) float64 {
 				if !ok(r) {
 					return math.NaN()
@@ -1230,11 +1280,20 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 				}
 				return r.sb.avg
 			}
-			hAdd, sAdd, spAdd := p50(h)-p50(d), p50(s)-p50(d), p50(sp)-p50(d)
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			hAdd, sAdd, spAdd, hbAdd := p50(h)-p50(d), p50(s)-p50(d), p50(sp)-p50(d), p50(hb)-p50(d)
+			control := ""
+			if st.control {
+				control = " " + x(hbAdd/hAdd, hAdd > 0) + " |"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s\n",
 				shortName[c.workload], c.psMode, ms(p50(d)), ms(p50(h)), ms(p50(s)), ms(p50(sp)), ms(hAdd), ms(sAdd),
-				x(sAdd/hAdd, hAdd > 0), x((avg(s)-avg(d))/(avg(h)-avg(d)), avg(h)-avg(d) > 0), x(spAdd/hAdd, hAdd > 0))
+				x(sAdd/hAdd, hAdd > 0), x((avg(s)-avg(d))/(avg(h)-avg(d)), avg(h)-avg(d) > 0), x(spAdd/hAdd, hAdd > 0), control)
+			verdict.latency.addRatio(sAdd/hAdd, hAdd > 0 && !math.IsNaN(sAdd))
+			verdict.latencyControl.addRatio(hbAdd/hAdd, hAdd > 0 && !math.IsNaN(hbAdd))
 		}
+	}
+	if !st.quick {
+		b.WriteString(verdict.render(st.control))
 	}
 
 	b.WriteString(`
@@ -1263,6 +1322,64 @@ Notes:
 		for _, n := range notes {
 			b.WriteString("- " + n + "\n")
 		}
+	}
+	return b.String()
+}
+
+// mustShow tallies the report against issue 4's two throughput and
+// latency must-shows, for sluice and for the A/A control, so that a reader
+// sees at once how often a proxy identical to HAProxy meets the same bar in
+// the same run.
+type mustShow struct {
+	// throughput: sluice/HAProxy qps in the cells at 16 and 64 threads
+	// (bar: every one ≥ 1.00x); latency: sluice's added p50 over
+	// HAProxy's at one thread (bar: every one ≤ 1.50x).
+	throughput, throughputControl ratios
+	latency, latencyControl       ratios
+}
+
+// ratios collects the per-cell ratios of one comparison.
+type ratios []float64
+
+func (r *ratios) add(a, b *result) {
+	if ok(a) && ok(b) && b.sb.qps > 0 {
+		*r = append(*r, a.sb.qps/b.sb.qps)
+	}
+}
+
+func (r *ratios) addRatio(v float64, valid bool) {
+	if valid && !math.IsNaN(v) && !math.IsInf(v, 0) {
+		*r = append(*r, v)
+	}
+}
+
+// summary says in how many cells the ratio met the bar (at least bar when
+// atLeast, else at most bar), and the lowest and highest ratio.
+func (r ratios) summary(bar float64, atLeast bool) string {
+	if len(r) == 0 {
+		return "no cells"
+	}
+	met := 0
+	for _, v := range r {
+		if atLeast && v >= bar || !atLeast && v <= bar {
+			met++
+		}
+	}
+	return fmt.Sprintf("%d of %d cells (range %.2fx to %.2fx)", met, len(r), slices.Min(r), slices.Max(r))
+}
+
+func (m mustShow) render(control bool) string {
+	var b strings.Builder
+	b.WriteString("\nAgainst the bars of issue 4 (every cell at 16 and 64 threads ≥ 1.00x of HAProxy's qps; every one-thread cell's added p50 ≤ 1.50x of HAProxy's):\n\n")
+	fmt.Fprintf(&b, "- throughput, sluice/HAProxy ≥ 1.00x: %s\n", m.throughput.summary(1, true))
+	if control {
+		fmt.Fprintf(&b, "- throughput, A/A control HAProxy-b/HAProxy ≥ 1.00x: %s\n", m.throughputControl.summary(1, true))
+	}
+	fmt.Fprintf(&b, "- one thread, sluice added / HAProxy added ≤ 1.50x: %s\n", m.latency.summary(1.5, false))
+	if control {
+		fmt.Fprintf(&b, "- one thread, A/A control HAProxy-b added / HAProxy added ≤ 1.50x: %s\n", m.latencyControl.summary(1.5, false))
+		b.WriteString("- HAProxy-b is a second HAProxy process configured exactly as the first: its ratios are 1.00x but for the run-to-run\n" +
+			"  noise of this machine, so a sluice ratio inside the control's range is not told apart from HAProxy's cost.\n")
 	}
 	return b.String()
 }
