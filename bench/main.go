@@ -5,13 +5,15 @@
 // It starts a sandbox topology (master, 2 replicas, auth server), two sluices
 // in front of it (one sending every statement to the master, as HAProxy
 // does, one splitting reads to the replicas) and HAProxy forwarding to the
-// master, each proxy a child process. It prepares the sysbench tables once
-// on the master, then runs sysbench oltp_point_select, oltp_read_only and
-// oltp_read_write at 1, 16 and 64 threads with --db-ps-mode auto and disable
-// against the four targets, rotating which target goes first from one cell
-// to the next. It prints one markdown table (qps, p95, ratios, the proxies'
-// CPU per 1,000 statements, sluice's RSS) and a small one-thread latency
-// table (p50 and the latency each proxy adds over direct).
+// master, each proxy a child process, and a second, identical HAProxy as an
+// A/A control. It prepares the sysbench tables once on the master, then
+// runs sysbench oltp_point_select, oltp_read_only and oltp_read_write at 1,
+// 16 and 64 threads with --db-ps-mode auto and disable against the five
+// targets, rotating which target goes first from one cell to the next. It
+// prints one markdown table (qps, p95, ratios, the proxies' CPU per 1,000
+// statements, sluice's RSS), a small one-thread latency table (p50 and the
+// latency each proxy adds over direct) and a tally of the cells against
+// issue 4's bars, for sluice and for the control.
 //
 // Environment:
 //
@@ -1201,7 +1203,7 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 
 	controlCols, controlSep := "", ""
 	if st.control {
-		controlCols, controlSep = " HAProxy-b qps | HAProxy-b/HAProxy |", "--:|--:|"
+		controlCols, controlSep = " HAProxy-b qps | HAProxy-b/HAProxy | HAProxy-b CPU s/1k stmts |", "--:|--:|--:|"
 	}
 	b.WriteString("| workload | thr | ps | direct qps | HAProxy qps | sluice qps | sluice/direct | sluice/HAProxy | split qps | split/HAProxy |" + controlCols + " direct p95 ms | HAProxy p95 ms | sluice p95 ms | split p95 ms | HAProxy CPU s/1k stmts | sluice CPU s/1k stmts | split CPU s/1k stmts | sluice RSS MB | split to replicas | other work, cores |\n")
 	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|" + controlSep + "--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
@@ -1212,7 +1214,7 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 		d, h, s, sp, hb := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"], results[i]["haproxy-b"]
 		control := ""
 		if st.control {
-			control = fmt.Sprintf(" %s | %s |", qps(hb), ratio(hb, h))
+			control = fmt.Sprintf(" %s | %s | %s |", qps(hb), ratio(hb, h), cpu(hb))
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |%s %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			shortName[c.workload], c.threads, c.psMode,
@@ -1226,6 +1228,8 @@ func renderReport(st settings, f machineFacts, cells []cell, results []map[strin
 			verdict.throughput.add(s, h)
 			verdict.throughputControl.add(hb, h)
 		}
+		verdict.cpu.addCPU(s, h)
+		verdict.cpuControl.addCPU(hb, h)
 		for _, name := range []string{"direct", "haproxy", "sluice", "split", "haproxy-b"} {
 			r := results[i][name]
 			if r == nil {
@@ -1336,6 +1340,9 @@ type mustShow struct {
 	// HAProxy's at one thread (bar: every one ≤ 1.50x).
 	throughput, throughputControl ratios
 	latency, latencyControl       ratios
+	// cpu: the proxy's CPU per statement over HAProxy's, in every cell:
+	// the cost itself, which the machine's noise moves less than qps.
+	cpu, cpuControl ratios
 }
 
 // ratios collects the per-cell ratios of one comparison.
@@ -1344,6 +1351,12 @@ type ratios []float64
 func (r *ratios) add(a, b *result) {
 	if ok(a) && ok(b) && b.sb.qps > 0 {
 		*r = append(*r, a.sb.qps/b.sb.qps)
+	}
+}
+
+func (r *ratios) addCPU(a, b *result) {
+	if ok(a) && ok(b) && a.hasCPU && b.hasCPU && b.cpuPer1k() > 0 {
+		*r = append(*r, a.cpuPer1k()/b.cpuPer1k())
 	}
 }
 
@@ -1368,6 +1381,20 @@ func (r ratios) summary(bar float64, atLeast bool) string {
 	return fmt.Sprintf("%d of %d cells (range %.2fx to %.2fx)", met, len(r), slices.Min(r), slices.Max(r))
 }
 
+// median is the middle ratio (the mean of the middle two for an even
+// count); NaN for none.
+func (r ratios) median() float64 {
+	if len(r) == 0 {
+		return math.NaN()
+	}
+	s := slices.Sorted(slices.Values(r))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
 func (m mustShow) render(control bool) string {
 	var b strings.Builder
 	b.WriteString("\nAgainst the bars of issue 4 (every cell at 16 and 64 threads ≥ 1.00x of HAProxy's qps; every one-thread cell's added p50 ≤ 1.50x of HAProxy's):\n\n")
@@ -1378,6 +1405,10 @@ func (m mustShow) render(control bool) string {
 	fmt.Fprintf(&b, "- one thread, sluice added / HAProxy added ≤ 1.50x: %s\n", m.latency.summary(1.5, false))
 	if control {
 		fmt.Fprintf(&b, "- one thread, A/A control HAProxy-b added / HAProxy added ≤ 1.50x: %s\n", m.latencyControl.summary(1.5, false))
+	}
+	fmt.Fprintf(&b, "- proxy CPU per statement, sluice/HAProxy ≤ 1.00x: %s, median %.2fx\n", m.cpu.summary(1, false), m.cpu.median())
+	if control {
+		fmt.Fprintf(&b, "- proxy CPU per statement, A/A control HAProxy-b/HAProxy ≤ 1.00x: %s, median %.2fx\n", m.cpuControl.summary(1, false), m.cpuControl.median())
 		b.WriteString("- HAProxy-b is a second HAProxy process configured exactly as the first: its ratios are 1.00x but for the run-to-run\n" +
 			"  noise of this machine, so a sluice ratio inside the control's range is not told apart from HAProxy's cost.\n")
 	}
