@@ -300,32 +300,29 @@ func run() (code int) {
 		return fail(err)
 	}
 
-	// HAProxy, a child process.
-	hp, err := startHAProxy(ctx, haproxyBin, tmp, "haproxy", topo.Master.Addr())
+	// HAProxy, child processes stopped with the sluices.
+	startHA := func(name string) (target, error) {
+		c, err := startHAProxy(ctx, haproxyBin, tmp, name, topo.Master.Addr())
+		if err != nil {
+			return target{}, err
+		}
+		procs = append(procs, c)
+		return target{name: name, addr: c.addr, user: svcUser, pass: svcPass, proc: c}, nil
+	}
+	ha, err := startHA("haproxy")
 	if err != nil {
 		return fail(err)
 	}
-	defer func() {
-		logf("stopping haproxy")
-		hp.stop()
-	}()
-	ha := target{name: "haproxy", addr: hp.addr, user: svcUser, pass: svcPass, proc: hp}
-	own := []*child{hp, sl.proc, split.proc}
 	targets := []target{direct, ha, sl, split}
 	// The A/A control: a second HAProxy, configured as the first, measured
 	// as one more target. How far HAProxy-b/HAProxy strays from 1.00x in a
 	// cell is what that cell's sluice/HAProxy can tell apart at all.
 	if st.control {
-		hb, err := startHAProxy(ctx, haproxyBin, tmp, "haproxy-b", topo.Master.Addr())
+		hb, err := startHA("haproxy-b")
 		if err != nil {
 			return fail(err)
 		}
-		defer func() {
-			logf("stopping haproxy-b")
-			hb.stop()
-		}()
-		own = append(own, hb)
-		targets = append(targets, target{name: "haproxy-b", addr: hb.addr, user: svcUser, pass: svcPass, proc: hb})
+		targets = append(targets, hb)
 	}
 
 	for _, t := range targets {
@@ -335,7 +332,7 @@ func run() (code int) {
 	}
 	facts.rssStartKB = rssKB(strconv.Itoa(sl.proc.pid()))
 	logf("sluice on %s (pid %d), split on %s (pid %d), haproxy on %s (pid %d), master %s",
-		sl.addr, sl.proc.pid(), split.addr, split.proc.pid(), ha.addr, hp.pid(), direct.addr)
+		sl.addr, sl.proc.pid(), split.addr, split.proc.pid(), ha.addr, ha.proc.pid(), direct.addr)
 
 	cells := matrix(st.quick)
 	warm := min(5, st.seconds)
@@ -366,7 +363,7 @@ func run() (code int) {
 				if err := waitReplicated(ctx, topo, 2*time.Minute); err != nil {
 					logf("warning: %v", err)
 				}
-				r := measure(ctx, sb, t, c, st.seconds, ownPIDs(topo, own...))
+				r := measure(ctx, sb, t, c, st.seconds, ownPIDs(topo, procs...))
 				runs[t.name] = append(runs[t.name], r)
 				done++
 				if r.err != nil {
