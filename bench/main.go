@@ -95,13 +95,13 @@ type settings struct {
 }
 
 func readSettings() (settings, error) {
-	s := settings{seconds: 10, threads: 0, rounds: 1, control: true}
-	switch v := strings.TrimSpace(os.Getenv("BENCH_CONTROL")); v {
-	case "", "1":
-	case "0":
-		s.control = false
-	default:
-		return s, fmt.Errorf("BENCH_CONTROL=%q: want 0 or 1", v)
+	s := settings{seconds: 10, threads: 0, rounds: 1}
+	var err error
+	if s.control, err = switchEnv("BENCH_CONTROL", true); err != nil {
+		return s, err
+	}
+	if s.eventLoop, err = switchEnv("BENCH_EVENT_LOOP", false); err != nil {
+		return s, err
 	}
 	if v := strings.TrimSpace(os.Getenv("BENCH_ROUNDS")); v != "" {
 		n, err := strconv.Atoi(v)
@@ -109,13 +109,6 @@ func readSettings() (settings, error) {
 			return s, fmt.Errorf("BENCH_ROUNDS=%q: want 1 to 15", v)
 		}
 		s.rounds = n
-	}
-	switch v := strings.TrimSpace(os.Getenv("BENCH_EVENT_LOOP")); v {
-	case "", "0":
-	case "1":
-		s.eventLoop = true
-	default:
-		return s, fmt.Errorf("BENCH_EVENT_LOOP=%q: want 0 or 1", v)
 	}
 	if v := strings.TrimSpace(os.Getenv("BENCH_SLUICE_THREADS")); v != "" {
 		n, err := strconv.Atoi(v)
@@ -141,6 +134,20 @@ func readSettings() (settings, error) {
 	s.quick = truthy(os.Getenv("BENCH_QUICK"))
 	s.save = truthy(os.Getenv("SAVE"))
 	return s, nil
+}
+
+// switchEnv reads the 0/1 switch name from the environment; unset is def.
+func switchEnv(name string, def bool) (bool, error) {
+	switch v := strings.TrimSpace(os.Getenv(name)); v {
+	case "":
+		return def, nil
+	case "0":
+		return false, nil
+	case "1":
+		return true, nil
+	default:
+		return def, fmt.Errorf("%s=%q: want 0 or 1", name, v)
+	}
 }
 
 func truthy(v string) bool {
