@@ -64,6 +64,13 @@ type Conn struct {
 	// statement it killed for its query_timeout into 3024). It runs on the
 	// goroutine that relays and is called for ERR packets only.
 	ReplaceErr func(code uint16) *SQLError
+	// InterceptErr, when set on a backend connection, is an error code
+	// Relay does not pass on when it is the first packet of a response:
+	// it consumes the ERR and returns ErrIntercepted with nothing written
+	// to the client, so the command can run elsewhere (the proxy sets 1792
+	// on read-only replica connections and re-runs the refused statement
+	// on the master).
+	InterceptErr uint16
 
 	// A lean connection waits for a command by reading into first;
 	// src hands those bytes to the read buffer, then reads nc.

@@ -43,6 +43,7 @@ const (
 	ErNoDefaultForField     uint16 = 1364 // ER_NO_DEFAULT_FOR_FIELD: INSERT without the shard key
 	ErWrongValueForField    uint16 = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: bad shard key value
 	ErNoPartitionForValue   uint16 = 1526 // ER_NO_PARTITION_FOR_GIVEN_VALUE: key outside every range
+	ErReadOnlyTransaction   uint16 = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: a replica refused a write
 )
 
 // sqlStates gives the SQLSTATE of the codes above; anything else is HY000.
@@ -73,6 +74,7 @@ var sqlStates = map[uint16]string{
 	ErNoDefaultForField:     "HY000",
 	ErWrongValueForField:    "22007",
 	ErNoPartitionForValue:   "HY000",
+	ErReadOnlyTransaction:   "25006",
 }
 
 // SQLError is a MySQL error as it travels in an ERR packet: code, SQLSTATE

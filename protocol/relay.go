@@ -41,6 +41,11 @@ var (
 	ErrBackendIO = errors.New("backend connection failed")
 	// ErrClientIO: writing to the client failed; the session is over.
 	ErrClientIO = errors.New("client connection failed")
+	// ErrIntercepted: the response began with an ERR whose code is the
+	// backend connection's InterceptErr; nothing reached the client,
+	// RelayResult.Err holds the error and the backend connection is ready
+	// for the next command.
+	ErrIntercepted = errors.New("backend error intercepted")
 )
 
 // RelayResult describes the response that was relayed.
@@ -281,7 +286,11 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (in
 			h = head[:copy(head, p)]
 			if p[0] == headerErr && n < MaxPayloadLen {
 				if len(p) >= 3 {
-					dst.SentErr = binary.LittleEndian.Uint16(p[1:3])
+					code := binary.LittleEndian.Uint16(p[1:3])
+					if src.InterceptErr != 0 && code == src.InterceptErr && res.Packets == 0 && n <= br.Size() {
+						return interceptErr(src, n, head, res)
+					}
+					dst.SentErr = code
 					if dst.ReplaceErr != nil && n <= br.Size() {
 						if e := dst.ReplaceErr(dst.SentErr); e != nil {
 							return relayReplacedErr(dst, src, n, head, res, e)
@@ -329,6 +338,19 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (in
 			return total, h, nil
 		}
 	}
+}
+
+// interceptErr consumes the backend's ERR packet of n bytes, which is the
+// first packet of the response, into res.Err without writing to the client.
+func interceptErr(src *Conn, n int, head []byte, res *RelayResult) (int, []byte, error) {
+	full, err := src.reader().Peek(n)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrBackendIO, err)
+	}
+	res.Err, _ = ParseErr(full)
+	h := head[:copy(head, full)]
+	_, _ = src.reader().Discard(n)
+	return n, h, ErrIntercepted
 }
 
 // relayReplacedErr consumes the backend's ERR packet of n bytes and writes
