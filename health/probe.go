@@ -203,6 +203,11 @@ type worker struct {
 	version     string
 	behindSince time.Time
 	agentErr    string // the agent's last failure, "" while it answers
+	// funcs and funcsSig are the last function catalog read (a master's)
+	// and the rows it was built from: an unchanged catalog is shared
+	// between Statuses, not built again each probe.
+	funcs    Functions
+	funcsSig string
 }
 
 // run probes each time it is triggered, reporting each finished probe with
@@ -381,10 +386,10 @@ func (w *worker) read() (*Status, error) {
 		return nil, fmt.Errorf("ping: %w", err)
 	}
 	st := &Status{Version: w.version, Flavor: flavorOf(w.version), SecondsBehind: -1}
-	vars := "SELECT @@global.read_only, @@global.gtid_current_pos, @@global.gtid_slave_pos"
+	vars := "SELECT @@global.read_only, @@global.gtid_current_pos, @@global.gtid_slave_pos, @@global.sql_mode"
 	replStatus := "SHOW ALL SLAVES STATUS"
 	if st.Flavor == FlavorMySQL {
-		vars = "SELECT @@global.read_only, @@global.gtid_executed, @@global.gtid_executed"
+		vars = "SELECT @@global.read_only, @@global.gtid_executed, @@global.gtid_executed, @@global.sql_mode"
 		replStatus = "SHOW SLAVE STATUS"
 		if n, err := c.CompareServerVersion("8.0.22"); err == nil && n >= 0 {
 			replStatus = "SHOW REPLICA STATUS"
@@ -402,6 +407,9 @@ func (w *worker) read() (*Status, error) {
 	st.ReadOnly = ro != "" && ro != "0" && !strings.EqualFold(ro, "OFF")
 	st.ExecutedGTID, _ = r.GetString(0, 1)
 	st.AppliedGTID, _ = r.GetString(0, 2)
+	if m, err := r.GetString(0, 3); err == nil {
+		st.SQLMode, st.SQLModeKnown = m, true
+	}
 
 	r, err = c.Execute(replStatus)
 	var refused *mysql.MyError
@@ -416,6 +424,12 @@ func (w *worker) read() (*Status, error) {
 		readReplication(r.Resultset, st)
 	}
 
+	if w.b.Role == RoleMaster {
+		if err := w.readFunctions(c, st); err != nil {
+			return nil, err
+		}
+	}
+
 	r, err = c.Execute("SHOW GLOBAL STATUS LIKE 'Threads_running'")
 	if err != nil {
 		return nil, fmt.Errorf("%w: SHOW GLOBAL STATUS: %w", errProbe, err)
@@ -427,6 +441,46 @@ func (w *worker) read() (*Status, error) {
 		st.ThreadsRunning = max(n-1, 0)
 	}
 	return st, nil
+}
+
+// functionsQuery lists the stored functions and what each declares it does
+// with data.
+const functionsQuery = "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, SQL_DATA_ACCESS FROM information_schema.ROUTINES WHERE ROUTINE_TYPE = 'FUNCTION'"
+
+// readFunctions fills st.Functions from the server's stored functions. A
+// server that refuses the query leaves it nil (every function unknown).
+func (w *worker) readFunctions(c *client.Conn, st *Status) error {
+	r, err := c.Execute(functionsQuery)
+	var refused *mysql.MyError
+	switch {
+	case errors.As(err, &refused):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: reading the stored functions: %w", errProbe, err)
+	}
+	if r.Resultset == nil {
+		return nil
+	}
+	var sig strings.Builder
+	for row := range r.RowNumber() {
+		for col := range 3 {
+			v, _ := r.GetString(row, col)
+			sig.WriteString(v)
+			sig.WriteByte(0)
+		}
+	}
+	if w.funcs == nil || sig.String() != w.funcsSig {
+		f := make(Functions, r.RowNumber())
+		for row := range r.RowNumber() {
+			schema, _ := r.GetString(row, 0)
+			name, _ := r.GetString(row, 1)
+			access, _ := r.GetString(row, 2)
+			f[FunctionKey{Schema: schema, Name: strings.ToLower(name)}] = access
+		}
+		w.funcs, w.funcsSig = f, sig.String()
+	}
+	st.Functions = w.funcs
+	return nil
 }
 
 // readReplication fills st's replication fields from SHOW ALL SLAVES

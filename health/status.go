@@ -53,6 +53,14 @@ type Status struct {
 	ReceivedGTID string
 	// ThreadsRunning is Threads_running without the probe's own thread.
 	ThreadsRunning int
+	// SQLMode is @@global.sql_mode, what a new connection's session starts
+	// with; SQLModeKnown reports that the probe read it.
+	SQLMode      string
+	SQLModeKnown bool
+	// Functions are a master's stored functions and what each declares it
+	// does with data; nil on replicas and when the server would not say.
+	// It is shared between Statuses and must not be modified.
+	Functions Functions
 
 	// Lag is the replication lag the prober estimates; -1 when unknown
 	// (not replicating). See LagNote for how it was found.
@@ -72,6 +80,26 @@ type Status struct {
 	// is "agent".
 	Load1, Load5, Load15 float64
 	CPUs                 int
+}
+
+// FunctionKey names a stored function: its schema as the server stores it
+// and its name in lower case (function names are not case-sensitive).
+type FunctionKey struct {
+	Schema, Name string
+}
+
+// Functions maps stored functions to their SQL_DATA_ACCESS characteristic
+// ("NO SQL", "READS SQL DATA", "CONTAINS SQL", "MODIFIES SQL DATA").
+type Functions map[FunctionKey]string
+
+// ReadOnly reports whether the function is known and declared not to
+// change data (NO SQL or READS SQL DATA).
+func (f Functions) ReadOnly(k FunctionKey) bool {
+	switch f[k] {
+	case "NO SQL", "READS SQL DATA":
+		return true
+	}
+	return false
 }
 
 // judgeLag sets st's Lag, Lagging and LagNote for a replica, given the
