@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
 	// The parser needs a driver for literal values; without one parser.New panics.
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver"
 )
@@ -30,8 +32,23 @@ var (
 		}
 		return m
 	}()
-	noBackslashEscapesSQLMode = defaultSQLMode | mysql.ModeNoBackslashEscapes
 )
+
+// sqlModeOf is the parser's sql_mode for the session flags m on top of the
+// server's default.
+func sqlModeOf(m LexModes) mysql.SQLMode {
+	mode := defaultSQLMode
+	if m&LexNoBackslashEscapes != 0 {
+		mode |= mysql.ModeNoBackslashEscapes
+	}
+	if m&LexANSIQuotes != 0 {
+		mode |= mysql.ModeANSIQuotes
+	}
+	if m&LexPipesAsConcat != 0 {
+		mode |= mysql.ModePipesAsConcat
+	}
+	return mode
+}
 
 // restoreFlags writes strings in single quotes with backslashes escaped (the server's
 // default lexing), keywords upper case, names in backquotes, and no "_utf8mb4" introducer
@@ -45,12 +62,17 @@ type analysis struct {
 	// readOnly: the statement cannot change data (a query: SELECT, set operation, TABLE,
 	// VALUES, SHOW, DESCRIBE, EXPLAIN, HELP), so a replica hint may send it to a replica
 	// even when kind is KindWrite because it touches session state.
-	readOnly        bool
-	schema          string
-	vars            []SessionVar
-	multi           bool
-	parseErr        error
-	escapeSensitive bool
+	readOnly bool
+	schema   string
+	vars     []SessionVar
+	multi    bool
+	parseErr error
+	// modes: sql_mode flags under which the text classifies differently.
+	modes LexModes
+	// funcs: functions called that are not MariaDB built-ins.
+	funcs []FuncRef
+	// nonASCII: the text holds a byte of 0x80 or above.
+	nonASCII bool
 	// localInfile: LOAD DATA LOCAL INFILE, which makes the server ask the
 	// client for a file.
 	localInfile bool
@@ -81,26 +103,33 @@ func (a *analysis) sameRouting(b *analysis) bool {
 			return false
 		}
 	}
-	return true
+	return a.pins == b.pins && slices.Equal(a.funcs, b.funcs)
 }
 
 // analyze parses sql and classifies it.
 func analyze(sql string, flags textFlags) analysis {
 	p := parserPool.Get().(*parser.Parser)
 	a, broken := analyzeWith(p, sql)
-	if flags&flagBackslash != 0 && !broken {
-		// The server lexes string literals differently when the session has
-		// NO_BACKSLASH_ESCAPES; see Plan.EscapeSensitive.
-		p.SetSQLMode(noBackslashEscapesSQLMode)
-		var b analysis
-		b, broken = analyzeWith(p, sql)
-		p.SetSQLMode(defaultSQLMode)
-		a.escapeSensitive = !a.sameRouting(&b)
+	if flags&flagQuotedCall != 0 && a.kind == KindRead {
+		// A function name in backquotes is never a keyword function:
+		// MariaDB calls the stored function `now`() names, and the parser
+		// does not record the quotes.
+		for _, name := range quotedCalls(sql) {
+			f := FuncRef{Name: name}
+			if !slices.Contains(a.funcs, f) {
+				a.funcs = append(a.funcs, f)
+			}
+		}
+	}
+	if flags&modeFlags != 0 && !broken {
+		// The server lexes the text differently under some sql_modes; see
+		// Plan.Modes.
+		a.modes, broken = modeSensitivity(p, sql, flags, &a)
 	}
 	if !broken {
 		parserPool.Put(p)
 	}
-	if flags&flagConditional != 0 {
+	if flags&(flagConditional|flagTiDBComment|flagHazard) != 0 {
 		// The server may execute more or less than the TiDB lexer saw: never send such a
 		// text to a replica on the strength of our reading of it.
 		if a.kind == KindRead {
@@ -108,7 +137,52 @@ func analyze(sql string, flags textFlags) analysis {
 		}
 		a.readOnly = false
 	}
+	if flags&(flagTiDBComment|flagHazard) != 0 {
+		// Here the server's reading may have nothing in common with the
+		// parser's: nothing is tracked from the text, and the session keeps
+		// whatever state it left on its connection.
+		if a.kind != KindRead && a.kind != KindWrite {
+			a.kind = KindWrite
+		}
+		a.schema, a.vars, a.txn = "", nil, TxnOther
+		a.local, a.localName, a.previous = LocalNone, "", false
+		a.pins |= PinUntracked
+	}
+	a.nonASCII = flags&flagNonASCII != 0
 	return a
+}
+
+// modeSensitivity parses sql again under every combination of the sql_mode
+// flags its text gives a reason for (a backslash: NO_BACKSLASH_ESCAPES; a
+// double quote: ANSI_QUOTES; "||": PIPES_AS_CONCAT) and returns all those
+// flags when any combination classifies differently from a, none otherwise.
+// broken reports a parser that panicked; p is left in defaultSQLMode.
+func modeSensitivity(p *parser.Parser, sql string, flags textFlags, a *analysis) (LexModes, bool) {
+	var relevant LexModes
+	if flags&flagBackslash != 0 {
+		relevant |= LexNoBackslashEscapes
+	}
+	if flags&flagDoubleQuote != 0 {
+		relevant |= LexANSIQuotes
+	}
+	if flags&flagPipes != 0 {
+		relevant |= LexPipesAsConcat
+	}
+	defer p.SetSQLMode(defaultSQLMode)
+	for m := LexModes(1); m <= relevant; m++ {
+		if m&^relevant != 0 {
+			continue
+		}
+		p.SetSQLMode(sqlModeOf(m))
+		b, broken := analyzeWith(p, sql)
+		if broken {
+			return relevant, true
+		}
+		if !a.sameRouting(&b) {
+			return relevant, false
+		}
+	}
+	return 0, false
 }
 
 // analyzeWith classifies sql with p. broken reports that the parser
@@ -232,7 +306,7 @@ func classifyStmt(stmt ast.StmtNode, sql string) analysis {
 			if inner.kind != KindRead {
 				inner.kind = KindWrite
 			}
-			return analysis{kind: inner.kind, readOnly: inner.readOnly}
+			return analysis{kind: inner.kind, readOnly: inner.readOnly, funcs: inner.funcs}
 		}
 		// DESCRIBE t, EXPLAIN <statement>: only a plan, nothing runs.
 		return analysis{kind: KindRead, readOnly: true}
@@ -266,7 +340,7 @@ func classifyStmt(stmt ast.StmtNode, sql string) analysis {
 func classifyQuery(n ast.Node) analysis {
 	var in inspector
 	n.Accept(&in)
-	a := analysis{kind: KindRead, readOnly: !in.mutates}
+	a := analysis{kind: KindRead, readOnly: !in.mutates, funcs: in.funcs}
 	if in.locks || in.session || in.diagnostics {
 		a.kind = KindWrite
 	}
@@ -278,7 +352,13 @@ func classifyQuery(n ast.Node) analysis {
 type inspector struct {
 	session bool // reads or writes state that lives only in this connection
 	locks   bool // takes row locks or writes (FOR UPDATE, FOR SHARE, INTO, SQL_CALC_FOUND_ROWS)
-	mutates bool // changes data even inside a SELECT (sequence functions)
+	// mutates: changes data even inside a SELECT (sequence functions), takes
+	// row locks, or writes a file (INTO OUTFILE / DUMPFILE): a replica's
+	// read-only connection would refuse it, so no hint sends it there.
+	// LASTVAL() and seq.currval count too: sequences are the master's.
+	mutates bool
+	// funcs are the functions called that are not MariaDB built-ins.
+	funcs []FuncRef
 	// diagnostics: reads @@warning_count or @@error_count, which describe
 	// the previous statement on the same connection.
 	diagnostics bool
@@ -313,6 +393,10 @@ var sessionSysVars = map[string]bool{
 	"identity":       true,
 	"last_gtid":      true,
 	"in_transaction": true,
+	// A replica connection runs read-only whatever the session set: the
+	// session's own value is the master connection's.
+	"tx_read_only":          true,
+	"transaction_read_only": true,
 }
 
 func (in *inspector) Enter(n ast.Node) (ast.Node, bool) {
@@ -331,7 +415,25 @@ func (in *inspector) Enter(n ast.Node) (ast.Node, bool) {
 			if sessionFuncs[x.FnName.L] {
 				in.session = true
 			}
-			if mutatingFuncs[x.FnName.L] {
+			if mutatingFuncs[x.FnName.L] || x.FnName.L == "lastval" {
+				// Sequences are the master's: no hint sends their
+				// functions elsewhere.
+				in.session, in.mutates = true, true
+			}
+		}
+		if x.Schema.L != "" || !isBuiltinFunc(x.FnName.L) || !geometryArity(x.FnName.L, len(x.Args)) {
+			// A stored (or loadable) function may write: the proxy asks its
+			// catalog whether it is declared not to.
+			in.addFunc(FuncRef{Schema: strings.Clone(x.Schema.O), Name: strings.Clone(x.FnName.L)})
+		}
+	case *ast.ColumnNameExpr:
+		// seq.nextval, db.seq.currval: MariaDB's Oracle-mode sequence
+		// syntax, which the parser reads as a column.
+		if n := x.Name; n.Table.L != "" {
+			switch n.Name.L {
+			case "nextval":
+				in.session, in.mutates = true, true
+			case "currval", "lastval":
 				in.session, in.mutates = true, true
 			}
 		}
@@ -341,16 +443,69 @@ func (in *inspector) Enter(n ast.Node) (ast.Node, bool) {
 			x.SelectStmtOpts != nil && x.SelectStmtOpts.CalcFoundRows {
 			in.locks = true
 		}
+		if x.SelectIntoOpt != nil && x.SelectIntoOpt.Tp != ast.SelectIntoVars ||
+			x.LockInfo != nil && x.LockInfo.LockType != ast.SelectLockNone {
+			in.mutates = true
+		}
 	}
 	return n, false
 }
 
 func (*inspector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
-func sessionDependent(e ast.ExprNode) bool {
-	var in inspector
-	e.Accept(&in)
-	return in.session || in.diagnostics
+// geometryArity reports whether a call of name with n arguments is the
+// built-in: MariaDB resolves the geometry constructors to a stored function
+// of the same name when called with other argument counts (POINT()).
+func geometryArity(name string, n int) bool {
+	switch name {
+	case "point":
+		return n == 2
+	case "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection":
+		return n >= 1
+	}
+	return true
+}
+
+// addFunc records f once.
+func (in *inspector) addFunc(f FuncRef) {
+	if !slices.Contains(in.funcs, f) {
+		in.funcs = append(in.funcs, f)
+	}
+}
+
+// constantValue reports whether a SET value is a constant: a literal, a
+// signed number, DEFAULT, or a bare word (ON, ANSI, utf8mb4), which the
+// server reads as a string.
+func constantValue(e ast.ExprNode) bool {
+	switch x := e.(type) {
+	case ast.ValueExpr:
+		return true
+	case *ast.DefaultExpr:
+		return x.Name == nil
+	case *ast.ColumnNameExpr:
+		return x.Name.Table.L == "" && x.Name.Schema.L == ""
+	case *ast.UnaryOperationExpr:
+		if x.Op == opcode.Minus || x.Op == opcode.Plus {
+			_, ok := x.V.(ast.ValueExpr)
+			return ok
+		}
+	}
+	return false
+}
+
+// wordValue is the text of a constant SET value that names something (a
+// character set, a list of modes): a string literal's value or a bare
+// word; "" for anything else (DEFAULT, a number).
+func wordValue(e ast.ExprNode) string {
+	switch x := e.(type) {
+	case ast.ValueExpr:
+		if v, ok := x.GetValue().(string); ok {
+			return strings.Clone(v)
+		}
+	case *ast.ColumnNameExpr:
+		return x.Name.Name.O
+	}
+	return ""
 }
 
 // classifySet classifies SET: session system variables, SET NAMES and SET CHARACTER SET
@@ -373,6 +528,9 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 			if err != nil {
 				return write
 			}
+			if !constantValue(va.Value) {
+				return write
+			}
 			if va.Name == ast.SetNames {
 				sv = SessionVar{Name: "names", SQL: "SET NAMES " + val}
 				if va.ExtendValue != nil {
@@ -385,6 +543,7 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 			} else {
 				sv = SessionVar{Name: "character set", SQL: "SET CHARACTER SET " + val}
 			}
+			sv.Charset = wordValue(va.Value)
 		case !va.IsSystem || va.IsGlobal || va.IsInstance:
 			return write // @user_var, GLOBAL, INSTANCE
 		case sessionTxn:
@@ -410,7 +569,11 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 			}
 		default:
 			name := strings.ToLower(va.Name)
-			if name == "tx_isolation_one_shot" || name == "tx_read_ts" || sessionDependent(va.Value) {
+			if name == "tx_isolation_one_shot" || name == "tx_read_ts" || !constantValue(va.Value) {
+				// A value that is not a constant (a function call, a
+				// subquery, a variable) would be evaluated again, with
+				// another result or side effect, on each connection it
+				// were replayed on.
 				return write
 			}
 			val, err := restore(va.Value)
@@ -418,6 +581,14 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 				return write
 			}
 			sv = SessionVar{Name: canonicalVarName(name), SQL: "SET SESSION " + quoteVarName(name) + " = " + val}
+			switch name {
+			case "character_set_client":
+				sv.Charset = wordValue(va.Value)
+			case "sql_mode":
+				if _, isDefault := va.Value.(*ast.DefaultExpr); !isDefault {
+					sv.Modes, sv.ModesKnown = ParseSQLMode(wordValue(va.Value)), true
+				}
+			}
 		}
 		vars = append(vars, sv)
 	}

@@ -102,6 +102,26 @@ type SessionVar struct {
 	// "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED". String literals are
 	// written with backslashes escaped, as the server reads them by default.
 	SQL string
+	// Charset is the client character set an assignment to names,
+	// "character set" or character_set_client selects, as written; "" there
+	// when it is not a plain name (DEFAULT), and for other variables.
+	Charset string
+	// Modes are the lexing flags of an sql_mode assignment (ModesKnown);
+	// ModesKnown is false for DEFAULT and for other variables.
+	Modes      LexModes
+	ModesKnown bool
+}
+
+// FuncRef names a function a statement calls that is not a MariaDB
+// built-in: a stored function, or a loadable one (UDF).
+type FuncRef struct {
+	// Schema is the schema the call names, as written; "" for an
+	// unqualified call, which the server resolves in the session's default
+	// schema.
+	Schema string
+	// Name is the function's name in lower case (function names are not
+	// case-sensitive).
+	Name string
 }
 
 // Plan is the router's verdict on one SQL text. Plans are shared between all callers that
@@ -136,12 +156,23 @@ type Plan struct {
 	// server will report the real error. The message may quote part of the statement:
 	// log it only where SQL text may be logged.
 	ParseErr error
-	// EscapeSensitive reports that the text holds a backslash and classifies differently
-	// when string literals are read without backslash escapes. The plan assumes the
-	// server's default reading; a session whose server status flags show
-	// NO_BACKSLASH_ESCAPES must run an EscapeSensitive statement on the master and not
-	// track its Vars or Schema.
-	EscapeSensitive bool
+	// Modes are the sql_mode flags under which the text classifies differently (it holds
+	// a backslash, a double quote or "||" that the server reads otherwise under
+	// NO_BACKSLASH_ESCAPES, ANSI_QUOTES or PIPES_AS_CONCAT). The plan assumes the
+	// server's default reading; a session with any of these modes must run the
+	// statement on the master and not track its Vars or Schema.
+	Modes LexModes
+	// Funcs are the functions the statement calls that are not MariaDB built-ins.
+	// Such a function may write: a statement with any goes to a replica only when
+	// each is known to be declared NO SQL or READS SQL DATA.
+	Funcs []FuncRef
+	// NonASCII reports that the text holds a byte of 0x80 or above: under a client
+	// character set in which a multi-byte character may hold a backslash or
+	// backquote byte (UnsafeClientCharset) its reading is uncertain, and it must
+	// run on the master, tracking nothing. (A non-ASCII byte outside literals and
+	// comments, where the TiDB lexer and the server may disagree whatever the
+	// character set, already makes the plan a master-only write.)
+	NonASCII bool
 	// LoadDataLocal marks LOAD DATA LOCAL INFILE: the server will ask the
 	// client to send a file through the proxy.
 	LoadDataLocal bool
@@ -217,8 +248,19 @@ type Router struct {
 	shape *cache[*digestPlans]
 }
 
-// digestPlans holds the plan of one digest for each hint.
-type digestPlans [3]*Plan
+// digestPlans holds the plan of one digest for each hint, for texts of
+// ASCII only and for texts with other bytes (Plan.NonASCII): index
+// digestIndex.
+type digestPlans [6]*Plan
+
+// digestIndex is the place in digestPlans of the plan for hint h of a text
+// with flags f.
+func digestIndex(h Hint, f textFlags) int {
+	if f&flagNonASCII != 0 {
+		return int(h) + 3
+	}
+	return int(h)
+}
 
 // New returns a Router whose cache holds at most cacheEntries plans: three quarters for
 // exact texts and a quarter (if that is at least one) for digests. The shape level keys
@@ -276,7 +318,11 @@ const shapeScratch = 512
 // byShape returns the plan of sql from the shape level, or nil. It reads sql
 // only during the call and allocates nothing for texts up to shapeScratch.
 func (r *Router) byShape(sql string) *Plan {
-	if r.shape == nil || len(sql) > maxCachedText || scanTextFlags(sql) != 0 {
+	if r.shape == nil || len(sql) > maxCachedText {
+		return nil
+	}
+	f := scanTextFlags(sql)
+	if f&bypassFlags != 0 {
 		return nil
 	}
 	var scratch [shapeScratch]byte
@@ -288,7 +334,7 @@ func (r *Router) byShape(sql string) *Plan {
 	if !ok {
 		return nil
 	}
-	return dp[leadingHint(sql)]
+	return dp[digestIndex(leadingHint(sql), f)]
 }
 
 // rememberShape files dp, the digest plans sql was served from, under sql's
@@ -342,12 +388,12 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 	hint := leadingHint(sql)
 	flags := scanTextFlags(sql)
 	digest := parser.Normalize(sql, "ON")
-	useDigest := r.digest != nil && flags == 0 && digest != "" && strings.IndexByte(digest, ';') < 0
+	useDigest := r.digest != nil && flags&bypassFlags == 0 && digest != "" && strings.IndexByte(digest, ';') < 0
 
 	var plan *Plan
 	if useDigest {
 		if dp, ok := r.digest.get(digest); ok {
-			plan = dp[hint]
+			plan = dp[digestIndex(hint, flags)]
 			r.rememberShape(sql, dp)
 		}
 	}
@@ -355,12 +401,13 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 		a := analyze(sql, flags)
 		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized && a.local == LocalNone {
 			var dp digestPlans
-			for h := range dp {
-				dp[h] = a.plan(Hint(h), digest)
+			for i := range dp {
+				a.nonASCII = i >= 3
+				dp[i] = a.plan(Hint(i%3), digest)
 			}
 			r.digest.put(digest, &dp)
 			r.rememberShape(sql, &dp)
-			plan = dp[hint]
+			plan = dp[digestIndex(hint, flags)]
 		} else {
 			plan = a.plan(hint, digest)
 		}
@@ -381,7 +428,9 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		Digest:          digest,
 		Multi:           a.multi,
 		ParseErr:        a.parseErr,
-		EscapeSensitive: a.escapeSensitive,
+		Modes:           a.modes,
+		Funcs:           a.funcs,
+		NonASCII:        a.nonASCII,
 		LoadDataLocal:   a.localInfile,
 		FollowsPrevious: a.previous,
 		Pins:            a.pins,

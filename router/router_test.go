@@ -22,7 +22,7 @@ type want struct {
 	vars     []SessionVar
 	multi    bool
 	parseErr bool
-	escape   bool
+	modes    LexModes
 }
 
 var (
@@ -46,6 +46,10 @@ func set(kv ...string) want {
 	return w
 }
 func unparsed() want { return want{kind: KindWrite, parseErr: true} }
+func modes(w want, m LexModes) want {
+	w.modes = m
+	return w
+}
 
 type testCase struct {
 	sql  string
@@ -76,8 +80,8 @@ func check(t *testing.T, r *Router, tc testCase) {
 	if p.Schema != w.schema {
 		errs = append(errs, fmt.Sprintf("Schema = %q, want %q", p.Schema, w.schema))
 	}
-	if !slices.Equal(p.Vars, w.vars) {
-		errs = append(errs, fmt.Sprintf("Vars = %q, want %q", p.Vars, w.vars))
+	if !sameVars(p.Vars, w.vars) {
+		errs = append(errs, fmt.Sprintf("Vars = %+v, want %+v", p.Vars, w.vars))
 	}
 	if p.Multi != w.multi {
 		errs = append(errs, fmt.Sprintf("Multi = %v, want %v", p.Multi, w.multi))
@@ -91,8 +95,8 @@ func check(t *testing.T, r *Router, tc testCase) {
 	if p.ParseErr != nil && p.Kind != KindWrite {
 		errs = append(errs, "ParseErr with a Kind other than KindWrite")
 	}
-	if p.EscapeSensitive != w.escape {
-		errs = append(errs, fmt.Sprintf("EscapeSensitive = %v, want %v", p.EscapeSensitive, w.escape))
+	if p.Modes != w.modes {
+		errs = append(errs, fmt.Sprintf("Modes = %v, want %v", p.Modes, w.modes))
 	}
 	if p.Digest != parser.Normalize(tc.sql, "ON") {
 		errs = append(errs, fmt.Sprintf("Digest = %q, want parser.Normalize", p.Digest))
@@ -100,6 +104,11 @@ func check(t *testing.T, r *Router, tc testCase) {
 	if len(errs) > 0 {
 		t.Errorf("Classify(%q):\n\t%s", tc.sql, strings.Join(errs, "\n\t"))
 	}
+}
+
+// sameVars compares assignments by name and replay statement.
+func sameVars(a, b []SessionVar) bool {
+	return slices.EqualFunc(a, b, func(x, y SessionVar) bool { return x.Name == y.Name && x.SQL == y.SQL })
 }
 
 func runCases(t *testing.T, cases []testCase) {
@@ -353,11 +362,13 @@ func TestSet(t *testing.T) {
 		{"SET @@autocommit = OFF", set("autocommit", "SET SESSION autocommit = `OFF`")},
 		{"SET sql_mode = 'ANSI'", set("sql_mode", "SET SESSION sql_mode = 'ANSI'")},
 		{"SET SESSION sql_mode = 'ANSI'", set("sql_mode", "SET SESSION sql_mode = 'ANSI'")},
-		{"SET SESSION sql_mode = \"ANSI\"", set("sql_mode", "SET SESSION sql_mode = 'ANSI'")},
+		{"SET SESSION sql_mode = \"ANSI\"", modes(set("sql_mode", "SET SESSION sql_mode = 'ANSI'"), LexANSIQuotes)},
 		{"SET SQL_MODE = ''", set("sql_mode", "SET SESSION sql_mode = ''")},
 		{"SET sql_mode = ANSI", set("sql_mode", "SET SESSION sql_mode = `ANSI`")},
 		{"SET sql_mode = 'it''s'", set("sql_mode", "SET SESSION sql_mode = 'it''s'")},
-		{"SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')", set("sql_mode", "SET SESSION sql_mode = CONCAT(@@`sql_mode`, ',ANSI_QUOTES')")},
+		// Values that are not constants are evaluated where they run:
+		// never replayed.
+		{"SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')", write()},
 		{"SET SESSION time_zone = '+00:00'", set("time_zone", "SET SESSION time_zone = '+00:00'")},
 		{"SET time_zone = _utf8mb4'UTC'", set("time_zone", "SET SESSION time_zone = 'UTC'")},
 		{"SET @@session.wait_timeout = 10", set("wait_timeout", "SET SESSION wait_timeout = 10")},
@@ -366,8 +377,8 @@ func TestSet(t *testing.T) {
 		{"SET LOCAL net_read_timeout = 60", set("net_read_timeout", "SET SESSION net_read_timeout = 60")},
 		{"SET max_statement_time = 1.5", set("max_statement_time", "SET SESSION max_statement_time = 1.5")},
 		{"SET sql_select_limit = DEFAULT", set("sql_select_limit", "SET SESSION sql_select_limit = DEFAULT")},
-		{"SET SESSION group_concat_max_len = (SELECT 4096)", set("group_concat_max_len", "SET SESSION group_concat_max_len = (SELECT 4096)")},
-		{"SET SESSION sql_mode = @@GLOBAL.sql_mode", set("sql_mode", "SET SESSION sql_mode = @@GLOBAL.`sql_mode`")},
+		{"SET SESSION group_concat_max_len = (SELECT 4096)", write()},
+		{"SET SESSION sql_mode = @@GLOBAL.sql_mode", write()},
 		{"SET SESSION tx_isolation = 'READ-COMMITTED'", set("transaction_isolation", "SET SESSION tx_isolation = 'READ-COMMITTED'")},
 		{"SET @@transaction_isolation = 'READ-COMMITTED'", set("transaction_isolation", "SET SESSION transaction_isolation = 'READ-COMMITTED'")},
 		{"SET a = 1, b = 2", set("a", "SET SESSION a = 1", "b", "SET SESSION b = 2")},
@@ -447,7 +458,8 @@ func TestHints(t *testing.T) {
 		// The replica hint moves queries that stay on the master for session state or locks.
 		{"/* sluice:replica */ SELECT @x", hr(write(), replica)},
 		{"/* sluice:replica */ SELECT FOUND_ROWS()", hr(write(), replica)},
-		{"/* sluice:replica */ SELECT * FROM t FOR UPDATE", hr(write(), replica)},
+		// Row locks are refused by a read-only replica connection.
+		{"/* sluice:replica */ SELECT * FROM t FOR UPDATE", hr(write(), master)},
 		{"/* sluice:replica */ SHOW WARNINGS", hr(write(), replica)},
 		// ... but never statements that change data or session state.
 		{"/* sluice:replica */ SELECT NEXTVAL(s)", hr(write(), master)},
@@ -511,14 +523,14 @@ func TestMultiAndUnparseable(t *testing.T) {
 func TestLexicalCorners(t *testing.T) {
 	runCases(t, []testCase{
 		// With NO_BACKSLASH_ESCAPES the server ends the string at \' and runs a DELETE.
-		{`SELECT * FROM t WHERE a = 'x\'; DELETE FROM t; -- '`, want{kind: KindRead, escape: true}},
-		{`SELECT * FROM t WHERE name = 'O\'Brien'`, want{kind: KindRead, escape: true}},
-		{`SET sql_mode = 'a\'b'`, want{kind: KindSet, vars: []SessionVar{{"sql_mode", `SET SESSION sql_mode = 'a''b'`}}, escape: true}},
-		{`SET SESSION lc_messages = 'a\\b'`, want{kind: KindSet, vars: []SessionVar{{"lc_messages", `SET SESSION lc_messages = 'a\\b'`}}, escape: true}},
+		{`SELECT * FROM t WHERE a = 'x\'; DELETE FROM t; -- '`, want{kind: KindRead, modes: LexNoBackslashEscapes}},
+		{`SELECT * FROM t WHERE name = 'O\'Brien'`, want{kind: KindRead, modes: LexNoBackslashEscapes}},
+		{`SET sql_mode = 'a\'b'`, want{kind: KindSet, vars: []SessionVar{{Name: "sql_mode", SQL: `SET SESSION sql_mode = 'a''b'`}}, modes: LexNoBackslashEscapes}},
+		{`SET SESSION lc_messages = 'a\\b'`, want{kind: KindSet, vars: []SessionVar{{Name: "lc_messages", SQL: `SET SESSION lc_messages = 'a\\b'`}}, modes: LexNoBackslashEscapes}},
 		// Backslashes that mean the same either way.
 		{`SELECT * FROM t WHERE j = '{\"a\":1}'`, read()},
 		{`SELECT 'x\\'`, read()},
-		{`INSERT INTO t VALUES ('a\'b')`, want{kind: KindWrite, escape: true}},
+		{`INSERT INTO t VALUES ('a\'b')`, want{kind: KindWrite, modes: LexNoBackslashEscapes}},
 		// Versioned and MariaDB executable comments: the server may run more or less.
 		{"SELECT /*!40001 SQL_NO_CACHE */ * FROM t", write()},
 		{"SELECT 1 /*M!100100 FOR UPDATE */", write()},
@@ -533,10 +545,9 @@ func TestSessionVarSQLReplays(t *testing.T) {
 	r := New(0)
 	texts := []string{
 		"SET autocommit = 0", "SET sql_mode = ANSI", "SET sql_mode = 'it''s'",
-		"SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')", "SET time_zone = _utf8mb4'UTC'",
+		"SET time_zone = _utf8mb4'UTC'",
 		"SET @@local.wait_timeout = 10", "SET max_statement_time = 1e3", "SET x = 0x41", "SET x = b'101'",
 		"SET x = -1", "SET x = TRUE", "SET x = NULL", "SET sql_select_limit = DEFAULT",
-		"SET SESSION group_concat_max_len = (SELECT 4096 FROM dual)", "SET SESSION sql_mode = @@GLOBAL.sql_mode",
 		"SET a = 1, b = 2, c = 'x'", "SET NAMES utf8mb4 COLLATE utf8mb4_bin", "SET NAMES DEFAULT", "SET NAMES binary",
 		"SET CHARACTER SET latin1", "SET CHARSET DEFAULT", "SET SESSION tx_isolation = 'READ-COMMITTED'",
 		"SET SESSION TRANSACTION READ ONLY, ISOLATION LEVEL SERIALIZABLE", "SET SESSION TRANSACTION READ WRITE",
@@ -560,7 +571,7 @@ func TestSessionVarSQLReplays(t *testing.T) {
 			}
 			again := r.Classify(v.SQL)
 			if again.Kind != KindSet || !slices.Equal(again.Vars, []SessionVar{v}) {
-				t.Errorf("%q: SQL %q classifies as %v %q, want KindSet [%q]", text, v.SQL, again.Kind, again.Vars, v)
+				t.Errorf("%q: SQL %q classifies as %v %+v, want KindSet [%+v]", text, v.SQL, again.Kind, again.Vars, v)
 			}
 		}
 	}
@@ -591,7 +602,7 @@ func TestDigestLevel(t *testing.T) {
 	s1 := r.Classify("SET sql_mode = 'A'")
 	s2 := r.Classify("SET sql_mode = 'B'")
 	if s1.Vars[0].SQL != "SET SESSION sql_mode = 'A'" || s2.Vars[0].SQL != "SET SESSION sql_mode = 'B'" {
-		t.Errorf("SET values leaked between texts: %q %q", s1.Vars, s2.Vars)
+		t.Errorf("SET values leaked between texts: %+v %+v", s1.Vars, s2.Vars)
 	}
 	u1, u2 := r.Classify("USE a"), r.Classify("USE b")
 	if u1.Schema != "a" || u2.Schema != "b" {
@@ -738,7 +749,7 @@ func TestConcurrentClassify(t *testing.T) {
 					w.schema = fmt.Sprintf(w.schema, n)
 				}
 				if w.vars != nil {
-					w.vars = []SessionVar{{w.vars[0].Name, fmt.Sprintf(w.vars[0].SQL, n)}}
+					w.vars = []SessionVar{{Name: w.vars[0].Name, SQL: fmt.Sprintf(w.vars[0].SQL, n)}}
 				}
 				check(t, r, testCase{sql, w})
 			}
@@ -755,6 +766,8 @@ func FuzzClassify(f *testing.F) {
 		"SELECT 1", "SELECT * FROM t WHERE id = 1 FOR UPDATE", "SET NAMES utf8mb4", "USE `a``b`",
 		"/* sluice:replica */ SELECT @x", "SELECT 1; SELECT 2", "XA START 'x'", `SELECT 'a\'b'`,
 		"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", "/*!40101 SET NAMES utf8 */",
+		"/*T! SELECT 'x */ INSERT INTO w VALUES (1) /*' */", "SELECT 1 --\x85\x40, NEXTVAL(s)", "SELECT `now`(), f(1)",
+		`SELECT "a\", NEXTVAL(s) -- "`, "SELECT s.nextval FROM dual",
 	} {
 		f.Add(s)
 	}
@@ -762,6 +775,14 @@ func FuzzClassify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sql string) {
 		fresh := New(0).Classify(sql)
 		p := shared.Classify(sql)
+		// Text the server may read otherwise than the parser never goes to
+		// a replica, hint or not.
+		if p.Target == TargetReplica && (strings.Contains(sql, "/*T!") || codeHazard(sql)) {
+			t.Fatalf("%q: replica target for text the lexers may read differently: %+v", sql, p)
+		}
+		if p.NonASCII != (strings.IndexFunc(sql, func(r rune) bool { return r >= 0x80 }) >= 0) && len(sql) <= maxParsedText {
+			t.Fatalf("%q: NonASCII %v", sql, p.NonASCII)
+		}
 		if p.ParseErr != nil && p.Kind != KindWrite || p.Multi && p.Kind != KindWrite {
 			t.Fatalf("%q: %+v", sql, p)
 		}
@@ -778,7 +799,7 @@ func FuzzClassify(f *testing.F) {
 			return
 		}
 		if p.Kind != fresh.Kind || p.Target != fresh.Target || p.Hint != fresh.Hint || p.Multi != fresh.Multi ||
-			p.Schema != fresh.Schema || !slices.Equal(p.Vars, fresh.Vars) || p.EscapeSensitive != fresh.EscapeSensitive {
+			p.Schema != fresh.Schema || !slices.Equal(p.Vars, fresh.Vars) || p.Modes != fresh.Modes || p.NonASCII != fresh.NonASCII || !slices.Equal(p.Funcs, fresh.Funcs) {
 			t.Fatalf("%q: cached %+v, fresh %+v", sql, p, fresh)
 		}
 	})

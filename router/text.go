@@ -1,6 +1,9 @@
 package router
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // This file holds the few lexical checks the router makes on raw SQL text itself, without
 // the TiDB parser: routing hints in leading comments, the first keywords of a statement,
@@ -165,26 +168,122 @@ const (
 	// which the server skips when it is older than the version) or a MariaDB executable
 	// comment ("/*M! ...*/", which the TiDB lexer skips but MariaDB executes).
 	flagConditional
+	// flagTiDBComment: the text holds "/*T!", which the TiDB lexer reads as
+	// statement text and MariaDB as a plain comment.
+	flagTiDBComment
+	// flagDoubleQuote: the text holds a double quote, a string under the
+	// default sql_mode and an identifier under ANSI_QUOTES.
+	flagDoubleQuote
+	// flagPipes: the text holds "||", OR by default and concatenation under
+	// PIPES_AS_CONCAT.
+	flagPipes
+	// flagHazard: outside literals and comments, the text holds a byte the
+	// two lexers may read differently (see codeHazard).
+	flagHazard
+	// flagNonASCII: the text holds a byte of 0x80 or above; under a client
+	// character set such as gbk that alone makes its reading uncertain.
+	flagNonASCII
+	// flagQuotedCall: the text calls a function by a name in backquotes
+	// (see quotedCalls), which its digest does not tell from a bare call.
+	flagQuotedCall
 )
+
+// bypassFlags are the flags of texts that the digest and shape levels do not
+// serve: their plan depends on more than their digest.
+const bypassFlags = flagBackslash | flagConditional | flagTiDBComment | flagDoubleQuote | flagPipes | flagHazard | flagQuotedCall
+
+// modeFlags are the flags of texts whose reading may change with sql_mode.
+const modeFlags = flagBackslash | flagDoubleQuote | flagPipes
 
 func scanTextFlags(s string) textFlags {
 	var f textFlags
-	if strings.IndexByte(s, '\\') >= 0 {
-		f |= flagBackslash
+	odd := false // a byte that is not printable ASCII or agreed whitespace
+	backquote := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\':
+			f |= flagBackslash
+		case '"':
+			f |= flagDoubleQuote
+		case '`':
+			backquote = true
+		case '|':
+			if i+1 < len(s) && s[i+1] == '|' {
+				f |= flagPipes
+			}
+		case '/':
+			if i+2 < len(s) && s[i+1] == '*' {
+				rest := s[i+2:]
+				if strings.HasPrefix(rest, "M!") || len(rest) > 1 && rest[0] == '!' && rest[1] >= '0' && rest[1] <= '9' {
+					f |= flagConditional
+				} else if strings.HasPrefix(rest, "T!") {
+					f |= flagTiDBComment
+				}
+			}
+		default:
+			if c >= 0x80 {
+				f |= flagNonASCII
+				odd = true
+			} else if c == 0x7f || c < ' ' && !isSpace(c) {
+				odd = true
+			}
+		}
 	}
-	for i := 0; ; {
-		j := strings.Index(s[i:], "/*")
-		if j < 0 {
-			break
-		}
-		i += j + 2
-		rest := s[i:]
-		if strings.HasPrefix(rest, "M!") || len(rest) > 1 && rest[0] == '!' && rest[1] >= '0' && rest[1] <= '9' {
-			f |= flagConditional
-			break
-		}
+	if odd && codeHazard(s) {
+		f |= flagHazard
+	}
+	if backquote && quotedCalls(s) != nil {
+		f |= flagQuotedCall
 	}
 	return f
+}
+
+// quotedCalls returns, in lower case, the unqualified names in backquotes
+// that are followed by "(" in s, outside string literals and comments: calls
+// of `name`(...), which MariaDB resolves to a stored function even where
+// the bare name is a keyword function.
+func quotedCalls(s string) []string {
+	var names []string
+	prev := byte(0) // the last byte of code before the current position
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"':
+			i = skipQuoted(s, i, c, true)
+			prev = c
+		case c == '`':
+			end := skipQuoted(s, i, '`', false)
+			j := end
+			for j < len(s) && isSpace(s[j]) {
+				j++
+			}
+			if prev != '.' && j < len(s) && s[j] == '(' && end-1 > i+1 {
+				name := strings.ToLower(strings.ReplaceAll(s[i+1:end-1], "``", "`"))
+				if !slices.Contains(names, name) {
+					names = append(names, name)
+				}
+			}
+			i, prev = end, '`'
+		case c == '/' && i+1 < len(s) && s[i+1] == '*' && i+2 < len(s) && s[i+2] != '!' && !strings.HasPrefix(s[i+2:], "M!"):
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				return names
+			}
+			i += 2 + end + 2
+		case c == '#' || c == '-' && strings.HasPrefix(s[i:], "-- "):
+			end := strings.IndexByte(s[i:], '\n')
+			if end < 0 {
+				return names
+			}
+			i += end + 1
+		default:
+			if !isSpace(c) {
+				prev = c
+			}
+			i++
+		}
+	}
+	return names
 }
 
 // singleStatementText reports whether s holds no semicolon except trailing ones: a cheap
