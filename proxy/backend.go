@@ -30,10 +30,14 @@ type BackendConn struct {
 	// vars are the SET statements applied since the last reset, in order.
 	vars       []string
 	multiStmts bool
-	status     uint16 // status flags of the last final OK/EOF
-	mariadb    bool   // the server is MariaDB (else MySQL)
-	broken     bool
-	cmd        []byte // commands sluice issues itself are built here
+	// readOnly: the connection's session transaction access mode is READ
+	// ONLY (every replica connection's: nothing it runs can change data),
+	// and its Conn intercepts the server's 1792 refusal (see exchange).
+	readOnly bool
+	status   uint16 // status flags of the last final OK/EOF
+	mariadb  bool   // the server is MariaDB (else MySQL)
+	broken   bool
+	cmd      []byte // commands sluice issues itself are built here
 	// stmts maps the session's statement ids to the ids this connection
 	// prepared them under; COM_RESET_CONNECTION closes them all.
 	stmts map[stmtKey]backendStmt
@@ -358,6 +362,12 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 			return nil, fmt.Errorf("enabling GTID session tracking on %s: %w", p.addr, err)
 		}
 	}
+	if bc.backend.Role == health.RoleReplica {
+		if err := bc.setReadOnly(true); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("making the connection to replica %s read-only: %w", p.addr, err)
+		}
+	}
 	_ = nc.SetDeadline(time.Time{})
 	if p.onGreeting != nil {
 		p.onGreeting(g)
@@ -380,6 +390,33 @@ func (bc *BackendConn) trackGTIDs() error {
 		q = trackGTIDMariaDB
 	}
 	return bc.simpleCommand(bc.command(protocol.ComQuery, q), protocol.ResponseResult)
+}
+
+// These set a connection's session transaction access mode; both MariaDB
+// and MySQL take them (tx_read_only / transaction_read_only underneath).
+const (
+	setReadOnly  = "SET SESSION TRANSACTION READ ONLY"
+	setReadWrite = "SET SESSION TRANSACTION READ WRITE"
+)
+
+// setReadOnly sets the connection's access mode: READ ONLY for a replica,
+// so that a statement sluice misjudged as a read fails there with 1792
+// instead of changing data (whatever the service account may do), which
+// Relay then intercepts so the session can re-run it on the master.
+func (bc *BackendConn) setReadOnly(on bool) error {
+	q := setReadWrite
+	if on {
+		q = setReadOnly
+	}
+	if err := bc.simpleCommand(bc.command(protocol.ComQuery, q), protocol.ResponseResult); err != nil {
+		return err
+	}
+	bc.readOnly = on
+	bc.InterceptErr = 0
+	if on {
+		bc.InterceptErr = protocol.ErReadOnlyTransaction
+	}
+	return nil
 }
 
 // Put takes bc back as it is: the state it carries is replayable and the
@@ -496,6 +533,12 @@ func (bc *BackendConn) reset(timeout time.Duration) bool {
 	bc.vars = bc.vars[:0]
 	clear(bc.stmts)
 	if bc.SessionTrack && bc.trackGTIDs() != nil {
+		return false
+	}
+	// The reset put the access mode back to the server's default: a
+	// replica connection is made read-only again before anyone uses it.
+	bc.readOnly, bc.InterceptErr = false, 0
+	if bc.backend.Role == health.RoleReplica && bc.setReadOnly(true) != nil {
 		return false
 	}
 	return true

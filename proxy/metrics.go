@@ -61,6 +61,9 @@ type metrics struct {
 	backendErrs *prometheus.CounterVec // by role
 	pins        *prometheus.CounterVec // sessions pinned, by reason
 	bytes       *prometheus.CounterVec // by direction
+	// replicaRefusals counts statements a read-only replica connection
+	// refused with 1792 and the master ran instead, by cluster.
+	replicaRefusals *prometheus.CounterVec
 
 	// stmt and observe are the resolved children, by route and kind;
 	// nil for routes the Server cannot take (shard and scatter without
@@ -116,9 +119,13 @@ func newMetrics() *metrics {
 			Name: "sluice_relayed_bytes_total",
 			Help: "Payload bytes relayed: client commands forwarded to backends (to_backend) and backend answers relayed to clients (to_client).",
 		}, []string{"direction"}),
+		replicaRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_replica_write_refusals_total",
+			Help: "Statements sluice sent to a replica that its read-only connection refused as a write (error 1792), re-run on the master, by cluster.",
+		}, []string{"cluster"}),
 		errByCode: make(map[uint16]prometheus.Counter),
 	}
-	m.reg.MustRegister(m.clients, m.logins, m.statements, m.latency, m.errors, m.backendErrs, m.pins, m.bytes,
+	m.reg.MustRegister(m.clients, m.logins, m.statements, m.latency, m.errors, m.backendErrs, m.pins, m.bytes, m.replicaRefusals,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.addRoutes(routeMaster, routeReplica)
 	m.toBackend = m.bytes.WithLabelValues("to_backend")

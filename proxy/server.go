@@ -98,6 +98,8 @@ type Server struct {
 	adminConns map[net.Conn]struct{}
 	events     eventRing
 	digests    *digestStore
+	// refusals are the digests whose replica write refusals were logged.
+	refusals refusalLog
 
 	// Per-user limits (limits.go): the running limit set, which Reload
 	// replaces, each user's shared state, and the limit metrics.

@@ -117,6 +117,9 @@ type Session struct {
 	drain atomic.Int32
 	// lims is the session's view of its user's [limits] (limits.go).
 	lims sessionLimits
+	// lex is how the server lexes the session's statements
+	// (replicasafety.go).
+	lex lexState
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -561,11 +564,11 @@ func (s *Session) comQuery(p []byte) error {
 	target := s.route(plan)
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
-	if plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0 {
-		// Under NO_BACKSLASH_ESCAPES a text with backslashes may hold
-		// other statements than the router saw: route() sent it to the
-		// master, and nothing is tracked from it: the session keeps its
-		// connections, whatever the text changed.
+	if s.lexDoubt(plan) {
+		// Under the session's sql_mode or character set the server may
+		// read other statements in the text than the router saw: route()
+		// sent it to the master, and nothing is tracked from it: the
+		// session keeps its connections, whatever the text changed.
 		kind = router.KindWrite
 		s.pin(router.PinUntracked)
 	}
@@ -627,6 +630,9 @@ func (s *Session) recordVars(vars []router.SessionVar) {
 			}
 		}
 		s.vars = append(s.vars, trackedVar{SessionVar: v})
+		if v.Name == "sql_mode" {
+			s.noteSQLMode(v)
+		}
 	}
 }
 
@@ -635,6 +641,9 @@ func (s *Session) dropVar(name string) {
 	for i := range s.vars {
 		if s.vars[i].Name == name {
 			s.vars = append(s.vars[:i], s.vars[i+1:]...)
+			if name == "sql_mode" {
+				s.lex = lexState{}
+			}
 			return
 		}
 	}
@@ -646,6 +655,7 @@ func (s *Session) dropVar(name string) {
 func (s *Session) resetState() {
 	s.release(true)
 	s.vars = s.vars[:0]
+	s.lex = lexState{}
 	s.pins = 0
 	s.holdWarnings = false
 	s.lastInsertID, s.rowCount = 0, -1
@@ -716,6 +726,20 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		}
 		s.runningOn(bc)
 		res, err := run(bc)
+		if errors.Is(err, protocol.ErrIntercepted) {
+			// A read-only replica connection refused the statement (1792)
+			// before anything reached the client: nothing changed there.
+			// sluice misjudged it as a read; the master runs it once.
+			s.info.running.Store(nil)
+			if attempt == 0 && bc.backend.Role == health.RoleReplica {
+				s.replicaRefused(bc)
+				target, skip = router.TargetMaster, nil
+				continue
+			}
+			s.ranOn(res, nil)
+			s.rec.note(bc.backend, &res)
+			return s.client.WriteErr(res.Err)
+		}
 		s.ranOn(res, err)
 		s.rec.note(bc.backend, &res)
 		if err == nil {
@@ -1116,8 +1140,11 @@ func (s *Session) sync(bc *BackendConn) error {
 	}
 	// bc's SET statements must be a prefix of the session's; otherwise
 	// they are another session's (or an older order of this one's): reset
-	// and replay all.
-	same := len(bc.vars) <= len(s.vars)
+	// and replay all. A read-only connection that now serves as a master
+	// (its replica was promoted) starts afresh too: its replayed state
+	// lacks the access mode assignments it skipped as a replica.
+	replica := bc.backend.Role == health.RoleReplica
+	same := len(bc.vars) <= len(s.vars) && (replica || !bc.readOnly)
 	for i := 0; same && i < len(bc.vars); i++ {
 		same = bc.vars[i] == s.vars[i].SQL
 	}
@@ -1129,6 +1156,12 @@ func (s *Session) sync(bc *BackendConn) error {
 	}
 	for i := len(bc.vars); i < len(s.vars); i++ {
 		v := s.vars[i]
+		if replica && v.Name == "transaction_read_only" {
+			// A replica connection stays read-only whatever the session
+			// chose; its own value is the master connection's.
+			bc.vars = append(bc.vars, v.SQL)
+			continue
+		}
 		if err := bc.simpleCommand(bc.command(protocol.ComQuery, v.SQL), protocol.ResponseResult); err != nil {
 			var se *protocol.SQLError
 			if !errors.As(err, &se) {
@@ -1144,6 +1177,12 @@ func (s *Session) sync(bc *BackendConn) error {
 				v.Name, describe(bc), se.Message)
 		}
 		bc.vars = append(bc.vars, v.SQL)
+	}
+	if replica && !bc.readOnly {
+		// A master connection that now serves a demoted server.
+		if err := bc.setReadOnly(true); err != nil {
+			return err
+		}
 	}
 	return s.beginIfPending(bc)
 }

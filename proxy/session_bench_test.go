@@ -59,6 +59,7 @@ const benchPointSelect = "SELECT c FROM sbtest1 WHERE id=5012"
 func BenchmarkPlanRoutedRead(b *testing.B) {
 	srv := benchServer(b)
 	s := &Session{srv: srv}
+	s.cluster = srv.topo.Current().Clusters[0]
 	p := append([]byte{protocol.ComQuery}, benchPointSelect...)
 	srv.router.ClassifyBytes(p[1:])
 	b.ReportAllocs()
@@ -234,7 +235,8 @@ func BenchmarkSession(b *testing.B) {
 			c := protocol.NewConn(served)
 			c.LenientSeq = true
 			pool := srv.pool(be.Address)
-			conn := &BackendConn{Conn: c, backend: be, pool: pool, key: s.key, status: protocol.StatusAutocommit, schema: s.schema}
+			// A replica connection is read-only from its dial on.
+			conn := &BackendConn{Conn: c, backend: be, pool: pool, key: s.key, status: protocol.StatusAutocommit, schema: s.schema, readOnly: bc.replica}
 			conn.setStmt(stmtKey{id: st.id}, backendStmt{id: 7, typesVersion: st.typesVersion})
 			pool.Put(conn)
 			serveOne := func() {
@@ -305,7 +307,7 @@ func BenchmarkSessionPrepareExecuteClose(b *testing.B) {
 	c.LenientSeq = true
 	be := cluster.Replicas[0]
 	pool := srv.pool(be.Address)
-	conn := &BackendConn{Conn: c, backend: be, pool: pool, key: s.key, status: protocol.StatusAutocommit, schema: s.schema}
+	conn := &BackendConn{Conn: c, backend: be, pool: pool, key: s.key, status: protocol.StatusAutocommit, schema: s.schema, readOnly: true}
 	pool.Put(conn)
 	serveThree := func() {
 		cnc.rewind()

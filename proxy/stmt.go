@@ -56,15 +56,21 @@ type backendStmt struct {
 
 // route decides master or replica for a statement of plan, given the
 // session's transaction state.
+//
+// A read goes to a replica only when nothing casts doubt on the router's
+// reading of it: the server must lex it as the router did (lexDoubt), and
+// every stored function it calls must be declared not to write
+// (funcsMayWrite). Should a write still reach a replica, the connection's
+// read-only access mode refuses it and the master runs it (exchange).
 func (s *Session) route(plan *router.Plan) router.Target {
-	if plan.FollowsPrevious && s.last != nil && s.last == s.replica && !s.inTransaction() {
+	if plan.FollowsPrevious && s.last != nil && s.last == s.replica && !s.inTransaction() && !s.lexDoubt(plan) {
 		return router.TargetReplica
 	}
-	escapes := plan.EscapeSensitive && s.lastStatus&protocol.StatusNoBackslashEscape != 0
 	// A session with temporary tables, or with session state sluice did
 	// not track, reads on the master, where they live.
 	temp := s.pins&(router.PinTempTable|router.PinUntracked) != 0
-	if plan.Target == router.TargetReplica && !s.inTransaction() && !escapes && !temp && s.consistency != consistencyStrong {
+	if plan.Target == router.TargetReplica && !s.inTransaction() && !temp && s.consistency != consistencyStrong &&
+		!s.lexDoubt(plan) && !s.funcsMayWrite(plan) {
 		return router.TargetReplica
 	}
 	return router.TargetMaster
@@ -80,6 +86,12 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	}
 	plan, sql := s.srv.router.ClassifyText(p[1:])
 	s.pin(plan.Pins)
+	if s.lexDoubt(plan) {
+		// The server may prepare another statement than the router read:
+		// whatever it does at execution stays on this session's
+		// connections.
+		s.pin(router.PinUntracked)
+	}
 	var tpl *shard.Template
 	variant := ""
 	if s.srv.shards() != nil {
