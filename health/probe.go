@@ -424,12 +424,6 @@ func (w *worker) read() (*Status, error) {
 		readReplication(r.Resultset, st)
 	}
 
-	if w.b.Role == RoleMaster {
-		if err := w.readFunctions(c, st); err != nil {
-			return nil, err
-		}
-	}
-
 	r, err = c.Execute("SHOW GLOBAL STATUS LIKE 'Threads_running'")
 	if err != nil {
 		return nil, fmt.Errorf("%w: SHOW GLOBAL STATUS: %w", errProbe, err)
@@ -440,6 +434,9 @@ func (w *worker) read() (*Status, error) {
 		// The probe's own SHOW STATUS is one of them.
 		st.ThreadsRunning = max(n-1, 0)
 	}
+	if w.b.Role == RoleMaster {
+		w.readFunctions(c, st)
+	}
 	return st, nil
 }
 
@@ -447,19 +444,25 @@ func (w *worker) read() (*Status, error) {
 // with data.
 const functionsQuery = "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, SQL_DATA_ACCESS FROM information_schema.ROUTINES WHERE ROUTINE_TYPE = 'FUNCTION'"
 
-// readFunctions fills st.Functions from the server's stored functions. A
-// server that refuses the query leaves it nil (every function unknown).
-func (w *worker) readFunctions(c *client.Conn, st *Status) error {
+// readFunctions fills st.Functions from the server's stored functions. It
+// never fails the probe, which is about the server's health: a server that
+// refuses the query leaves Functions nil (every function unknown), and one
+// that fails to answer keeps the last catalog read (the control connection
+// is dialled again next time).
+func (w *worker) readFunctions(c *client.Conn, st *Status) {
 	r, err := c.Execute(functionsQuery)
 	var refused *mysql.MyError
 	switch {
 	case errors.As(err, &refused):
-		return nil
+		w.funcs, w.funcsSig = nil, ""
+		return
 	case err != nil:
-		return fmt.Errorf("%w: reading the stored functions: %w", errProbe, err)
+		st.Functions = w.funcs
+		w.closeConn()
+		return
 	}
 	if r.Resultset == nil {
-		return nil
+		return
 	}
 	var sig strings.Builder
 	for row := range r.RowNumber() {
@@ -480,7 +483,6 @@ func (w *worker) readFunctions(c *client.Conn, st *Status) error {
 		w.funcs, w.funcsSig = f, sig.String()
 	}
 	st.Functions = w.funcs
-	return nil
 }
 
 // readReplication fills st's replication fields from SHOW ALL SLAVES

@@ -92,6 +92,12 @@ type FunctionKey struct {
 // ("NO SQL", "READS SQL DATA", "CONTAINS SQL", "MODIFIES SQL DATA").
 type Functions map[FunctionKey]string
 
+// Has reports whether the function exists.
+func (f Functions) Has(k FunctionKey) bool {
+	_, ok := f[k]
+	return ok
+}
+
 // ReadOnly reports whether the function is known and declared not to
 // change data (NO SQL or READS SQL DATA).
 func (f Functions) ReadOnly(k FunctionKey) bool {
