@@ -96,6 +96,9 @@ func IsErr(p []byte) bool { return len(p) > 0 && p[0] == headerErr }
 // IsEOF reports whether p is an EOF packet (not a row that starts with 0xfe).
 func IsEOF(p []byte) bool { return len(p) > 0 && len(p) < 9 && p[0] == headerEOF }
 
+// EOFStatus returns the status flags of an EOF packet payload.
+func EOFStatus(p []byte) uint16 { return eofStatus(p) }
+
 // eofStatus returns the status flags of an EOF packet payload.
 func eofStatus(p []byte) uint16 {
 	if len(p) >= 5 {
