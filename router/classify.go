@@ -10,7 +10,6 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
-	"github.com/pingcap/tidb/pkg/parser/opcode"
 	// The parser needs a driver for literal values; without one parser.New panics.
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver"
 )
@@ -110,12 +109,11 @@ func (a *analysis) sameRouting(b *analysis) bool {
 func analyze(sql string, flags textFlags) analysis {
 	p := parserPool.Get().(*parser.Parser)
 	a, broken := analyzeWith(p, sql)
-	if flags&flagQuotedCall != 0 && a.kind == KindRead {
-		// A function name in backquotes is never a keyword function:
-		// MariaDB calls the stored function `now`() names, and the parser
-		// does not record the quotes.
-		for _, name := range quotedCalls(sql) {
-			f := FuncRef{Name: name}
+	if flags&flagAmbiguousCall != 0 && a.kind == KindRead {
+		// `now`() or NOW () may call a stored function named now, where
+		// the parser reports the built-in: the proxy asks its catalog.
+		for _, name := range ambiguousCalls(sql) {
+			f := FuncRef{Name: name, Maybe: true}
 			if !slices.Contains(a.funcs, f) {
 				a.funcs = append(a.funcs, f)
 			}
@@ -308,8 +306,14 @@ func classifyStmt(stmt ast.StmtNode, sql string) analysis {
 			}
 			return analysis{kind: inner.kind, readOnly: inner.readOnly, funcs: inner.funcs}
 		}
-		// DESCRIBE t, EXPLAIN <statement>: only a plan, nothing runs.
-		return analysis{kind: KindRead, readOnly: true}
+		// DESCRIBE t, EXPLAIN <statement>: only a plan, nothing runs; but
+		// the server opens the tables as the statement would, and a
+		// read-only replica connection refuses that for a write.
+		inner := classifyStmt(s.Stmt, "")
+		if !inner.readOnly {
+			return analysis{kind: KindWrite, funcs: inner.funcs}
+		}
+		return analysis{kind: KindRead, readOnly: true, funcs: inner.funcs}
 	case *ast.HelpStmt:
 		return analysis{kind: KindRead, readOnly: true}
 	case *ast.UseStmt:
@@ -426,6 +430,14 @@ func (in *inspector) Enter(n ast.Node) (ast.Node, bool) {
 			// catalog whether it is declared not to.
 			in.addFunc(FuncRef{Schema: strings.Clone(x.Schema.O), Name: strings.Clone(x.FnName.L)})
 		}
+	case *ast.AggregateFuncExpr:
+		if name := strings.ToLower(x.F); !isBuiltinFunc(name) {
+			in.addFunc(FuncRef{Name: name})
+		}
+	case *ast.WindowFuncExpr:
+		if name := strings.ToLower(x.Name); !isBuiltinFunc(name) {
+			in.addFunc(FuncRef{Name: name})
+		}
 	case *ast.ColumnNameExpr:
 		// seq.nextval, db.seq.currval: MariaDB's Oracle-mode sequence
 		// syntax, which the parser reads as a column.
@@ -473,10 +485,16 @@ func (in *inspector) addFunc(f FuncRef) {
 	}
 }
 
-// constantValue reports whether a SET value is a constant: a literal, a
-// signed number, DEFAULT, or a bare word (ON, ANSI, utf8mb4), which the
-// server reads as a string.
-func constantValue(e ast.ExprNode) bool {
+// replayableValue reports whether a SET value evaluates the same on every
+// connection that carries the session's replayed state, in the order the
+// client set it: a literal, DEFAULT, a bare word (ON, ANSI, utf8mb4, which
+// the server reads as a string), the session's own sql_mode or
+// optimizer_switch (SET sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')),
+// and operators and deterministic built-in functions of those. Anything
+// else — a stored or non-deterministic function, a subquery, a user
+// variable, any other system variable (its value may differ between
+// servers) — is evaluated once, on the master, and never replayed.
+func replayableValue(e ast.ExprNode) bool {
 	switch x := e.(type) {
 	case ast.ValueExpr:
 		return true
@@ -484,28 +502,54 @@ func constantValue(e ast.ExprNode) bool {
 		return x.Name == nil
 	case *ast.ColumnNameExpr:
 		return x.Name.Table.L == "" && x.Name.Schema.L == ""
+	case *ast.ParenthesesExpr:
+		return replayableValue(x.Expr)
 	case *ast.UnaryOperationExpr:
-		if x.Op == opcode.Minus || x.Op == opcode.Plus {
-			_, ok := x.V.(ast.ValueExpr)
-			return ok
+		return replayableValue(x.V)
+	case *ast.BinaryOperationExpr:
+		return replayableValue(x.L) && replayableValue(x.R)
+	case *ast.VariableExpr:
+		name := strings.ToLower(x.Name)
+		return x.IsSystem && !x.IsGlobal && !x.IsInstance && x.Value == nil && (name == "sql_mode" || name == "optimizer_switch")
+	case *ast.FuncCallExpr:
+		if x.Schema.L != "" || !pureFuncs[x.FnName.L] {
+			return false
 		}
+		for _, a := range x.Args {
+			if !replayableValue(a) {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }
 
-// wordValue is the text of a constant SET value that names something (a
-// character set, a list of modes): a string literal's value or a bare
-// word; "" for anything else (DEFAULT, a number).
-func wordValue(e ast.ExprNode) string {
+// pureFuncs are built-in functions whose result depends on their arguments
+// alone: a SET value built with them replays exactly.
+var pureFuncs = map[string]bool{
+	"concat": true, "concat_ws": true, "replace": true, "if": true, "ifnull": true, "coalesce": true,
+	"nullif": true, "lower": true, "upper": true, "lcase": true, "ucase": true, "trim": true,
+	"ltrim": true, "rtrim": true, "substring": true, "substr": true, "left": true, "right": true,
+	"lpad": true, "rpad": true, "greatest": true, "least": true, "abs": true, "floor": true,
+	"ceil": true, "ceiling": true, "round": true, "find_in_set": true,
+}
+
+// wordValue is the text of a SET value that names something (a character
+// set, a list of modes): a string literal's value or a bare word. ok is
+// false for anything else (DEFAULT, a number, an expression).
+func wordValue(e ast.ExprNode) (string, bool) {
 	switch x := e.(type) {
 	case ast.ValueExpr:
 		if v, ok := x.GetValue().(string); ok {
-			return strings.Clone(v)
+			return strings.Clone(v), true
 		}
 	case *ast.ColumnNameExpr:
-		return x.Name.Name.O
+		if x.Name.Table.L == "" {
+			return strings.Clone(x.Name.Name.O), true
+		}
 	}
-	return ""
+	return "", false
 }
 
 // classifySet classifies SET: session system variables, SET NAMES and SET CHARACTER SET
@@ -528,7 +572,7 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 			if err != nil {
 				return write
 			}
-			if !constantValue(va.Value) {
+			if !replayableValue(va.Value) {
 				return write
 			}
 			if va.Name == ast.SetNames {
@@ -543,7 +587,7 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 			} else {
 				sv = SessionVar{Name: "character set", SQL: "SET CHARACTER SET " + val}
 			}
-			sv.Charset = wordValue(va.Value)
+			sv.Charset, _ = wordValue(va.Value)
 		case !va.IsSystem || va.IsGlobal || va.IsInstance:
 			return write // @user_var, GLOBAL, INSTANCE
 		case sessionTxn:
@@ -569,8 +613,8 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 			}
 		default:
 			name := strings.ToLower(va.Name)
-			if name == "tx_isolation_one_shot" || name == "tx_read_ts" || !constantValue(va.Value) {
-				// A value that is not a constant (a function call, a
+			if name == "tx_isolation_one_shot" || name == "tx_read_ts" || !replayableValue(va.Value) {
+				// A value that may evaluate otherwise (a stored function, a
 				// subquery, a variable) would be evaluated again, with
 				// another result or side effect, on each connection it
 				// were replayed on.
@@ -583,10 +627,13 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 			sv = SessionVar{Name: canonicalVarName(name), SQL: "SET SESSION " + quoteVarName(name) + " = " + val}
 			switch name {
 			case "character_set_client":
-				sv.Charset = wordValue(va.Value)
+				sv.Charset, _ = wordValue(va.Value)
 			case "sql_mode":
-				if _, isDefault := va.Value.(*ast.DefaultExpr); !isDefault {
-					sv.Modes, sv.ModesKnown = ParseSQLMode(wordValue(va.Value)), true
+				// Only a list of mode names is read here; the proxy reads
+				// any other value (DEFAULT, a number, an expression) back
+				// from the server that ran it.
+				if w, ok := wordValue(va.Value); ok {
+					sv.Modes, sv.ModesKnown = ParseSQLMode(w), true
 				}
 			}
 		}

@@ -122,6 +122,10 @@ type FuncRef struct {
 	// Name is the function's name in lower case (function names are not
 	// case-sensitive).
 	Name string
+	// Maybe: the call is a built-in unless the schema has a stored function
+	// of that name (`now`(), NOW ()); only such a function can keep the
+	// statement on the master.
+	Maybe bool
 }
 
 // Plan is the router's verdict on one SQL text. Plans are shared between all callers that

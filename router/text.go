@@ -183,14 +183,15 @@ const (
 	// flagNonASCII: the text holds a byte of 0x80 or above; under a client
 	// character set such as gbk that alone makes its reading uncertain.
 	flagNonASCII
-	// flagQuotedCall: the text calls a function by a name in backquotes
-	// (see quotedCalls), which its digest does not tell from a bare call.
-	flagQuotedCall
+	// flagAmbiguousCall: the text calls a function MariaDB may resolve to a
+	// stored one where the parser sees a built-in (see ambiguousCalls):
+	// its digest does not tell it from a plain call.
+	flagAmbiguousCall
 )
 
 // bypassFlags are the flags of texts that the digest and shape levels do not
 // serve: their plan depends on more than their digest.
-const bypassFlags = flagBackslash | flagConditional | flagTiDBComment | flagDoubleQuote | flagPipes | flagHazard | flagQuotedCall
+const bypassFlags = flagBackslash | flagConditional | flagTiDBComment | flagDoubleQuote | flagPipes | flagHazard | flagAmbiguousCall
 
 // modeFlags are the flags of texts whose reading may change with sql_mode.
 const modeFlags = flagBackslash | flagDoubleQuote | flagPipes
@@ -199,6 +200,7 @@ func scanTextFlags(s string) textFlags {
 	var f textFlags
 	odd := false // a byte that is not printable ASCII or agreed whitespace
 	backquote := false
+	spacedParen := false // a "(" after whitespace or a comment
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '\\':
@@ -207,6 +209,10 @@ func scanTextFlags(s string) textFlags {
 			f |= flagDoubleQuote
 		case '`':
 			backquote = true
+		case '(':
+			if i > 0 && (isSpace(s[i-1]) || s[i-1] == '/') {
+				spacedParen = true
+			}
 		case '|':
 			if i+1 < len(s) && s[i+1] == '|' {
 				f |= flagPipes
@@ -232,50 +238,120 @@ func scanTextFlags(s string) textFlags {
 	if odd && codeHazard(s) {
 		f |= flagHazard
 	}
-	if backquote && quotedCalls(s) != nil {
-		f |= flagQuotedCall
+	if (backquote || spacedParen) && ambiguousCalls(s) != nil {
+		f |= flagAmbiguousCall
 	}
 	return f
 }
 
-// quotedCalls returns, in lower case, the unqualified names in backquotes
-// that are followed by "(" in s, outside string literals and comments: calls
-// of `name`(...), which MariaDB resolves to a stored function even where
-// the bare name is a keyword function.
-func quotedCalls(s string) []string {
+// spacedKeywordFuncs are the built-ins MariaDB's lexer takes for a function
+// keyword only when "(" follows the name at once: with a space or a comment
+// in between (NOW (), COUNT /**/ (a)) the name is an identifier, and the
+// call goes to a stored function of that name. Found on MariaDB 10.11 by
+// calling each name of information_schema.SQL_FUNCTIONS that way with a
+// stored function of the same name in the schema.
+var spacedKeywordFuncs = map[string]bool{
+	"adddate": true, "bit_and": true, "bit_or": true, "bit_xor": true, "cast": true, "count": true,
+	"cume_dist": true, "curdate": true, "curtime": true, "date_add": true, "date_sub": true,
+	"dense_rank": true, "extract": true, "first_value": true, "group_concat": true,
+	"json_arrayagg": true, "json_objectagg": true, "lag": true, "last_value": true, "lead": true,
+	"max": true, "median": true, "mid": true, "min": true, "now": true, "nth_value": true, "ntile": true,
+	"percentile_cont": true, "percentile_disc": true, "percent_rank": true, "position": true,
+	"rank": true, "row_number": true, "session_user": true, "std": true, "stddev": true,
+	"stddev_pop": true, "stddev_samp": true, "subdate": true, "substr": true, "substring": true,
+	"sum": true, "sysdate": true, "system_user": true, "trim": true, "trim_oracle": true,
+	"variance": true, "var_pop": true, "var_samp": true,
+}
+
+// ambiguousCalls returns, in lower case, the unqualified function names in
+// s that MariaDB may resolve to a stored function although the TiDB parser
+// reports a built-in: a name in quotes followed by "(" (`now`(), and "now"()
+// under ANSI_QUOTES), and a spacedKeywordFuncs name with a space or comment
+// before its "(". Every reading of quotes the session's sql_mode could
+// select is tried. It allocates only when it finds something.
+func ambiguousCalls(s string) []string {
+	readings := [...]lexReading{{true, false}, {false, false}, {true, true}, {false, true}}
+	n := 1
+	if strings.IndexByte(s, '\\') >= 0 || strings.IndexByte(s, '"') >= 0 {
+		n = len(readings)
+	}
 	var names []string
-	prev := byte(0) // the last byte of code before the current position
+	for _, r := range readings[:n] {
+		names = ambiguousCallsIn(s, r, names)
+	}
+	return names
+}
+
+// ambiguousCallsIn adds to names the calls ambiguousCalls looks for, as
+// MariaDB splits s under reading r.
+func ambiguousCallsIn(s string, r lexReading, names []string) []string {
+	add := func(name string) {
+		name = strings.ToLower(name)
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	// parenAfter reports whether "(" follows s[i:] after whitespace and
+	// plain comments, and whether anything came between.
+	parenAfter := func(i int) (paren, spaced bool) {
+		for i < len(s) {
+			switch {
+			case isSpace(s[i]):
+				i++
+			case strings.HasPrefix(s[i:], "/*") && !strings.HasPrefix(s[i:], "/*!") && !strings.HasPrefix(s[i:], "/*M!"):
+				end := strings.Index(s[i+2:], "*/")
+				if end < 0 {
+					return false, false
+				}
+				i += 2 + end + 2
+			default:
+				return s[i] == '(', spaced
+			}
+			spaced = true
+		}
+		return false, false
+	}
+	prev := byte(0) // the last byte of statement text before position i
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
-		case c == '\'' || c == '"':
-			i = skipQuoted(s, i, c, true)
+		case c == '\'' || c == '"' && !r.ansiQuotes:
+			i = skipQuoted(s, i, c, r.backslash)
 			prev = c
-		case c == '`':
-			end := skipQuoted(s, i, '`', false)
-			j := end
-			for j < len(s) && isSpace(s[j]) {
-				j++
+		case c == '`' || c == '"':
+			end := skipQuoted(s, i, c, false)
+			if paren, _ := parenAfter(end); paren && prev != '.' && end-1 > i+1 {
+				add(strings.ReplaceAll(s[i+1:end-1], string([]byte{c, c}), string(c)))
 			}
-			if prev != '.' && j < len(s) && s[j] == '(' && end-1 > i+1 {
-				name := strings.ToLower(strings.ReplaceAll(s[i+1:end-1], "``", "`"))
-				if !slices.Contains(names, name) {
-					names = append(names, name)
-				}
-			}
-			i, prev = end, '`'
-		case c == '/' && i+1 < len(s) && s[i+1] == '*' && i+2 < len(s) && s[i+2] != '!' && !strings.HasPrefix(s[i+2:], "M!"):
+			i, prev = end, c
+		case c == '/' && i+1 < len(s) && s[i+1] == '*' && !strings.HasPrefix(s[i:], "/*!") && !strings.HasPrefix(s[i:], "/*M!"):
 			end := strings.Index(s[i+2:], "*/")
 			if end < 0 {
 				return names
 			}
 			i += 2 + end + 2
-		case c == '#' || c == '-' && strings.HasPrefix(s[i:], "-- "):
+		case c == '#' || c == '-' && strings.HasPrefix(s[i:], "--") && (i+2 == len(s) || s[i+2] <= ' '):
 			end := strings.IndexByte(s[i:], '\n')
 			if end < 0 {
 				return names
 			}
 			i += end + 1
+		case isWordByte(c) && c < 0x80:
+			start := i
+			for i < len(s) && isWordByte(s[i]) && s[i] < 0x80 {
+				i++
+			}
+			if paren, spaced := parenAfter(i); paren && spaced && prev != '.' && i-start <= 16 {
+				var lower [16]byte
+				w := lower[:i-start]
+				for k := range w {
+					w[k] = s[start+k] | 0x20
+				}
+				if spacedKeywordFuncs[string(w)] {
+					add(s[start:i])
+				}
+			}
+			prev = s[i-1]
 		default:
 			if !isSpace(c) {
 				prev = c
