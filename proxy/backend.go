@@ -32,8 +32,13 @@ type BackendConn struct {
 	multiStmts bool
 	// readOnly: the connection's session transaction access mode is READ
 	// ONLY (every replica connection's: nothing it runs can change data),
-	// and its Conn intercepts the server's 1792 refusal (see exchange).
+	// and the server reports changes to it and to sql_mode in the status
+	// flags (SERVER_SESSION_STATE_CHANGED). tainted: such a change was
+	// reported (a stored function ran SET SESSION TRANSACTION READ
+	// WRITE), or it refused a statement (its diagnostics area holds the
+	// error): the connection is reset before its next use.
 	readOnly bool
+	tainted  bool
 	status   uint16 // status flags of the last final OK/EOF
 	mariadb  bool   // the server is MariaDB (else MySQL)
 	broken   bool
@@ -363,7 +368,7 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 		}
 	}
 	if bc.backend.Role == health.RoleReplica {
-		if err := bc.setReadOnly(true); err != nil {
+		if err := bc.setReadOnly(); err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("making the connection to replica %s read-only: %w", p.addr, err)
 		}
@@ -392,30 +397,34 @@ func (bc *BackendConn) trackGTIDs() error {
 	return bc.simpleCommand(bc.command(protocol.ComQuery, q), protocol.ResponseResult)
 }
 
-// These set a connection's session transaction access mode; both MariaDB
-// and MySQL take them (tx_read_only / transaction_read_only underneath).
+// These make a replica connection read-only, and have the server flag any
+// later change of its access mode or sql_mode (session state tracking sets
+// SERVER_SESSION_STATE_CHANGED in the status flags, even for a client
+// that did not ask for the tracking data itself). The tracked list keeps
+// last_gtid where causal reads track it (bc.SessionTrack).
 const (
-	setReadOnly  = "SET SESSION TRANSACTION READ ONLY"
-	setReadWrite = "SET SESSION TRANSACTION READ WRITE"
+	setReadOnlyMariaDB        = "SET SESSION tx_read_only = 1, SESSION session_track_system_variables = 'tx_read_only,sql_mode'"
+	setReadOnlyMariaDBTracked = "SET SESSION tx_read_only = 1, SESSION session_track_system_variables = 'tx_read_only,sql_mode,last_gtid'"
+	setReadOnlyMySQL          = "SET SESSION transaction_read_only = 1, SESSION session_track_system_variables = 'transaction_read_only,sql_mode'"
 )
 
-// setReadOnly sets the connection's access mode: READ ONLY for a replica,
-// so that a statement sluice misjudged as a read fails there with 1792
-// instead of changing data (whatever the service account may do), which
-// Relay then intercepts so the session can re-run it on the master.
-func (bc *BackendConn) setReadOnly(on bool) error {
-	q := setReadWrite
-	if on {
-		q = setReadOnly
+// setReadOnly makes the connection read-only, as every replica connection
+// is: a statement sluice misjudged as a read fails there with 1792 instead
+// of changing data (whatever the service account may do), and the session
+// re-runs it on the master (exchange). A connection leaves read-only
+// only through a reset (reset, sync).
+func (bc *BackendConn) setReadOnly() error {
+	q := setReadOnlyMySQL
+	if bc.mariadb {
+		q = setReadOnlyMariaDB
+		if bc.SessionTrack {
+			q = setReadOnlyMariaDBTracked
+		}
 	}
 	if err := bc.simpleCommand(bc.command(protocol.ComQuery, q), protocol.ResponseResult); err != nil {
 		return err
 	}
-	bc.readOnly = on
-	bc.InterceptErr = 0
-	if on {
-		bc.InterceptErr = protocol.ErReadOnlyTransaction
-	}
+	bc.readOnly, bc.tainted = true, false
 	return nil
 }
 
@@ -537,8 +546,8 @@ func (bc *BackendConn) reset(timeout time.Duration) bool {
 	}
 	// The reset put the access mode back to the server's default: a
 	// replica connection is made read-only again before anyone uses it.
-	bc.readOnly, bc.InterceptErr = false, 0
-	if bc.backend.Role == health.RoleReplica && bc.setReadOnly(true) != nil {
+	bc.readOnly, bc.tainted = false, false
+	if bc.backend.Role == health.RoleReplica && bc.setReadOnly() != nil {
 		return false
 	}
 	return true
@@ -565,6 +574,61 @@ func (bc *BackendConn) simpleCommand(payload []byte, kind protocol.ResponseKind)
 	}
 	bc.status = st
 	return nil
+}
+
+// queryValue runs a query sluice issues itself that returns one column and
+// at most one row, and returns the row's value ("" for none or NULL). A
+// server ERR comes back as *protocol.SQLError; an I/O failure or a reply of
+// another shape marks the connection broken.
+func (bc *BackendConn) queryValue(q string) (string, error) {
+	bc.ResetSeq()
+	if err := bc.WritePacketFlush(bc.command(protocol.ComQuery, q)); err != nil {
+		bc.broken = true
+		return "", fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	}
+	fail := func(err error) (string, error) {
+		bc.broken = true
+		return "", fmt.Errorf("%w: %s: %w", protocol.ErrBackendIO, q, err)
+	}
+	p, err := bc.ReadPacket()
+	if err != nil {
+		return fail(err)
+	}
+	if protocol.IsErr(p) {
+		e, _ := protocol.ParseErr(p)
+		return "", e
+	}
+	if n, _, _, err := protocol.ReadLenEncInt(p); err != nil || n != 1 {
+		return fail(fmt.Errorf("want one column, got %d (%v)", n, err))
+	}
+	value := ""
+	for state := 0; ; {
+		if p, err = bc.ReadPacket(); err != nil {
+			return fail(err)
+		}
+		switch {
+		case state == 0: // the column definition
+			state = 1
+		case protocol.IsEOF(p):
+			if state == 1 {
+				state = 2 // the end of the column definitions
+				continue
+			}
+			bc.status = protocol.EOFStatus(p)
+			return value, nil
+		case protocol.IsErr(p):
+			e, _ := protocol.ParseErr(p)
+			return "", e
+		default: // a row
+			if len(p) > 0 && p[0] != 0xfb {
+				v, _, err := protocol.ReadLenEncString(p)
+				if err != nil {
+					return fail(err)
+				}
+				value = string(v)
+			}
+		}
+	}
 }
 
 // command builds a command sluice issues itself (cmd, then arg) in bc's own

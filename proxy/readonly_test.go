@@ -108,22 +108,26 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 	// connection writable when its state is replayed there.
 	s := &Session{srv: srv, key: key}
 	s.initLeg(&s.clusterLeg, 0)
-	s.recordVars(srv.router.Classify("SET SESSION TRANSACTION READ WRITE").Vars)
-	s.recordVars(srv.router.Classify("SET SESSION tx_read_only = 0").Vars)
+	s.recordVars(srv.router.Classify("SET SESSION TRANSACTION READ WRITE").Vars, nil)
+	s.recordVars(srv.router.Classify("SET SESSION tx_read_only = 0").Vars, nil)
 	if err := s.sync(bc); err != nil {
 		t.Fatal(err)
 	}
 	refuses(t, bc, "after replaying the session's READ WRITE")
 
-	// The relay hands a refusal back untouched instead of passing it on.
+	// The relay, armed as exchange arms it for a read-only connection,
+	// hands a refusal back instead of passing it on.
 	client, peer := net.Pipe()
 	defer client.Close()
 	defer peer.Close()
+	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
+	bc.InterceptErr = protocol.ErReadOnlyTransaction
 	bc.ResetSeq()
 	if err := bc.WritePacketFlush(bc.command(protocol.ComQuery, writes[0])); err != nil {
 		t.Fatal(err)
 	}
 	res, err := protocol.Relay(protocol.NewConn(client), bc.Conn, protocol.ResponseResult, false)
+	bc.InterceptErr = 0
 	if !errors.Is(err, protocol.ErrIntercepted) || res.Packets != 0 || res.Err == nil || res.Err.Code != protocol.ErReadOnlyTransaction {
 		t.Fatalf("relay of a refused write: err %v, %d packets, ERR %v; want ErrIntercepted, nothing relayed, 1792", err, res.Packets, res.Err)
 	}

@@ -21,28 +21,28 @@ import (
 // statements. The Session owns it.
 type lexState struct {
 	// modes are the session's lexing sql_mode flags: from the client's
-	// own SET sql_mode (modesSet), else from the server's global sql_mode
-	// as the cluster master's last probe read it (modesFrom).
-	modes     router.LexModes
-	modesSet  bool
-	modesFrom *health.Status
+	// own SET sql_mode (modesSet), else from the servers' global sql_mode
+	// as the probes of round modesRound read it (modesKnown: every server
+	// of the cluster reported one).
+	modes      router.LexModes
+	modesSet   bool
+	modesKnown bool
+	modesRound uint64
 }
 
 // lexModes returns the sql_mode flags the session's statements are lexed
-// under. A session that has not set sql_mode has the server's global one,
-// which it learns from the master's probes; until a probe has read it,
-// every flag that changes lexing is assumed. The status flags of the last
-// answer add NO_BACKSLASH_ESCAPES whatever the rest says.
+// under. A session that has not set sql_mode has the servers' global one
+// (a connection starts with it), which the probes read: the flags of the
+// master and of every replica together, as a replica may differ. Until a
+// probe has read each, every flag that changes lexing is assumed. The
+// status flags of the last answer add NO_BACKSLASH_ESCAPES whatever the
+// rest says.
 func (s *Session) lexModes() router.LexModes {
 	m := s.lex.modes
 	if !s.lex.modesSet {
-		st := s.cluster.Master.Status()
-		if st != s.lex.modesFrom || st == nil {
-			s.lex.modesFrom = st
-			s.lex.modes = router.LexUnknown
-			if st != nil && st.SQLModeKnown {
-				s.lex.modes = router.ParseSQLMode(st.SQLMode)
-			}
+		if round := s.srv.topo.Round(); round != s.lex.modesRound || !s.lex.modesKnown {
+			s.lex.modesRound = round
+			s.lex.modes, s.lex.modesKnown = globalModes(s.cluster)
 		}
 		m = s.lex.modes
 	}
@@ -52,10 +52,45 @@ func (s *Session) lexModes() router.LexModes {
 	return m
 }
 
+// globalModes are the lexing flags of the global sql_mode of every server
+// of c, as their last probes read it; known is false (and every flag
+// assumed) while any has not been read.
+func globalModes(c *health.Cluster) (m router.LexModes, known bool) {
+	known = true
+	add := func(b *health.Backend) {
+		if st := b.Status(); st != nil && st.SQLModeKnown {
+			m |= router.ParseSQLMode(st.SQLMode)
+		} else {
+			m, known = m|router.LexUnknown, false
+		}
+	}
+	add(c.Master)
+	for _, r := range c.Replicas {
+		add(r)
+	}
+	return m, known
+}
+
 // noteSQLMode takes the lexing flags of the session's own accepted SET
-// sql_mode; DEFAULT gives the session the server's global mode again.
-func (s *Session) noteSQLMode(v router.SessionVar) {
-	s.lex.modes, s.lex.modesSet, s.lex.modesFrom = v.Modes, v.ModesKnown, nil
+// sql_mode. A value the router could not read as a list of modes (DEFAULT,
+// a number, an expression such as CONCAT(@@sql_mode, ',STRICT_ALL_TABLES'))
+// is read back from bc, the master connection that ran the SET; until that
+// succeeds every flag is assumed.
+func (s *Session) noteSQLMode(v router.SessionVar, bc *BackendConn) {
+	s.lex.modes, s.lex.modesSet = v.Modes, true
+	if v.ModesKnown {
+		return
+	}
+	s.lex.modes = router.LexUnknown | router.LexOracle
+	if bc == nil {
+		return
+	}
+	mode, err := bc.queryValue("SELECT @@SESSION.sql_mode")
+	if err != nil {
+		s.log().Warn("could not read back the session's sql_mode", zap.String("backend", bc.backend.Address), zap.Error(err))
+		return
+	}
+	s.lex.modes = router.ParseSQLMode(mode)
 }
 
 // unsafeCharset reports whether the session's client character set is one
@@ -101,7 +136,14 @@ func (s *Session) funcsMayWrite(plan *router.Plan) bool {
 		if schema == "" {
 			schema = s.schema
 		}
-		if schema == "" || !st.Functions.ReadOnly(health.FunctionKey{Schema: schema, Name: f.Name}) {
+		if schema == "" {
+			return true
+		}
+		key := health.FunctionKey{Schema: schema, Name: f.Name}
+		if f.Maybe && !st.Functions.Has(key) {
+			continue // the built-in
+		}
+		if !st.Functions.ReadOnly(key) {
 			return true
 		}
 	}

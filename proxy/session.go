@@ -582,7 +582,7 @@ func (s *Session) comQuery(p []byte) error {
 	case router.KindSet:
 		after = func(bc *BackendConn, res protocol.RelayResult) {
 			if res.Err == nil {
-				s.recordVars(plan.Vars)
+				s.recordVars(plan.Vars, bc)
 				// bc ran the SET itself: its effect equals the
 				// session's list, whatever moved in it.
 				bc.vars = bc.vars[:0]
@@ -621,7 +621,11 @@ func (s *Session) inTransaction() bool {
 
 // recordVars adds SET assignments to the session state. A re-assigned
 // variable moves to the end so replay keeps the client's order.
-func (s *Session) recordVars(vars []router.SessionVar) {
+//
+// bc is the connection that ran them (nil when they were not just run):
+// an sql_mode whose lexing flags the router could not tell is read back
+// from it.
+func (s *Session) recordVars(vars []router.SessionVar, bc *BackendConn) {
 	for _, v := range vars {
 		for i := range s.vars {
 			if s.vars[i].Name == v.Name {
@@ -631,7 +635,7 @@ func (s *Session) recordVars(vars []router.SessionVar) {
 		}
 		s.vars = append(s.vars, trackedVar{SessionVar: v})
 		if v.Name == "sql_mode" {
-			s.noteSQLMode(v)
+			s.noteSQLMode(v, bc)
 		}
 	}
 }
@@ -695,6 +699,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		return err
 	}
 	var skip *health.Backend
+	refused := false
 	for attempt := 0; ; attempt++ {
 		bc, err := s.backendFor(target, skip)
 		if err == nil {
@@ -725,13 +730,29 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			bc.pool.queries.Add(1)
 		}
 		s.runningOn(bc)
+		if bc.readOnly {
+			// A refusal as a write is handed back, not relayed.
+			bc.InterceptErr = protocol.ErReadOnlyTransaction
+		}
 		res, err := run(bc)
+		bc.InterceptErr = 0
+		if bc.readOnly && res.Status&protocol.StatusSessionStateChg != 0 {
+			// Something the statement ran (a stored function) changed the
+			// connection's access mode or sql_mode: reset it before it
+			// serves again.
+			bc.tainted = true
+		}
 		if errors.Is(err, protocol.ErrIntercepted) {
 			// A read-only replica connection refused the statement (1792)
 			// before anything reached the client: nothing changed there.
 			// sluice misjudged it as a read; the master runs it once.
 			s.info.running.Store(nil)
-			if attempt == 0 && bc.backend.Role == health.RoleReplica {
+			// The refusal stays in the connection's diagnostics area, where
+			// a later statement that uses no table would still count it:
+			// reset the connection before it serves again.
+			bc.tainted = true
+			if !refused {
+				refused = true
 				s.replicaRefused(bc)
 				target, skip = router.TargetMaster, nil
 				continue
@@ -1144,7 +1165,7 @@ func (s *Session) sync(bc *BackendConn) error {
 	// (its replica was promoted) starts afresh too: its replayed state
 	// lacks the access mode assignments it skipped as a replica.
 	replica := bc.backend.Role == health.RoleReplica
-	same := len(bc.vars) <= len(s.vars) && (replica || !bc.readOnly)
+	same := len(bc.vars) <= len(s.vars) && (replica || !bc.readOnly) && !bc.tainted
 	for i := 0; same && i < len(bc.vars); i++ {
 		same = bc.vars[i] == s.vars[i].SQL
 	}
@@ -1180,7 +1201,7 @@ func (s *Session) sync(bc *BackendConn) error {
 	}
 	if replica && !bc.readOnly {
 		// A master connection that now serves a demoted server.
-		if err := bc.setReadOnly(true); err != nil {
+		if err := bc.setReadOnly(); err != nil {
 			return err
 		}
 	}

@@ -223,7 +223,7 @@ func BenchmarkSession(b *testing.B) {
 				s.nextStmtID = st.id
 			}
 			if bc.replay == "set" {
-				s.recordVars(srv.router.Classify("SET NAMES utf8mb4").Vars)
+				s.recordVars(srv.router.Classify("SET NAMES utf8mb4").Vars, nil)
 			}
 			// One idle data connection in the pool of the backend that
 			// serves the command, as one an earlier session gave back.
