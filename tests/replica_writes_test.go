@@ -56,6 +56,9 @@ func rwObjects(db string) []string {
 		// replica connection's read-only access mode stops it.
 		"CREATE FUNCTION {db}.f_lie(x VARCHAR(64)) RETURNS INT READS SQL DATA BEGIN INSERT INTO w (tag) VALUES (x); RETURN 1; END",
 		"CREATE FUNCTION {db}.f_ro() RETURNS INT READS SQL DATA RETURN (SELECT COUNT(*) FROM w)",
+		// f_rw declares NO SQL and switches the connection that runs it
+		// to READ WRITE: a replica connection must not stay so.
+		"CREATE FUNCTION {db}.f_rw() RETURNS INT NO SQL BEGIN SET SESSION TRANSACTION READ WRITE; RETURN 1; END",
 		"CREATE VIEW {db}.v AS SELECT {db}.f_ins('v') AS x",
 	}
 	for i, s := range stmts {
@@ -811,6 +814,63 @@ func TestReplicaWriteRefusedAndRerun(t *testing.T) {
 		t.Errorf("after SET SESSION TRANSACTION READ WRITE and tx_read_only = 0, SELECT f_lie('rw') was not refused by a replica (%s stayed %v)", rwRefusals, mid)
 	}
 	e.assertConsistent(true)
+}
+
+// TestReplicaWriteFunctionTurnsReadWrite: a read calling a function that
+// switches its connection to READ WRITE (declared NO SQL, so it runs on a
+// replica) does not leave that replica connection writable: the server
+// flags the change, sluice resets the connection and makes it read-only
+// again, and the next misjudged write is still refused there. The session
+// holds its replica connection (a user variable pins it), so both reads
+// run on the same one.
+func TestReplicaWriteFunctionTurnsReadWrite(t *testing.T) {
+	e := rwSetup(t)
+	sl, dir := e.conns(nil)
+	before := rwRefusalCount(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for !rwRefusedSince(t, before, 300*time.Millisecond) {
+		// Until sluice knows rw18's declarations, f_lie runs on the master.
+		if time.Now().After(deadline) {
+			t.Fatalf("SELECT f_lie('l') was never refused by a replica: %s did not grow from %v", rwRefusals, before)
+		}
+		e.both(sl, dir, rwQ("SELECT f_lie('l')"))
+		if t.Failed() {
+			return
+		}
+	}
+	e.both(sl, dir,
+		rwQ("/* sluice:replica */ SELECT @pin"),
+		rwQ("SELECT f_rw()"),
+	)
+	mid := rwRefusalCount(t)
+	e.both(sl, dir, rwQ("SELECT f_lie('after_rw')"))
+	if !rwRefusedSince(t, mid, 5*time.Second) {
+		t.Errorf("after SELECT f_rw() on the replica, SELECT f_lie('after_rw') was not refused there (%s stayed %v)", rwRefusals, mid)
+	}
+	e.assertConsistent(true)
+}
+
+// TestReplicaWriteNumericSQLMode: an sql_mode set as a number (4 is
+// ANSI_QUOTES) or an expression is read back from the master, so a text
+// that MariaDB reads otherwise under it stays on the master: here the
+// double-quoted part is an alias under ANSI_QUOTES and NEXTVAL runs.
+func TestReplicaWriteNumericSQLMode(t *testing.T) {
+	e := rwSetup(t)
+	for _, set := range []string{"SET sql_mode = 4", "SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')"} {
+		sl, dir := e.conns(nil)
+		before := rwRefusalCount(t)
+		e.both(sl, dir,
+			rwX(set),
+			rwQ(`SELECT 1 AS "a\", NEXTVAL(s) -- "`),
+			rwQ("SELECT @@sql_mode"),
+		)
+		e.assertConsistent(true)
+		// The read-only replica connection would refuse NEXTVAL too; the
+		// statement must not have needed that backstop.
+		if n := rwRefusalCount(t); n != before {
+			t.Errorf("after %s the statement went to a replica and was refused there (%s %v -> %v): sluice misread the session's sql_mode", set, rwRefusals, before, n)
+		}
+	}
 }
 
 // TestReplicaWriteReadsStillOnReplica: the fix does not send everything to
