@@ -300,3 +300,40 @@ func TestModeSensitivity(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotesInsideLiteralsKeepTheDigestLevel: a double quote or "||" inside
+// a single-quoted string (JSON, say) cannot change the text's reading under
+// any sql_mode when it holds no backslash: such texts still share their
+// digest's plan.
+func TestQuotesInsideLiteralsKeepTheDigestLevel(t *testing.T) {
+	for _, c := range []struct {
+		sql    string
+		bypass bool
+	}{
+		{`SELECT * FROM t WHERE j = '{"a":1}'`, false},
+		{`SELECT * FROM t WHERE s = 'a||b' AND ` + "`x\"y`" + ` = 1`, false},
+		{`SELECT "a" FROM t`, true},
+		{`SELECT a || b FROM t`, true},
+		{`SELECT '\'', "a" FROM t`, true},
+		{"SELECT 1\n\tFROM t\r\n", false},
+	} {
+		if got := scanTextFlags(c.sql)&bypassFlags != 0; got != c.bypass {
+			t.Errorf("scanTextFlags(%q) bypasses the digest level: %v, want %v", c.sql, got, c.bypass)
+		}
+	}
+	for _, c := range []struct {
+		s             string
+		odd, nonASCII bool
+	}{
+		{"SELECT 1 FROM t WHERE a = 'x'", false, false},
+		{"SELECT 1\n\tFROM t\r\n\v\f", false, false},
+		{"SELECT 1 FROM t WHERE a = 'caf\xc3\xa9' AND b = 1", true, true},
+		{"SELECT 1 FROM t WHERE a = 1 AND b = 2\x00", true, false},
+		{"SELECT 1 FROM t WHERE a = 1 AND\x7f b = 2", true, false},
+		{"\x85", true, true},
+	} {
+		if odd, non := oddBytes(c.s); odd != c.odd || non != c.nonASCII {
+			t.Errorf("oddBytes(%q) = %v, %v; want %v, %v", c.s, odd, non, c.odd, c.nonASCII)
+		}
+	}
+}

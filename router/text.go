@@ -198,50 +198,110 @@ const modeFlags = flagBackslash | flagDoubleQuote | flagPipes
 
 func scanTextFlags(s string) textFlags {
 	var f textFlags
-	odd := false // a byte that is not printable ASCII or agreed whitespace
-	backquote := false
-	spacedParen := false // a "(" after whitespace or a comment
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\\':
-			f |= flagBackslash
-		case '"':
-			f |= flagDoubleQuote
-		case '`':
-			backquote = true
-		case '(':
-			if i > 0 && (isSpace(s[i-1]) || s[i-1] == '/') {
-				spacedParen = true
-			}
-		case '|':
-			if i+1 < len(s) && s[i+1] == '|' {
-				f |= flagPipes
-			}
-		case '/':
-			if i+2 < len(s) && s[i+1] == '*' {
-				rest := s[i+2:]
-				if strings.HasPrefix(rest, "M!") || len(rest) > 1 && rest[0] == '!' && rest[1] >= '0' && rest[1] <= '9' {
-					f |= flagConditional
-				} else if strings.HasPrefix(rest, "T!") {
-					f |= flagTiDBComment
-				}
-			}
-		default:
-			if c >= 0x80 {
-				f |= flagNonASCII
-				odd = true
-			} else if c == 0x7f || c < ' ' && !isSpace(c) {
-				odd = true
-			}
+	if strings.IndexByte(s, '\\') >= 0 {
+		f |= flagBackslash
+	}
+	if strings.IndexByte(s, '"') >= 0 && outsideLiterals(s, f, `"`) {
+		f |= flagDoubleQuote
+	}
+	if strings.Contains(s, "||") && outsideLiterals(s, f, "||") {
+		f |= flagPipes
+	}
+	for i := 0; ; {
+		j := strings.Index(s[i:], "/*")
+		if j < 0 {
+			break
 		}
+		i += j + 2
+		rest := s[i:]
+		if strings.HasPrefix(rest, "M!") || len(rest) > 1 && rest[0] == '!' && rest[1] >= '0' && rest[1] <= '9' {
+			f |= flagConditional
+		} else if strings.HasPrefix(rest, "T!") {
+			f |= flagTiDBComment
+		}
+	}
+	odd, nonASCII := oddBytes(s)
+	if nonASCII {
+		f |= flagNonASCII
 	}
 	if odd && codeHazard(s) {
 		f |= flagHazard
 	}
-	if (backquote || spacedParen) && ambiguousCalls(s) != nil {
+	if (strings.IndexByte(s, '`') >= 0 || spacedParen(s)) && ambiguousCalls(s) != nil {
 		f |= flagAmbiguousCall
 	}
 	return f
+}
+
+// spacedParen reports whether a "(" in s follows whitespace or a comment.
+func spacedParen(s string) bool {
+	for i := 0; ; i++ {
+		j := strings.IndexByte(s[i:], '(')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i > 0 && (isSpace(s[i-1]) || s[i-1] == '/') {
+			return true
+		}
+	}
+}
+
+// oddBytes reports whether s holds a byte that is not printable ASCII or
+// whitespace both lexers agree on (odd), and whether any is 0x80 or above.
+// It looks at eight bytes at a time: most texts hold neither.
+func oddBytes(s string) (odd, nonASCII bool) {
+	const (
+		high  = 0x8080808080808080
+		ones  = 0x0101010101010101
+		space = 0x2020202020202020
+		del   = 0x7f7f7f7f7f7f7f7f
+	)
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		// A byte of 0x80 or above, one below 0x20, or 0x7f, in the word.
+		if x&high != 0 || (x-space)&^x&high != 0 || (x^del-ones)&^(x^del)&high != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 0x80:
+			odd, nonASCII = true, true
+		case c == 0x7f || c < ' ' && !isSpace(c):
+			odd = true
+		}
+	}
+	return odd, nonASCII
+}
+
+// outsideLiterals reports whether sub occurs in s outside single-quoted
+// strings, quoted names and plain comments, as every sql_mode reads them:
+// a text without backslashes (f) splits the same way under all of them.
+// With backslashes it answers true, so that the caller looks further.
+func outsideLiterals(s string, f textFlags, sub string) bool {
+	if f&flagBackslash != 0 {
+		return true
+	}
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case strings.HasPrefix(s[i:], sub):
+			return true
+		case c == '\'' || c == '`' || c == '"' && sub != `"`:
+			i = skipQuoted(s, i, c, false)
+		case c == '/' && strings.HasPrefix(s[i:], "/*") && !strings.HasPrefix(s[i:], "/*!") && !strings.HasPrefix(s[i:], "/*M!"):
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				return false
+			}
+			i += 2 + end + 2
+		default:
+			i++
+		}
+	}
+	return false
 }
 
 // spacedKeywordFuncs are the built-ins MariaDB's lexer takes for a function
