@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -158,6 +159,18 @@ func benchExecute(bound bool) []byte {
 	return append(p, 0x94, 0x13, 0, 0)
 }
 
+// probed gives every backend of c the status a probe of a MariaDB server
+// with the default sql_mode and no stored functions leaves, as a running
+// Server's prober would have.
+func probed(c *health.Cluster) {
+	st := &health.Status{SQLMode: "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION",
+		SQLModeKnown: true, Functions: health.Functions{}}
+	c.Master.SetStatus(st)
+	for _, r := range c.Replicas {
+		r.SetStatus(st)
+	}
+}
+
 // BenchmarkSession serves one whole command per iteration through a
 // Session's command loop (serve): read the client's packet, classify, route,
 // borrow a data connection from the pool, forward, relay the answer, flush,
@@ -208,6 +221,7 @@ func BenchmarkSession(b *testing.B) {
 				srv = offlineServerWith(b, "", 1, "[limits]\nmax_statements_per_second = 10000000\nburst = 100000000\nquery_timeout = \"1h\"\n")
 			}
 			cluster := srv.topo.Current().Clusters[0]
+			probed(cluster)
 			cnc := &benchConn{in: benchPackets(0, bc.command)}
 			s := newSession(srv, 1, cnc)
 			// What handshake would have set; sysbench logs in with a
