@@ -290,6 +290,15 @@ func TestReloadWhileServing(t *testing.T) {
 	mustExec(t, root, "CREATE DATABASE IF NOT EXISTS reloaddb2")
 	t.Cleanup(func() { mustExec(t, root, "DROP DATABASE IF EXISTS reloaddb2") })
 	mustExec(t, root, "CREATE TABLE IF NOT EXISTS reloaddb2.t (id INT AUTO_INCREMENT PRIMARY KEY)")
+	// The clients log in to reloaddb2 and read on the replicas: they must
+	// have it first, or a login right after the CREATE gets 1049 there.
+	for _, r := range env.topo.Replicas {
+		rdb := mustRoot(t, r)
+		pollUntil(t, "reloaddb2.t on replica "+r.Addr(), func() bool {
+			_, err := rdb.Exec("SELECT 1 FROM reloaddb2.t LIMIT 0")
+			return err == nil
+		})
+	}
 	configs := []string{
 		reloadConfig([]int{0, 1}, nil, ""),
 		reloadConfig([]int{1}, nil, ""),
