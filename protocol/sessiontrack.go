@@ -126,14 +126,19 @@ func TrackedVariable(state []byte, name string) ([]byte, bool) {
 }
 
 // AppendOKWithoutState appends to dst the OK packet t came from as a client
-// without CLIENT_SESSION_TRACK expects it: the session-state flag cleared,
-// the info text as the rest of the packet, no session state.
+// without CLIENT_SESSION_TRACK gets it from the server: the session-state
+// flag cleared, no session state, and the info text length-encoded (MariaDB
+// and MySQL write it so for every client, and libmariadb, mysqlnd and
+// libmysqlclient read it so; an empty one is left out).
 func AppendOKWithoutState(dst []byte, t OKTail) []byte {
 	start := len(dst)
 	dst = append(dst, t.Fixed...)
 	st := t.Status &^ StatusSessionStateChg
 	binary.LittleEndian.PutUint16(dst[start+len(t.Fixed)-4:], st)
-	return append(dst, t.Info...)
+	if len(t.Info) == 0 {
+		return dst
+	}
+	return AppendLenEncString(dst, t.Info)
 }
 
 // TrackedGTID returns the GTID of the last transaction a session state
