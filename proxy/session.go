@@ -395,6 +395,14 @@ func (s *Session) comChangeUser(p []byte) error {
 		return err
 	}
 	s.srv.loginSucceeded(remote)
+	if login.User == s.srv.cfg.Admin.User {
+		// As at login: the admin user's name is the admin port's, even
+		// when the auth server has an account of that name.
+		e := s.srv.refuseAdminOnDataPort(host)
+		s.log().Info("change user refused", zap.String("new_user", login.User), zap.Error(e))
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", auth.ErrAccessDenied, e)
+	}
 	if e := s.acquireUser(login.User); e != nil {
 		s.log().Info("change user refused", zap.String("new_user", login.User), zap.Error(e))
 		_ = s.client.WriteErr(e)
@@ -1229,7 +1237,9 @@ func (s *Session) dropIfBroken(bc *BackendConn) {
 // replayed first.
 func (s *Session) putBack(bc *BackendConn, reset bool) {
 	s.forgetConn(bc)
-	if bc.pool == nil {
+	if bc.pool == nil || s.pins&router.PinRole != 0 {
+		// A role set with SET ROLE survives COM_RESET_CONNECTION: only
+		// closing the connection keeps it from the next borrower.
 		bc.discard()
 		return
 	}

@@ -28,6 +28,10 @@ const (
 	// track (SET TRANSACTION, a SET it cannot replay, multi-statement or
 	// unparsed text, CALL), so its connection must not serve anyone else.
 	PinUntracked
+	// PinRole: SET ROLE, which COM_RESET_CONNECTION does not undo on
+	// MariaDB: the session's connections are closed, not reset, when it
+	// lets them go.
+	PinRole
 )
 
 // PinNames name each Pin bit for metrics and SHOW SESSIONS.
@@ -38,6 +42,7 @@ var PinNames = map[Pin]string{
 	PinPrepare:   "sql_prepare",
 	PinFoundRows: "found_rows",
 	PinUntracked: "untracked_state",
+	PinRole:      "role",
 }
 
 // pinsOf walks a parsed statement for the state it pins.
@@ -76,6 +81,17 @@ func (w *pinWalker) Enter(n ast.Node) (ast.Node, bool) {
 		}
 	case *ast.LockTablesStmt:
 		w.pins |= PinLocks
+	case *ast.FlushStmt:
+		// FLUSH TABLES [t, ...] WITH READ LOCK holds the lock until UNLOCK
+		// TABLES on this connection.
+		if x.Tp == ast.FlushTables && x.ReadLock {
+			w.pins |= PinLocks
+		}
+	case *ast.SetRoleStmt:
+		// The session's active role changes what it may do; sluice does
+		// not replay it, so the connection that has it stays the session's
+		// and is closed afterwards (see PinRole).
+		w.pins |= PinUntracked | PinRole
 	case *ast.PrepareStmt:
 		w.pins |= PinPrepare
 	}
@@ -103,7 +119,7 @@ func pinsOfText(sql string) Pin {
 	if strings.Contains(u, "TEMPORARY") {
 		p |= PinTempTable
 	}
-	if strings.Contains(u, "GET_LOCK") || strings.Contains(u, "LOCK TABLE") {
+	if strings.Contains(u, "GET_LOCK") || strings.Contains(u, "LOCK TABLE") || strings.Contains(u, "READ LOCK") {
 		p |= PinLocks
 	}
 	if strings.Contains(u, "PREPARE") {
@@ -111,6 +127,9 @@ func pinsOfText(sql string) Pin {
 	}
 	if strings.Contains(u, "SQL_CALC_FOUND_ROWS") {
 		p |= PinFoundRows
+	}
+	if strings.Contains(u, "ROLE") {
+		p |= PinRole
 	}
 	return p
 }

@@ -337,3 +337,27 @@ func TestQuotesInsideLiteralsKeepTheDigestLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestRoleAndReadLockPin: SET ROLE changes the session's privileges on its
+// connection, and FLUSH TABLES ... WITH READ LOCK holds a lock there until
+// UNLOCK TABLES: both keep the session on that connection (issue 19).
+func TestRoleAndReadLockPin(t *testing.T) {
+	r := New(100)
+	for sql, want := range map[string]Pin{
+		"SET ROLE r":                         PinUntracked | PinRole,
+		"SET ROLE NONE":                      PinUntracked | PinRole,
+		"FLUSH TABLES WITH READ LOCK":        PinLocks,
+		"FLUSH TABLES t1, t2 WITH READ LOCK": PinLocks,
+		"FLUSH TABLES":                       0,
+		"FLUSH NO_WRITE_TO_BINLOG TABLES t1": 0,
+		"SET DEFAULT ROLE r FOR u":           0,
+	} {
+		p := r.Classify(sql)
+		if p.Pins&want != want || want == 0 && p.Pins&(PinLocks|PinUntracked) != 0 && p.ParseErr == nil {
+			t.Errorf("Classify(%q).Pins = %b, want %b (parse error: %v)", sql, p.Pins, want, p.ParseErr)
+		}
+		if p.Target != TargetMaster {
+			t.Errorf("Classify(%q) goes to the %v", sql, p.Target)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluice-proxy/sluice/protocol"
@@ -148,4 +149,25 @@ func TestMySQL8ClientPluginsSwitchToNative(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChangeUserToAdminRefused: COM_CHANGE_USER to the name of sluice's
+// [admin] user is refused on the data port with 1045 and closes the
+// connection, as a direct login with that name is, even when the auth
+// server has an account of that name and the password is right (issue 19).
+func TestChangeUserToAdminRefused(t *testing.T) {
+	ctx := ctxT(t)
+	if err := env.topo.Auth.Exec(ctx, "CREATE OR REPLACE USER 'sl_admin'@'%' IDENTIFIED BY 'sl-admin-pw'", "GRANT ALL ON *.* TO 'sl_admin'@'%'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.topo.Auth.Exec(ctxT(t), "DROP USER IF EXISTS 'sl_admin'@'%'") })
+	srv := adminSluice(t, "sl_admin")
+	c := rawLogin(t, srv.Addr().String())
+	p := rawChangeUser(t, c, "sl_admin", "sl-admin-pw", "")
+	e, err := protocol.ParseErr(p)
+	if err != nil || e.Code != 1045 || !strings.Contains(e.Message, "admin") {
+		t.Fatalf("change user to the admin user on the data port: % x (%v), want ERR 1045 naming the admin port", p, e)
+	}
+	requireClosed(t, c)
+	requireServes(t, srv.Addr().String())
 }
