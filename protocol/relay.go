@@ -63,8 +63,10 @@ type RelayResult struct {
 	Err *SQLError
 	// Warnings is the warning count of the last OK or EOF packet.
 	Warnings uint16
-	// Columns reports that the response held a result set.
+	// Columns reports that the response held a result set; Rows counts
+	// the rows of its last result set (what FOUND_ROWS() reports next).
 	Columns bool
+	Rows    int64
 	// LocalInfileFiles counts the files the client streamed to the server
 	// for LOAD DATA LOCAL INFILE requests in this response.
 	LocalInfileFiles int
@@ -171,7 +173,7 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 				return res, fmt.Errorf("%w: bad column count: %v", ErrBackendIO, err)
 			}
 			columns = v
-			res.Columns = true
+			res.Columns, res.Rows = true, 0
 			state = stColumns
 		case stColumns:
 			columns--
@@ -201,6 +203,7 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 			case first == headerErr:
 				return res, flushClient(client)
 			default:
+				res.Rows++
 				continue
 			}
 			if res.Status&StatusMoreResultsExists != 0 {
@@ -249,6 +252,7 @@ func relayBufferedRows(client, backend *Conn, res *RelayResult) error {
 	_, _ = br.Discard(off)
 	backend.seq, client.seq = seq, cseq
 	res.Packets += packets
+	res.Rows += int64(packets)
 	res.Bytes += int64(payload)
 	return nil
 }

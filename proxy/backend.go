@@ -53,6 +53,12 @@ type BackendConn struct {
 	// lentAt is its index in the pool's lent list meanwhile.
 	lent   bool
 	lentAt int
+	// prevSid and prevSeq: the connection ran statement prevSeq of session
+	// prevSid last, and nothing since; lidSid and lidSeq: its
+	// LAST_INSERT_ID() is that session's as of the session's change lidSeq
+	// (scoped.go). 0: nobody's.
+	prevSid, lidSid uint32
+	prevSeq, lidSeq uint64
 	// ident names the server thread for KILL QUERY from the admin port.
 	ident *backendIdent
 	// wire is the socket under Conn (nil for connections not dialled by
@@ -540,6 +546,7 @@ func (bc *BackendConn) reset(timeout time.Duration) bool {
 	}
 	bc.status = st
 	bc.vars = bc.vars[:0]
+	bc.prevSid, bc.lidSid = 0, 0
 	clear(bc.stmts)
 	if bc.SessionTrack && bc.trackGTIDs() != nil {
 		return false
@@ -557,6 +564,7 @@ func (bc *BackendConn) reset(timeout time.Duration) bool {
 // single-packet answer; a server ERR comes back as *protocol.SQLError, an I/O
 // failure marks the connection broken.
 func (bc *BackendConn) simpleCommand(payload []byte, kind protocol.ResponseKind) error {
+	bc.prevSid = 0 // it is a statement of its own (ROW_COUNT())
 	bc.ResetSeq()
 	if err := bc.WritePacketFlush(payload); err != nil {
 		bc.broken = true
@@ -581,6 +589,7 @@ func (bc *BackendConn) simpleCommand(payload []byte, kind protocol.ResponseKind)
 // server ERR comes back as *protocol.SQLError; an I/O failure or a reply of
 // another shape marks the connection broken.
 func (bc *BackendConn) queryValue(q string) (string, error) {
+	bc.prevSid = 0 // it is a statement of its own (ROW_COUNT())
 	bc.ResetSeq()
 	if err := bc.WritePacketFlush(bc.command(protocol.ComQuery, q)); err != nil {
 		bc.broken = true

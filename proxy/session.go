@@ -120,6 +120,9 @@ type Session struct {
 	// lex is how the server lexes the session's statements
 	// (replicasafety.go).
 	lex lexState
+	// scoped is what the session knows of its connection-scoped values
+	// (scoped.go).
+	scoped scopedState
 }
 
 // clusterLeg is what a session holds for one cluster: the cluster as of the
@@ -202,6 +205,7 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 		txWrites:       -1,
 		pendingTxWrite: -1,
 	}
+	s.resetScoped()
 	if srv.shards() != nil {
 		s.legs = make([]clusterLeg, len(srv.cfg.Clusters))
 	}
@@ -561,7 +565,9 @@ func (s *Session) comQuery(p []byte) error {
 	}
 	s.beginStatement(plan)
 	// Pin before running: even a failing statement may have left state.
-	s.pin(plan.Pins)
+	// SQL_CALC_FOUND_ROWS does not pin: sluice learns the count once the
+	// statement ran (scoped.go).
+	s.pin(plan.Pins &^ router.PinFoundRows)
 	if s.srv.shards() != nil {
 		q, handled, err := s.shardQuery(p, plan, sql)
 		if handled {
@@ -572,7 +578,8 @@ func (s *Session) comQuery(p []byte) error {
 	target := s.route(plan)
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
-	if s.lexDoubt(plan) {
+	doubt := s.lexDoubt(plan)
+	if doubt {
 		// Under the session's sql_mode or character set the server may
 		// read other statements in the text than the router saw: route()
 		// sent it to the master, and nothing is tracked from it: the
@@ -603,6 +610,17 @@ func (s *Session) comQuery(p []byte) error {
 	resp := protocol.ResponseResult
 	if s.key.localFiles {
 		resp = protocol.ResponseResultLocalInfile
+	}
+	if plan.Scoped != nil && !doubt {
+		// It reads values of the client's own connection: see scoped.go.
+		clientSeq := s.client.Seq()
+		return s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
+			q, err := s.scopedText(bc, p, plan)
+			if err != nil {
+				return protocol.RelayResult{}, err
+			}
+			return s.send(bc, q, clientSeq, resp)
+		}, after)
 	}
 	return s.forward(target, p, resp, after)
 }
@@ -670,7 +688,7 @@ func (s *Session) resetState() {
 	s.lex = lexState{}
 	s.pins = 0
 	s.holdWarnings = false
-	s.lastInsertID, s.rowCount = 0, -1
+	s.resetScoped()
 	clear(s.stmts)
 }
 
@@ -776,6 +794,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			// SHOW WARNINGS / @@error_count may ask about this one.
 			s.holdWarnings = res.Warnings > 0 || res.Err != nil
 			s.noteResult(res)
+			s.noteScoped(bc, s.rec.plan, &res)
 			if res.Err == nil && s.pendingTxWrite >= 0 && s.inTransaction() {
 				// A sharded write went through: the transaction now
 				// writes to this cluster only.
@@ -1373,9 +1392,8 @@ func (s *Session) answerLocal(plan *router.Plan) error {
 	s.scratch2 = v
 	var err error
 	s.scratch, err = protocol.WriteSingleValue(s.client, s.scratch, plan.LocalName, protocol.TypeLongLong, flags, 21, v, st)
-	// The answer is about the statement before it: ROW_COUNT() of a
-	// SELECT is -1 for whatever comes next.
-	s.rowCount = -1
+	// To the client this was a SELECT of one row.
+	s.answeredLocally(1)
 	return err
 }
 

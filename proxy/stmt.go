@@ -15,11 +15,14 @@ import (
 // prepares it lazily under an id of its own (BackendConn.stmts). A
 // preparedStmt belongs to its Session.
 type preparedStmt struct {
-	id      uint32
-	sql     string
-	plan    *router.Plan
-	params  int
-	columns int
+	id   uint32
+	sql  string
+	plan *router.Plan
+	// connIDText is sql as prepared on backends when it reads
+	// CONNECTION_ID() (Session.connIDText).
+	connIDText string
+	params     int
+	columns    int
 	// types are the parameter types of the last execute that bound them;
 	// typesVersion counts those executes, so a backend connection that has
 	// not seen the current types gets them re-sent.
@@ -85,7 +88,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 			s.srv.config().Proxy.MaxPreparedStatements))
 	}
 	plan, sql := s.srv.router.ClassifyText(p[1:])
-	s.pin(plan.Pins)
+	s.pin(plan.Pins &^ router.PinFoundRows) // see comQuery
 	if s.lexDoubt(plan) {
 		// The server may prepare another statement than the router read:
 		// whatever it does at execution stays on this session's
@@ -262,8 +265,18 @@ func (s *Session) comStmtExecute(p []byte) error {
 			variant = part.SQL
 		}
 	}
+	if sc := st.plan.Scoped; sc != nil && sc.Uses&router.ScopedConnID != 0 && variant == "" {
+		variant = s.connIDText(st)
+	}
 	clientSeq := s.client.Seq()
 	return s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
+		if sc := st.plan.Scoped; sc != nil && (sc.SetsLastInsertID || sc.Uses&router.ScopedLastInsertID != 0) {
+			// The statement is prepared once per connection: the
+			// session's value is set on the connection instead.
+			if err := s.primeLID(bc); err != nil {
+				return protocol.RelayResult{}, err
+			}
+		}
 		bs, err := s.prepareOn(bc, st, variant)
 		if err != nil {
 			return protocol.RelayResult{}, err

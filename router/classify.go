@@ -81,6 +81,8 @@ type analysis struct {
 	// answers from the session's last OK packet, and its column name.
 	local     LocalFunc
 	localName string
+	// scoped: the connection-scoped values the statement reads or sets.
+	scoped *Scoped
 	// previous: the statement asks about the previous statement's
 	// diagnostics (SHOW WARNINGS, @@warning_count), which only the
 	// connection that ran it can answer.
@@ -145,6 +147,10 @@ func analyze(sql string, flags textFlags) analysis {
 		a.schema, a.vars, a.txn = "", nil, TxnOther
 		a.local, a.localName, a.previous = LocalNone, "", false
 		a.pins |= PinUntracked
+		if a.scoped != nil {
+			// Where the server reads them is not known: not rewritable.
+			a.scoped = &Scoped{Uses: a.scoped.Uses, SetsLastInsertID: a.scoped.SetsLastInsertID}
+		}
 	}
 	a.nonASCII = flags&flagNonASCII != 0
 	return a
@@ -244,6 +250,7 @@ func analyzeParsed(stmts []ast.StmtNode, err error, sql string) analysis {
 			a.pins |= PinUntracked
 		}
 		a.local, a.localName = localFuncOf(stmts[0])
+		a.scoped = scopedOf(stmts[0], sql)
 		return a
 	default:
 		// Its SETs and USEs are not tracked one by one.

@@ -193,6 +193,10 @@ type Plan struct {
 	// serving someone else. LocalName is the result's column name.
 	Local     LocalFunc
 	LocalName string
+	// Scoped lists the values of the client's own connection the
+	// statement reads (LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS(),
+	// CONNECTION_ID()) and where; nil for most statements.
+	Scoped *Scoped
 	// Txn is what a KindTxn statement does to the transaction.
 	Txn TxnOp
 }
@@ -403,7 +407,7 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 	}
 	if plan == nil {
 		a := analyze(sql, flags)
-		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized && a.local == LocalNone {
+		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized && a.local == LocalNone && a.scoped == nil {
 			var dp digestPlans
 			for i := range dp {
 				a.nonASCII = i >= 3
@@ -440,6 +444,7 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		Pins:            a.pins,
 		Local:           a.local,
 		LocalName:       a.localName,
+		Scoped:          a.scoped,
 		Txn:             a.txn,
 	}
 	if a.kind == KindRead {

@@ -405,7 +405,7 @@ func ambiguousCallsIn(s string, r lexReading, names []string) []string {
 				var lower [16]byte
 				w := lower[:i-start]
 				for k := range w {
-					w[k] = s[start+k] | 0x20
+					w[k] = lowerASCII(s[start+k])
 				}
 				if spacedKeywordFuncs[string(w)] {
 					add(s[start:i])
