@@ -262,8 +262,16 @@ func (s *Session) comStmtExecute(p []byte) error {
 			variant = part.SQL
 		}
 	}
+	var after func(*BackendConn, protocol.RelayResult)
+	if st.plan.Kind == router.KindSet && !s.lexDoubt(st.plan) {
+		// A SET run as a prepared statement changes the session as the
+		// text one does; its parameters' values are read back.
+		after = s.afterSet(st.plan)
+	} else if s.releases(st.plan) {
+		after = s.afterRelease
+	}
 	clientSeq := s.client.Seq()
-	return s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
+	err = s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
 		bs, err := s.prepareOn(bc, st, variant)
 		if err != nil {
 			return protocol.RelayResult{}, err
@@ -291,7 +299,11 @@ func (s *Session) comStmtExecute(p []byte) error {
 			}
 		}
 		return res, err
-	}, nil)
+	}, after)
+	if err == nil && s.replay.quit {
+		return errQuit
+	}
+	return err
 }
 
 // sendLongData replays the buffered COM_STMT_SEND_LONG_DATA chunks to bc.
