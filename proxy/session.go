@@ -558,6 +558,9 @@ func (s *Session) comQuery(p []byte) error {
 	if plan.Local != router.LocalNone {
 		return s.answerLocal(plan)
 	}
+	if refused, err := s.refuseDefaultRole(plan, p[1:]); refused {
+		return err
+	}
 	if plan.LoadDataLocal {
 		// The client streams the file as part of the command.
 		s.disarmIdle()

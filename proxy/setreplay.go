@@ -229,3 +229,17 @@ func (s *Session) afterRelease(bc *BackendConn, res protocol.RelayResult) {
 	s.dropIfBroken(bc)
 	s.replay.quit = true
 }
+
+// refuseDefaultRole answers SET DEFAULT ROLE for the current account with
+// an ERR: on a server it changes the client's own account's default role
+// for its next logins, and nothing in the session; run by sluice it would
+// change the default role of the service account every backend connection
+// logs in with, giving the role to every later session of every user.
+// The client's accounts live on the auth server, where it can be set.
+func (s *Session) refuseDefaultRole(plan *router.Plan, text []byte) (bool, error) {
+	if plan.ParseErr == nil || len(text) < len("SET DEFAULT ROLE") || !router.DefaultRoleOfSelf(string(text)) {
+		return false, nil
+	}
+	return true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
+		"sluice: SET DEFAULT ROLE for the current account would change the default role of sluice's service account, not of %s; set it on the auth server, or name the account with FOR", s.user))
+}

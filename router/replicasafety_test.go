@@ -422,3 +422,25 @@ func TestCommitRelease(t *testing.T) {
 		t.Errorf("ROLLBACK TO SAVEPOINT release: %v release %v", p.Txn, p.Release)
 	}
 }
+
+// TestDefaultRoleOfSelf: SET DEFAULT ROLE without FOR (or FOR
+// CURRENT_USER) would change the service account's default role.
+func TestDefaultRoleOfSelf(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SET DEFAULT ROLE r":                    true,
+		"set default role `r` ":                 true,
+		"SET DEFAULT ROLE NONE":                 true,
+		"SET DEFAULT ROLE 'r' /* FOR u */":      true,
+		"SET DEFAULT ROLE r FOR CURRENT_USER":   true,
+		"SET DEFAULT ROLE r FOR current_user()": true,
+		"SET DEFAULT ROLE r FOR u":              false,
+		"SET DEFAULT ROLE `r` FOR 'u'@'%'":      false,
+		"SET DEFAULT ROLE 'for' FOR `app`":      false,
+		"SET ROLE r":                            false,
+		"SET time_zone = 'SET DEFAULT ROLE r'":  false,
+	} {
+		if got := DefaultRoleOfSelf(sql); got != want {
+			t.Errorf("DefaultRoleOfSelf(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

@@ -341,3 +341,47 @@ func TestCommitReleaseEndsTheSession(t *testing.T) {
 		return steps
 	})
 }
+
+// TestSetDefaultRoleDoesNotReachTheServiceAccount: SET DEFAULT ROLE changes
+// the current account's default role for its next logins and nothing in
+// the session. Run on a backend, the account is sluice's service account:
+// every connection sluice opens afterwards would run with the role, for
+// every session of every user. sluice refuses it (issue 19, item 8).
+func TestSetDefaultRoleDoesNotReachTheServiceAccount(t *testing.T) {
+	root := mustRoot(t, env.topo.Master)
+	svc := "'" + env.topo.Opts.ServiceUser + "'@'%'"
+	mustExec(t, root, "CREATE ROLE IF NOT EXISTS r19d")
+	mustExec(t, root, "GRANT r19d TO "+svc)
+	t.Cleanup(func() {
+		mustExec(t, root, "SET DEFAULT ROLE NONE FOR "+svc)
+		mustExec(t, root, "DROP ROLE IF EXISTS r19d")
+	})
+	viaSluice, _ := replayDBs(t)
+	ctx := ctxT(t)
+	c, err := viaSluice.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runStep(ctx, c, st("SET DEFAULT ROLE r19d"))
+	c.Close()
+	if !strings.HasPrefix(got, "ERR 1235: ") {
+		t.Errorf("SET DEFAULT ROLE r19d through sluice: %s, want ERR 1235", got)
+	}
+	var def sql.NullString
+	if err := root.QueryRowContext(ctx, "SELECT default_role FROM mysql.user WHERE user = ? AND host = '%'", env.topo.Opts.ServiceUser).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if def.String != "" {
+		t.Errorf("the service account's default role is now %q", def.String)
+	}
+	for i, lines := range runSessions(t, viaSluice, func(int) []replayStep {
+		return []replayStep{st("/* sluice:master */ SELECT CURRENT_ROLE()"), st("SELECT CURRENT_ROLE()")}
+	}) {
+		for _, l := range lines {
+			if !strings.HasSuffix(l, "=> [NULL]") {
+				t.Errorf("session %d: %s", i, l)
+				break
+			}
+		}
+	}
+}
