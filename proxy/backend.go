@@ -589,15 +589,29 @@ func (bc *BackendConn) simpleCommand(payload []byte, kind protocol.ResponseKind)
 // server ERR comes back as *protocol.SQLError; an I/O failure or a reply of
 // another shape marks the connection broken.
 func (bc *BackendConn) queryValue(q string) (string, error) {
+	v, err := bc.queryScalar(q)
+	return v.text, err
+}
+
+// scalar is the one value of a query sluice issues itself: its text, the
+// column's type, and whether it is NULL (or no row came).
+type scalar struct {
+	text string
+	typ  byte
+	null bool
+}
+
+// queryScalar is queryValue that also reports the column's type and NULL.
+func (bc *BackendConn) queryScalar(q string) (scalar, error) {
 	bc.prevSid = 0 // it is a statement of its own (ROW_COUNT())
 	bc.ResetSeq()
 	if err := bc.WritePacketFlush(bc.command(protocol.ComQuery, q)); err != nil {
 		bc.broken = true
-		return "", fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		return scalar{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
 	}
-	fail := func(err error) (string, error) {
+	fail := func(err error) (scalar, error) {
 		bc.broken = true
-		return "", fmt.Errorf("%w: %s: %w", protocol.ErrBackendIO, q, err)
+		return scalar{}, fmt.Errorf("%w: %s: %w", protocol.ErrBackendIO, q, err)
 	}
 	p, err := bc.ReadPacket()
 	if err != nil {
@@ -605,12 +619,12 @@ func (bc *BackendConn) queryValue(q string) (string, error) {
 	}
 	if protocol.IsErr(p) {
 		e, _ := protocol.ParseErr(p)
-		return "", e
+		return scalar{}, e
 	}
 	if n, _, _, err := protocol.ReadLenEncInt(p); err != nil || n != 1 {
 		return fail(fmt.Errorf("want one column, got %d (%v)", n, err))
 	}
-	value := ""
+	value := scalar{null: true}
 	for state := 0; ; {
 		if p, err = bc.ReadPacket(); err != nil {
 			return fail(err)
@@ -618,6 +632,9 @@ func (bc *BackendConn) queryValue(q string) (string, error) {
 		switch {
 		case state == 0: // the column definition
 			state = 1
+			if c, err := protocol.ParseColumnDef(p); err == nil {
+				value.typ = c.Type
+			}
 		case protocol.IsEOF(p):
 			if state == 1 {
 				state = 2 // the end of the column definitions
@@ -627,14 +644,14 @@ func (bc *BackendConn) queryValue(q string) (string, error) {
 			return value, nil
 		case protocol.IsErr(p):
 			e, _ := protocol.ParseErr(p)
-			return "", e
+			return scalar{}, e
 		default: // a row
 			if len(p) > 0 && p[0] != 0xfb {
 				v, _, err := protocol.ReadLenEncString(p)
 				if err != nil {
 					return fail(err)
 				}
-				value = string(v)
+				value.text, value.null = string(v), false
 			}
 		}
 	}

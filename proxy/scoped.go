@@ -284,3 +284,14 @@ func (s *Session) connIDText(st *preparedStmt) string {
 	}
 	return st.connIDText
 }
+
+// setLID records that the session's LAST_INSERT_ID() was just set on bc
+// (SET last_insert_id = n): to v when known, else to what bc now holds.
+func (s *Session) setLID(bc *BackendConn, v uint64, known bool) {
+	s.scoped.lidSeq++
+	s.scoped.lidStale = !known
+	if known {
+		s.lastInsertID = v
+	}
+	bc.lidSid, bc.lidSeq = s.id, s.scoped.lidSeq
+}

@@ -87,6 +87,9 @@ type Session struct {
 	// ROW_COUNT() from the session's last OK packets.
 	lastInsertID uint64
 	rowCount     int64
+	// replay is what the session's SETs left beyond tracked variables
+	// (setreplay.go).
+	replay setReplay
 	// aside makes replica picks use their own wheel position (work that
 	// is not a client statement).
 	aside      bool
@@ -559,6 +562,9 @@ func (s *Session) comQuery(p []byte) error {
 	if plan.Local != router.LocalNone {
 		return s.answerLocal(plan)
 	}
+	if refused, err := s.refuseDefaultRole(plan, p[1:]); refused {
+		return err
+	}
 	if plan.LoadDataLocal {
 		// The client streams the file as part of the command.
 		s.disarmIdle()
@@ -595,16 +601,10 @@ func (s *Session) comQuery(p []byte) error {
 			}
 		}
 	case router.KindSet:
-		after = func(bc *BackendConn, res protocol.RelayResult) {
-			if res.Err == nil {
-				s.recordVars(plan.Vars, bc)
-				// bc ran the SET itself: its effect equals the
-				// session's list, whatever moved in it.
-				bc.vars = bc.vars[:0]
-				for _, v := range s.vars {
-					bc.vars = append(bc.vars, v.SQL)
-				}
-			}
+		after = s.afterSet(plan)
+	case router.KindTxn:
+		if s.releases(plan) {
+			after = s.afterRelease
 		}
 	}
 	resp := protocol.ResponseResult
@@ -622,7 +622,12 @@ func (s *Session) comQuery(p []byte) error {
 			return s.send(bc, q, clientSeq, resp)
 		}, after)
 	}
-	return s.forward(target, p, resp, after)
+	err := s.forward(target, p, resp, after)
+	if err == nil && s.replay.quit {
+		// COMMIT / ROLLBACK RELEASE: the server ended the connection.
+		return errQuit
+	}
+	return err
 }
 
 // inTransaction reports whether the session has a transaction open on the
@@ -689,6 +694,7 @@ func (s *Session) resetState() {
 	s.pins = 0
 	s.holdWarnings = false
 	s.resetScoped()
+	s.replay = setReplay{}
 	clear(s.stmts)
 }
 
@@ -807,6 +813,9 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			}
 			if after != nil {
 				after(bc, res)
+			}
+			if s.replay.insertID != 0 {
+				s.noteInsertIDUse(bc, res)
 			}
 			return nil
 		}
@@ -1289,7 +1298,7 @@ func (s *Session) release(reset bool) {
 // replayed (router.Pin), prepared statements, or warnings of the last
 // statement a SHOW WARNINGS may still ask about.
 func (s *Session) pinned() bool {
-	return s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.holdWarnings
+	return s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.holdWarnings || s.replay.insertID != 0
 }
 
 // afterCommand gives the connections back to the pools between statements
@@ -1331,7 +1340,7 @@ func (s *Session) close() {
 	if s.lims.queryTimer != nil {
 		s.lims.queryTimer.Stop()
 	}
-	s.release(s.inTransaction() || s.pins != 0 || len(s.stmts) > 0)
+	s.release(s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.replay.insertID != 0)
 	_ = s.client.Close()
 }
 

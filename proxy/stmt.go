@@ -268,8 +268,16 @@ func (s *Session) comStmtExecute(p []byte) error {
 	if sc := st.plan.Scoped; sc != nil && sc.Uses&router.ScopedConnID != 0 && variant == "" {
 		variant = s.connIDText(st)
 	}
+	var after func(*BackendConn, protocol.RelayResult)
+	if st.plan.Kind == router.KindSet && !s.lexDoubt(st.plan) {
+		// A SET run as a prepared statement changes the session as the
+		// text one does; its parameters' values are read back.
+		after = s.afterSet(st.plan)
+	} else if s.releases(st.plan) {
+		after = s.afterRelease
+	}
 	clientSeq := s.client.Seq()
-	return s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
+	err = s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
 		if sc := st.plan.Scoped; sc != nil && (sc.SetsLastInsertID || sc.Uses&router.ScopedLastInsertID != 0) {
 			// The statement is prepared once per connection: the
 			// session's value is set on the connection instead.
@@ -304,7 +312,11 @@ func (s *Session) comStmtExecute(p []byte) error {
 			}
 		}
 		return res, err
-	}, nil)
+	}, after)
+	if err == nil && s.replay.quit {
+		return errQuit
+	}
+	return err
 }
 
 // sendLongData replays the buffered COM_STMT_SEND_LONG_DATA chunks to bc.

@@ -87,6 +87,8 @@ type analysis struct {
 	// diagnostics (SHOW WARNINGS, @@warning_count), which only the
 	// connection that ran it can answer.
 	previous bool
+	// release: the RELEASE clause of COMMIT / ROLLBACK.
+	release TxnRelease
 	// recognized: the parser rejected the text but the router recognized its leading
 	// keywords (XA, BEGIN WORK, ...).
 	recognized bool
@@ -217,7 +219,11 @@ func parseSafe(p *parser.Parser, sql string) (stmts []ast.StmtNode, broken bool,
 func analyzeParsed(stmts []ast.StmtNode, err error, sql string) analysis {
 	if err != nil {
 		if k, op, ok := recognizeUnparsed(sql); ok {
-			return analysis{kind: k, txn: op, recognized: true, pins: pinsOfText(sql)}
+			a := analysis{kind: k, txn: op, recognized: true, pins: pinsOfText(sql)}
+			if op == TxnEnd {
+				a.release = releaseOf(ast.CompletionTypeDefault, sql)
+			}
+			return a
 		}
 		// Keep the message only: the parser's error carries a stack trace.
 		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %s", ErrParse, err), pins: pinsOfText(sql) | PinUntracked}
@@ -328,12 +334,12 @@ func classifyStmt(stmt ast.StmtNode, sql string) analysis {
 	case *ast.BeginStmt:
 		return analysis{kind: KindTxn, txn: TxnBegin}
 	case *ast.CommitStmt:
-		return analysis{kind: KindTxn, txn: TxnEnd}
+		return analysis{kind: KindTxn, txn: TxnEnd, release: releaseOf(s.CompletionType, sql)}
 	case *ast.RollbackStmt:
 		if s.SavepointName != "" {
 			return analysis{kind: KindTxn, txn: TxnOther}
 		}
-		return analysis{kind: KindTxn, txn: TxnEnd}
+		return analysis{kind: KindTxn, txn: TxnEnd, release: releaseOf(s.CompletionType, sql)}
 	case *ast.SavepointStmt:
 		return analysis{kind: KindTxn, txn: TxnSavepoint}
 	case *ast.ReleaseSavepointStmt:
@@ -344,6 +350,27 @@ func classifyStmt(stmt ast.StmtNode, sql string) analysis {
 	// DML, DDL, LOCK/UNLOCK TABLES, GRANT, CALL, DO, LOAD DATA, FLUSH, KILL, PREPARE/EXECUTE,
 	// SET PASSWORD/ROLE, EXPLAIN FOR CONNECTION and everything else.
 	return analysis{kind: KindWrite}
+}
+
+// releaseOf reads the RELEASE clause of a COMMIT or ROLLBACK. The parser
+// folds NO RELEASE into the default, which completion_type = RELEASE makes
+// a difference for, and rejects some forms (ROLLBACK WORK ...): the words
+// tell them apart.
+func releaseOf(ct ast.CompletionType, sql string) TxnRelease {
+	// COMMIT WORK AND NO CHAIN NO RELEASE is the longest form.
+	w := leadingWords(sql, 8)
+	for i := 1; i < len(w); i++ {
+		if strings.EqualFold(w[i], "RELEASE") {
+			if strings.EqualFold(w[i-1], "NO") {
+				return ReleaseNo
+			}
+			return ReleaseYes
+		}
+	}
+	if ct == ast.CompletionTypeRelease {
+		return ReleaseYes
+	}
+	return ReleaseDefault
 }
 
 // classifyQuery classifies a statement that only reads (SELECT, set operation, SHOW) by
@@ -402,6 +429,9 @@ var mutatingFuncs = map[string]bool{
 var sessionSysVars = map[string]bool{
 	"last_insert_id": true,
 	"identity":       true,
+	// A pending insert_id lives on the master connection that set it
+	// until an INSERT uses it (it is never replayed).
+	"insert_id":      true,
 	"last_gtid":      true,
 	"in_transaction": true,
 	// A replica connection runs read-only whatever the session set: the
@@ -492,17 +522,19 @@ func (in *inspector) addFunc(f FuncRef) {
 	}
 }
 
-// replayableValue reports whether a SET value evaluates the same on every
-// connection that carries the session's replayed state, in the order the
-// client set it: a literal, DEFAULT, a bare word (ON, ANSI, utf8mb4, which
-// the server reads as a string), the session's own sql_mode or
-// optimizer_switch (SET sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')),
-// and operators and deterministic built-in functions of those. Anything
-// else — a stored or non-deterministic function, a subquery, a user
-// variable, any other system variable (its value may differ between
-// servers) — is evaluated once, on the master, and never replayed.
+// replayableValue reports whether a SET value is a constant, which
+// evaluates the same on every connection that carries the session's
+// replayed state: a literal, DEFAULT, a bare word (ON, ANSI, utf8mb4, which
+// the server reads as a string), and operators and deterministic built-in
+// functions of those. Anything else — a variable (even the session's own
+// sql_mode: CONCAT(@@sql_mode, ',ANSI_QUOTES') twice must not become one
+// ANSI_QUOTES), a parameter marker, a stored or non-deterministic function,
+// a subquery — is evaluated once, on the master, and its result read back
+// (SessionVar.ReadBack).
 func replayableValue(e ast.ExprNode) bool {
 	switch x := e.(type) {
+	case ast.ParamMarkerExpr:
+		return false
 	case ast.ValueExpr:
 		return true
 	case *ast.DefaultExpr:
@@ -515,9 +547,6 @@ func replayableValue(e ast.ExprNode) bool {
 		return replayableValue(x.V)
 	case *ast.BinaryOperationExpr:
 		return replayableValue(x.L) && replayableValue(x.R)
-	case *ast.VariableExpr:
-		name := strings.ToLower(x.Name)
-		return x.IsSystem && !x.IsGlobal && !x.IsInstance && x.Value == nil && (name == "sql_mode" || name == "optimizer_switch")
 	case *ast.FuncCallExpr:
 		if x.Schema.L != "" || !pureFuncs[x.FnName.L] {
 			return false
@@ -560,8 +589,9 @@ func wordValue(e ast.ExprNode) (string, bool) {
 }
 
 // classifySet classifies SET: session system variables, SET NAMES and SET CHARACTER SET
-// become KindSet with one SessionVar per assignment; anything global, one-shot or touching
-// user variables is a KindWrite the proxy does not track.
+// become KindSet with one SessionVar per assignment (a value that is not a constant is
+// marked for reading back, SessionVar.ReadBack); anything global, SET TRANSACTION or
+// touching user variables as the assigned name is a KindWrite the proxy does not track.
 func classifySet(s *ast.SetStmt, sql string) analysis {
 	write := analysis{kind: KindWrite}
 	words := leadingWords(sql, 3)
@@ -620,11 +650,7 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 			}
 		default:
 			name := strings.ToLower(va.Name)
-			if name == "tx_isolation_one_shot" || name == "tx_read_ts" || !replayableValue(va.Value) {
-				// A value that may evaluate otherwise (a stored function, a
-				// subquery, a variable) would be evaluated again, with
-				// another result or side effect, on each connection it
-				// were replayed on.
+			if name == "tx_isolation_one_shot" || name == "tx_read_ts" {
 				return write
 			}
 			val, err := restore(va.Value)
@@ -632,6 +658,18 @@ func classifySet(s *ast.SetStmt, sql string) analysis {
 				return write
 			}
 			sv = SessionVar{Name: canonicalVarName(name), SQL: "SET SESSION " + quoteVarName(name) + " = " + val}
+			if !replayableValue(va.Value) {
+				// Evaluated again elsewhere it could give another value
+				// (or side effect): the proxy replays what it gave here.
+				// A stored function or UDF may also change other session
+				// state, which nothing reads back: that stays untracked.
+				var in inspector
+				va.Value.Accept(&in)
+				if len(in.funcs) > 0 {
+					return write
+				}
+				sv.ReadBack = name
+			}
 			switch name {
 			case "character_set_client":
 				sv.Charset, _ = wordValue(va.Value)

@@ -2,6 +2,7 @@ package router
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -187,21 +188,50 @@ func TestNoHintSendsEffectsToReplicas(t *testing.T) {
 // that pins the session; it is never tracked for replay.
 func TestSetOfNonConstantIsNotReplayed(t *testing.T) {
 	r := New(100)
+	// A stored function may change other session state too: untracked.
 	for _, sql := range []string{
 		"SET SESSION wait_timeout = f_ret('x')",
-		"SET wait_timeout = (SELECT 100)",
-		"SET SESSION sql_mode = @@GLOBAL.sql_mode",
-		"SET sql_mode = CONCAT(@@GLOBAL.sql_mode, ',ANSI_QUOTES')",
 		"SET sql_mode = CONCAT(@@sql_mode, f())",
-		"SET time_zone = @tz",
-		"SET wait_timeout = @@server_id",
-		"SET time_zone = CONCAT('+0', FLOOR(RAND() * 9), ':00')",
 		"SET NAMES (SELECT 'utf8mb4')",
-		"SET autocommit = 1, wait_timeout = CONNECTION_ID()",
+		"SET autocommit = 1, wait_timeout = db.f()",
 	} {
 		p := r.Classify(sql)
 		if p.Kind != KindWrite || p.Target != TargetMaster || p.Vars != nil || p.Pins&PinUntracked == 0 {
 			t.Errorf("Classify(%q) = kind %v target %v vars %v pins %b; want an untracked master write", sql, p.Kind, p.Target, p.Vars, p.Pins)
+		}
+	}
+	// Other values that are not constants are evaluated once, on the
+	// master, and the value they left is read back to replay (issue 19).
+	for sql, readBack := range map[string]string{
+		"SET wait_timeout = (SELECT 100)":                                                                   "wait_timeout",
+		"SET SESSION sql_mode = @@GLOBAL.sql_mode":                                                          "sql_mode",
+		"SET sql_mode = CONCAT(@@GLOBAL.sql_mode, ',ANSI_QUOTES')":                                          "sql_mode",
+		"SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')":                                                 "sql_mode",
+		"SET time_zone = @tz":                                                                               "time_zone",
+		"SET wait_timeout = @@server_id":                                                                    "wait_timeout",
+		"SET time_zone = CONCAT('+0', FLOOR(RAND() * 9), ':00')":                                            "time_zone",
+		"SET @@SESSION.Time_Zone = ?":                                                                       "time_zone",
+		"SET tx_isolation = @@GLOBAL.tx_isolation":                                                          "tx_isolation",
+		"SET sql_mode = REPLACE(@@SESSION.sql_mode, 'ONLY_FULL_GROUP_BY', '')":                              "sql_mode",
+		"SET autocommit = 1, wait_timeout = CONNECTION_ID()":                                                "wait_timeout",
+		"SET @@SESSION.sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES'), @@SESSION.sql_auto_is_null = 0": "sql_mode",
+	} {
+		p := r.Classify(sql)
+		if p.Kind != KindSet || p.Target != TargetMaster {
+			t.Errorf("Classify(%q) = kind %v target %v; want KindSet on the master", sql, p.Kind, p.Target)
+			continue
+		}
+		var got []string
+		for _, v := range p.Vars {
+			if v.ReadBack != "" {
+				got = append(got, v.ReadBack)
+			}
+		}
+		if len(got) != 1 || got[0] != readBack {
+			t.Errorf("Classify(%q): read back %q, want [%s]", sql, got, readBack)
+		}
+		if strings.Contains(sql, "@tz") != (p.Pins&PinUserVars != 0) || p.Pins&PinUntracked != 0 {
+			t.Errorf("Classify(%q).Pins = %b", sql, p.Pins)
 		}
 	}
 	for _, sql := range []string{"SET wait_timeout = 10", "SET x = -1", "SET sql_mode = ANSI", "SET autocommit = ON",
@@ -358,6 +388,59 @@ func TestRoleAndReadLockPin(t *testing.T) {
 		}
 		if p.Target != TargetMaster {
 			t.Errorf("Classify(%q) goes to the %v", sql, p.Target)
+		}
+	}
+}
+
+// TestCommitRelease: the RELEASE clause of COMMIT and ROLLBACK, which the
+// parser folds (NO RELEASE reads as no clause) or rejects (ROLLBACK WORK
+// ...), is read from the words (issue 19, item 9).
+func TestCommitRelease(t *testing.T) {
+	r := New(100)
+	for sql, want := range map[string]TxnRelease{
+		"COMMIT":                                ReleaseDefault,
+		"COMMIT WORK":                           ReleaseDefault,
+		"ROLLBACK":                              ReleaseDefault,
+		"COMMIT AND CHAIN":                      ReleaseDefault,
+		"COMMIT RELEASE":                        ReleaseYes,
+		"commit /* x */ release":                ReleaseYes,
+		"ROLLBACK RELEASE":                      ReleaseYes,
+		"COMMIT WORK RELEASE":                   ReleaseYes,
+		"ROLLBACK WORK AND NO CHAIN RELEASE":    ReleaseYes,
+		"COMMIT AND NO CHAIN RELEASE":           ReleaseYes,
+		"COMMIT NO RELEASE":                     ReleaseNo,
+		"COMMIT AND CHAIN NO RELEASE":           ReleaseNo,
+		"ROLLBACK WORK AND NO CHAIN NO RELEASE": ReleaseNo,
+		"/*!50000 COMMIT */ /* RELEASE */":      ReleaseDefault,
+	} {
+		p := r.Classify(sql)
+		if p.Kind != KindTxn || p.Txn != TxnEnd || p.Release != want {
+			t.Errorf("Classify(%q) = %v %v release %v, want release %v", sql, p.Kind, p.Txn, p.Release, want)
+		}
+	}
+	if p := r.Classify("ROLLBACK TO SAVEPOINT release"); p.Release != ReleaseDefault || p.Txn != TxnOther {
+		t.Errorf("ROLLBACK TO SAVEPOINT release: %v release %v", p.Txn, p.Release)
+	}
+}
+
+// TestDefaultRoleOfSelf: SET DEFAULT ROLE without FOR (or FOR
+// CURRENT_USER) would change the service account's default role.
+func TestDefaultRoleOfSelf(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SET DEFAULT ROLE r":                    true,
+		"set default role `r` ":                 true,
+		"SET DEFAULT ROLE NONE":                 true,
+		"SET DEFAULT ROLE 'r' /* FOR u */":      true,
+		"SET DEFAULT ROLE r FOR CURRENT_USER":   true,
+		"SET DEFAULT ROLE r FOR current_user()": true,
+		"SET DEFAULT ROLE r FOR u":              false,
+		"SET DEFAULT ROLE `r` FOR 'u'@'%'":      false,
+		"SET DEFAULT ROLE 'for' FOR `app`":      false,
+		"SET ROLE r":                            false,
+		"SET time_zone = 'SET DEFAULT ROLE r'":  false,
+	} {
+		if got := DefaultRoleOfSelf(sql); got != want {
+			t.Errorf("DefaultRoleOfSelf(%q) = %v, want %v", sql, got, want)
 		}
 	}
 }

@@ -110,6 +110,14 @@ type SessionVar struct {
 	// ModesKnown is false for DEFAULT and for other variables.
 	Modes      LexModes
 	ModesKnown bool
+	// ReadBack names the variable as written (lower case) when the value is
+	// not a constant: it refers to a variable (CONCAT(@@sql_mode, ...)), a
+	// parameter of a prepared statement, a subquery or a function that may
+	// answer otherwise elsewhere. Replaying SQL would evaluate it again, on
+	// another connection: the proxy reads the value the statement left
+	// back from the connection that ran it (SELECT @@SESSION.<ReadBack>) and
+	// replays that. "" for a constant value, which SQL replays exactly.
+	ReadBack string
 }
 
 // FuncRef names a function a statement calls that is not a MariaDB
@@ -199,6 +207,10 @@ type Plan struct {
 	Scoped *Scoped
 	// Txn is what a KindTxn statement does to the transaction.
 	Txn TxnOp
+	// Release is what a COMMIT or ROLLBACK says about ending the
+	// connection after it (RELEASE, NO RELEASE, or nothing: then the
+	// session's completion_type decides).
+	Release TxnRelease
 }
 
 // TxnOp is what a transaction-control statement does.
@@ -213,6 +225,20 @@ const (
 	TxnEnd
 	// TxnSavepoint: SAVEPOINT.
 	TxnSavepoint
+)
+
+// TxnRelease is the RELEASE clause of COMMIT and ROLLBACK: with RELEASE the
+// server closes the connection after the statement's OK.
+type TxnRelease uint8
+
+const (
+	// ReleaseDefault: no clause; the server releases when the session's
+	// completion_type is RELEASE (2).
+	ReleaseDefault TxnRelease = iota
+	// ReleaseYes: COMMIT RELEASE, ROLLBACK AND NO CHAIN RELEASE.
+	ReleaseYes
+	// ReleaseNo: COMMIT NO RELEASE, whatever completion_type says.
+	ReleaseNo
 )
 
 // ErrParse is wrapped by Plan.ParseErr when the parser rejected the text.
@@ -446,6 +472,7 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		LocalName:       a.localName,
 		Scoped:          a.scoped,
 		Txn:             a.txn,
+		Release:         a.release,
 	}
 	if a.kind == KindRead {
 		p.Target = TargetReplica

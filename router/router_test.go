@@ -45,6 +45,10 @@ func set(kv ...string) want {
 	}
 	return w
 }
+func readBack(w want, name string) want {
+	w.vars[0].ReadBack = name
+	return w
+}
 func unparsed() want { return want{kind: KindWrite, parseErr: true} }
 func modes(w want, m LexModes) want {
 	w.modes = m
@@ -368,10 +372,10 @@ func TestSet(t *testing.T) {
 		{"SET SQL_MODE = ''", set("sql_mode", "SET SESSION sql_mode = ''")},
 		{"SET sql_mode = ANSI", set("sql_mode", "SET SESSION sql_mode = `ANSI`")},
 		{"SET sql_mode = 'it''s'", set("sql_mode", "SET SESSION sql_mode = 'it''s'")},
-		// Deterministic built-ins of constants and the session's own
-		// sql_mode replay exactly; other values are evaluated where they
-		// run, never replayed.
-		{"SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')", set("sql_mode", "SET SESSION sql_mode = CONCAT(@@`sql_mode`, ',ANSI_QUOTES')")},
+		// Deterministic built-ins of constants replay exactly; other values
+		// are evaluated where they run and read back (ReadBack), never
+		// replayed as written.
+		{"SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')", readBack(set("sql_mode", "SET SESSION sql_mode = CONCAT(@@`sql_mode`, ',ANSI_QUOTES')"), "sql_mode")},
 		{"SET SESSION time_zone = '+00:00'", set("time_zone", "SET SESSION time_zone = '+00:00'")},
 		{"SET time_zone = _utf8mb4'UTC'", set("time_zone", "SET SESSION time_zone = 'UTC'")},
 		{"SET @@session.wait_timeout = 10", set("wait_timeout", "SET SESSION wait_timeout = 10")},
@@ -380,8 +384,8 @@ func TestSet(t *testing.T) {
 		{"SET LOCAL net_read_timeout = 60", set("net_read_timeout", "SET SESSION net_read_timeout = 60")},
 		{"SET max_statement_time = 1.5", set("max_statement_time", "SET SESSION max_statement_time = 1.5")},
 		{"SET sql_select_limit = DEFAULT", set("sql_select_limit", "SET SESSION sql_select_limit = DEFAULT")},
-		{"SET SESSION group_concat_max_len = (SELECT 4096)", write()},
-		{"SET SESSION sql_mode = @@GLOBAL.sql_mode", write()},
+		{"SET SESSION group_concat_max_len = (SELECT 4096)", readBack(set("group_concat_max_len", "SET SESSION group_concat_max_len = (SELECT 4096)"), "group_concat_max_len")},
+		{"SET SESSION sql_mode = @@GLOBAL.sql_mode", readBack(set("sql_mode", "SET SESSION sql_mode = @@GLOBAL.`sql_mode`"), "sql_mode")},
 		{"SET SESSION tx_isolation = 'READ-COMMITTED'", set("transaction_isolation", "SET SESSION tx_isolation = 'READ-COMMITTED'")},
 		{"SET @@transaction_isolation = 'READ-COMMITTED'", set("transaction_isolation", "SET SESSION transaction_isolation = 'READ-COMMITTED'")},
 		{"SET a = 1, b = 2", set("a", "SET SESSION a = 1", "b", "SET SESSION b = 2")},
@@ -431,12 +435,12 @@ func TestSet(t *testing.T) {
 		{"SET @`x y` = 'a'", write()},
 		{"SET a = 1, @u = 2", write()},
 		{"SET @u = 2, a = 1", write()},
-		{"SET sql_mode = @saved_mode", write()},
-		{"SET SESSION sql_mode = (SELECT @m)", write()},
-		{"SET SESSION x = LAST_INSERT_ID()", write()},
-		{"SET SESSION x = @@warning_count", write()},
+		{"SET sql_mode = @saved_mode", readBack(set("sql_mode", "SET SESSION sql_mode = @`saved_mode`"), "sql_mode")},
+		{"SET SESSION sql_mode = (SELECT @m)", readBack(set("sql_mode", "SET SESSION sql_mode = (SELECT @`m`)"), "sql_mode")},
+		{"SET SESSION x = LAST_INSERT_ID()", readBack(set("x", "SET SESSION x = LAST_INSERT_ID()"), "x")},
+		{"SET SESSION x = @@warning_count", readBack(set("x", "SET SESSION x = @@`warning_count`"), "x")},
 		{"/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE */", write()},
-		{"/*!40101 SET SQL_MODE=@OLD_SQL_MODE */;", write()},
+		{"/*!40101 SET SQL_MODE=@OLD_SQL_MODE */;", readBack(set("sql_mode", "SET SESSION sql_mode = @`OLD_SQL_MODE`"), "sql_mode")},
 		{"SET NAMES nosuchcharset", unparsed()},
 		{"SET STATEMENT max_statement_time = 1 FOR SELECT 1", unparsed()}, // MariaDB only
 	})
