@@ -44,6 +44,9 @@ type Session struct {
 	// own serves it. counted: the session is in the clients gauge.
 	task    *loopTask
 	counted bool
+	// reauth is what the login left for COM_CHANGE_USER (it may hold an
+	// auth-server connection); close closes it.
+	reauth *auth.Reauth
 
 	user string
 	caps uint32 // the client's capabilities, limited to sluice's
@@ -302,6 +305,7 @@ func (s *Session) handshake(ctx context.Context) error {
 	}
 	s.srv.loginSucceeded(remote)
 	s.user = login.User
+	s.reauth = login.Reauth
 	if login.User == s.srv.cfg.Admin.User {
 		e := s.srv.refuseAdminOnDataPort(host)
 		_ = s.client.WriteErr(e)
@@ -389,7 +393,10 @@ func (s *Session) comChangeUser(p []byte) error {
 		Collation:    s.key.collation,
 		ClientHost:   host,
 		Refused:      s.srv.loginRefused(remote, "client"),
-	}, s.caps, cu)
+	}, s.caps, s.reauth, cu)
+	if login != nil && login.Reauth != nil {
+		s.reauth = login.Reauth
+	}
 	if err != nil {
 		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
@@ -1309,6 +1316,7 @@ func (s *Session) status() uint16 {
 // when the session left state on them.
 func (s *Session) close() {
 	s.releaseUser()
+	s.reauth.Close()
 	if s.lims.queryTimer != nil {
 		s.lims.queryTimer.Stop()
 	}
