@@ -336,6 +336,10 @@ func (s *Session) handshake(ctx context.Context) error {
 // checkSchema makes db the session's schema after checking it exists on a
 // backend. The auth server does not hold the application's schemas: an
 // unknown one fails the login here, as MySQL would, not at the first query.
+// A pooled connection that turns out dead (the pool hands out connections
+// that rested less than idleCheckAfter unchecked) fails nothing: as a read
+// would be, the check is retried once, after the pools have dropped the
+// idle connections the servers closed with it.
 func (s *Session) checkSchema(db string) *protocol.SQLError {
 	if db == "" {
 		return nil
@@ -344,14 +348,25 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 	// already has db selected proves the schema exists at no cost.
 	prev := s.schema
 	s.schema = db
-	s.aside = true
-	bc, err := s.backendFor(router.TargetReplica, nil)
-	s.aside = false
-	if err == nil {
+	var bc *BackendConn
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		s.aside = true
+		bc, err = s.backendFor(router.TargetReplica, nil)
+		s.aside = false
+		if err != nil {
+			break
+		}
 		if err = s.sync(bc); err == nil {
 			return nil
 		}
+		dead := bc.broken
 		s.dropIfBroken(bc)
+		if !dead {
+			break
+		}
+		s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+		s.srv.dropDeadIdle()
 	}
 	s.schema = prev
 	var se *protocol.SQLError
