@@ -32,6 +32,9 @@ type Reauth struct {
 	leg *protocol.Conn
 	// legCaps are the capabilities negotiated on leg.
 	legCaps uint32
+	// legAddr is the auth server leg is connected to: after a reload that
+	// moved the auth server, leg is not used.
+	legAddr string
 	// release gives the relay's slot for leg back.
 	release func()
 }
@@ -66,15 +69,15 @@ func (r *Reauth) Kept() bool {
 
 // takeLeg hands the kept connection to one COM_CHANGE_USER; putLeg gives
 // it back when that exchange left it usable.
-func (r *Reauth) takeLeg() (*protocol.Conn, uint32) {
+func (r *Reauth) takeLeg() (leg *protocol.Conn, caps uint32, addr string) {
 	if r == nil {
-		return nil, 0
+		return nil, 0, ""
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	leg := r.leg
+	leg = r.leg
 	r.leg = nil
-	return leg, r.legCaps
+	return leg, r.legCaps, r.legAddr
 }
 
 func (r *Reauth) putLeg(leg *protocol.Conn) {

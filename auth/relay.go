@@ -93,7 +93,7 @@ func (r *Relay) reauthFor(login *Login, upstream *protocol.Conn, legCaps uint32,
 		r.kept.Add(-1)
 		return ra
 	}
-	ra.leg, ra.legCaps = upstream, legCaps
+	ra.leg, ra.legCaps, ra.legAddr = upstream, legCaps, r.Address
 	ra.release = func() { r.kept.Add(-1) }
 	upstream.Idle()
 	_ = upstream.NetConn().SetDeadline(time.Time{})
@@ -297,8 +297,11 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
 	}
 	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes}
-	if leg, legCaps := prev.takeLeg(); leg != nil {
-		if l, done, err := r.changeUserOnLeg(ctx, client, srv, prev, leg, legCaps, cu, login); done {
+	if leg, legCaps, addr := prev.takeLeg(); leg != nil {
+		if addr != r.Address {
+			// A reload moved the auth server since the login.
+			prev.dropLeg(leg)
+		} else if l, done, err := r.changeUserOnLeg(ctx, client, srv, prev, leg, legCaps, cu, login); done {
 			return l, err
 		}
 	}
@@ -310,7 +313,7 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 		// Its answer to an auth switch would be the one it has sent:
 		// only the login's auth-server connection could check it.
 		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
-			"sluice: this client (MariaDB Connector/C or libmysqlclient) answers COM_CHANGE_USER from its login's scramble, which only the login's auth-server connection can check, and that connection was not kept (auth.max_kept_auth_connections = %d reached, or the auth server closed it); reconnect instead",
+			"sluice: this client (MariaDB Connector/C or libmysqlclient) answers COM_CHANGE_USER from its login's scramble, which only the login's auth-server connection can check, and that connection was not kept (auth.max_kept_auth_connections = %d reached, the auth server closed it, or a reload moved the auth server); reconnect instead",
 			r.MaxKeptConnections))
 		return nil, fmt.Errorf("%w: COM_CHANGE_USER from a client answering from its login scramble, without a kept auth-server connection", ErrHandshake)
 	}
