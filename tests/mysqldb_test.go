@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"runtime/debug"
@@ -304,5 +305,59 @@ except MySQLdb.Error as e:
 `, host, port)
 	if want := "((None, 'sluice_test'),)\nerror 1045\n"; out != want {
 		t.Fatalf("MySQLdb change_user with static auth: %q, want %q", out, want)
+	}
+}
+
+// TestMySQLdbChangeUserKeptConnectionKilled: when the auth server has
+// closed the auth-server connection kept for a Connector/C session (here a
+// KILL; wait_timeout or a restart alike), change_user gets 1251 naming
+// auth.max_kept_auth_connections, not a misleading 1045 or a hang.
+func TestMySQLdbChangeUserKeptConnectionKilled(t *testing.T) {
+	host, port, _ := net.SplitHostPort(env.addr)
+	py := findMySQLdb(t)
+	cmd := exec.CommandContext(ctxT(t), py, "-c", `
+import sys, MySQLdb
+c = MySQLdb.connect(host=sys.argv[1], port=int(sys.argv[2]), user=sys.argv[3], passwd=sys.argv[4])
+print("connected", flush=True)
+sys.stdin.readline()
+try:
+    c.change_user(sys.argv[3], sys.argv[4])
+    print("changed")
+except MySQLdb.Error as e:
+    print("error", e.args[0], e.args[1])
+`, host, port, env.topo.Opts.AppUser, env.topo.Opts.AppPassword)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("connected\n"))
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "connected\n" {
+		t.Fatalf("python: %q %v", buf, err)
+	}
+	auth := mustRoot(t, env.topo.Auth)
+	var id int64
+	if err := auth.QueryRowContext(ctxT(t), "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", env.topo.Opts.AppUser).Scan(&id); err != nil {
+		t.Fatalf("the kept auth-server connection: %v", err)
+	}
+	mustExec(t, auth, fmt.Sprintf("KILL %d", id))
+	waitAuthConnectionsGone(t, env.topo.Opts.AppUser)
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stdout)
+	out.Write(rest)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("python: %v\n%s", err, out.String())
+	}
+	if got := out.String(); !strings.HasPrefix(got, "error 1251 ") || !strings.Contains(got, "auth.max_kept_auth_connections") {
+		t.Fatalf("change_user after the kept connection was killed: %q, want 1251 naming auth.max_kept_auth_connections", got)
 	}
 }
