@@ -74,6 +74,10 @@ type Login struct {
 	MaxPacket    uint32
 	// Attributes are the client's raw connection attributes.
 	Attributes []byte
+	// Reauth is what the session keeps for its COM_CHANGE_USER; never nil
+	// after a successful login. The session owns it and closes it at its
+	// end (and on a failed login the caller does).
+	Reauth *Reauth
 }
 
 // Authenticator runs the login exchange on a freshly accepted client
@@ -84,9 +88,12 @@ type Login struct {
 type Authenticator interface {
 	Authenticate(ctx context.Context, client *protocol.Conn, srv Server) (*Login, error)
 	// ChangeUser re-authenticates a logged-in client that sent
-	// COM_CHANGE_USER (cu), whose session capabilities are caps. Errors
-	// are as for Authenticate; the caller closes the session on any.
-	ChangeUser(ctx context.Context, client *protocol.Conn, srv Server, caps uint32, cu *protocol.ChangeUser) (*Login, error)
+	// COM_CHANGE_USER (cu), whose session capabilities are caps and whose
+	// login (or last change of user) left prev. The Login returned carries
+	// the Reauth for the next change (prev itself when it still serves).
+	// Errors are as for Authenticate; the caller closes the session, and
+	// prev, on any.
+	ChangeUser(ctx context.Context, client *protocol.Conn, srv Server, caps uint32, prev *Reauth, cu *protocol.ChangeUser) (*Login, error)
 }
 
 // readHandshakeResponse reads and decodes the client's handshake response,

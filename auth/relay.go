@@ -36,7 +36,16 @@ type Relay struct {
 	// clients so cannot fill the auth server's max_connections. Zero
 	// defers every handshake.
 	MaxPendingHandshakes int
+	// MaxKeptConnections bounds the auth-server connections kept open
+	// after their login for a later COM_CHANGE_USER (see Reauth). Only
+	// clients whose connection attributes name libmariadb or libmysql get
+	// one, as they cannot answer COM_CHANGE_USER otherwise; each holds one
+	// of the auth server's max_connections until its session ends. Zero
+	// keeps none.
+	MaxKeptConnections int
 
+	// kept counts the auth-server connections kept for COM_CHANGE_USER.
+	kept atomic.Int64
 	// pending counts the handshakes holding an auth-server connection
 	// while waiting for the client's handshake response.
 	pending atomic.Int64
@@ -66,6 +75,30 @@ func (r *Relay) admit() bool {
 
 // release gives a slot reserved by admit back.
 func (r *Relay) release() { r.pending.Add(-1) }
+
+// KeptConnections reports how many auth-server connections are kept open
+// for a later COM_CHANGE_USER.
+func (r *Relay) KeptConnections() int { return int(r.kept.Load()) }
+
+// reauthFor is the Reauth of a login that ran on upstream with the
+// capabilities legCaps after the client was given scramble. It keeps
+// upstream, which the caller must then not close, when the client needs it
+// for COM_CHANGE_USER and a MaxKeptConnections slot is free.
+func (r *Relay) reauthFor(login *Login, upstream *protocol.Conn, legCaps uint32, scramble []byte) *Reauth {
+	ra := &Reauth{Scramble: scrambleOf(scramble)}
+	if !answersFromLoginScramble(login.Attributes) {
+		return ra
+	}
+	if r.kept.Add(1) > int64(r.MaxKeptConnections) {
+		r.kept.Add(-1)
+		return ra
+	}
+	ra.leg, ra.legCaps, ra.legAddr = upstream, legCaps, r.Address
+	ra.release = func() { r.kept.Add(-1) }
+	upstream.Idle()
+	_ = upstream.NetConn().SetDeadline(time.Time{})
+	return ra
+}
 
 // maxAuthRounds bounds the auth-switch / extra-data exchange.
 const maxAuthRounds = 8
@@ -133,7 +166,12 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 	if err != nil {
 		return nil, err
 	}
-	defer closeUpstream(upstream)
+	var login *Login
+	defer func() {
+		if login == nil || login.Reauth.leg != upstream {
+			closeUpstream(upstream)
+		}
+	}()
 	version := srv.ServerVersion
 	if version == "" {
 		version = ag.ServerVersion
@@ -156,7 +194,14 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 	if err != nil {
 		return nil, err
 	}
-	return r.exchange(client, upstream, srv, ag, forwardResponse(h, ag), loginOf(h))
+	fwd := forwardResponse(h, ag)
+	l, err := r.exchange(client, upstream, srv, ag, fwd, loginOf(h))
+	if err != nil {
+		return l, err
+	}
+	l.Reauth = r.reauthFor(l, upstream, fwd.Capabilities, ag.Scramble)
+	login = l
+	return l, nil
 }
 
 // forwardResponse is the client's handshake response h as it goes to the
@@ -202,7 +247,12 @@ func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn,
 	if err != nil {
 		return nil, err
 	}
-	defer closeUpstream(upstream)
+	var login *Login
+	defer func() {
+		if login == nil || login.Reauth.leg != upstream {
+			closeUpstream(upstream)
+		}
+	}()
 	answer, err := switchClient(client, ag)
 	if err != nil {
 		return nil, err
@@ -210,7 +260,14 @@ func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn,
 	fwd := forwardResponse(h, ag)
 	fwd.AuthResponse = answer
 	fwd.AuthPlugin = ag.AuthPlugin
-	return r.exchange(client, upstream, srv, ag, fwd, loginOf(h))
+	l, err := r.exchange(client, upstream, srv, ag, fwd, loginOf(h))
+	if err != nil {
+		return l, err
+	}
+	// The client took the auth switch's scramble as its own.
+	l.Reauth = r.reauthFor(l, upstream, fwd.Capabilities, ag.Scramble)
+	login = l
+	return l, nil
 }
 
 // switchClient asks the client, with an auth switch, to answer the auth
@@ -227,14 +284,38 @@ func switchClient(client *protocol.Conn, ag *protocol.Greeting) ([]byte, error) 
 }
 
 // ChangeUser implements Authenticator. The client computed its answer from
-// the login's scramble, which a new auth-server connection does not know:
+// the login's scramble. When the login's auth-server connection was kept
+// (prev), the COM_CHANGE_USER goes there, as to a single server, and the
+// auth server checks the answer against the scramble it issued. Otherwise a
+// new auth-server connection, which does not know that scramble, is used:
 // the client is asked, with an auth switch carrying the new connection's
 // scramble, to answer again, and that answer is relayed as at login.
-func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Server, caps uint32, cu *protocol.ChangeUser) (*Login, error) {
+func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Server, caps uint32, prev *Reauth, cu *protocol.ChangeUser) (*Login, error) {
 	if caps&protocol.ClientPluginAuth == 0 {
 		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
 			"sluice: COM_CHANGE_USER needs a client that supports authentication plugins"))
 		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
+	}
+	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes}
+	if leg, legCaps, addr := prev.takeLeg(); leg != nil {
+		if addr != r.Address {
+			// A reload moved the auth server since the login.
+			prev.dropLeg(leg)
+		} else if l, done, err := r.changeUserOnLeg(ctx, client, srv, prev, leg, legCaps, cu, login); done {
+			return l, err
+		}
+	}
+	login.Reauth = &Reauth{}
+	if prev != nil {
+		login.Reauth.Scramble = prev.Scramble
+	}
+	if len(cu.AuthResponse) > 0 && answersFromLoginScramble(cu.Attributes) {
+		// Its answer to an auth switch would be the one it has sent:
+		// only the login's auth-server connection could check it.
+		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
+			"sluice: this client (MariaDB Connector/C or libmysqlclient) answers COM_CHANGE_USER from its login's scramble, which only the login's auth-server connection can check, and that connection was not kept (auth.max_kept_auth_connections = %d reached, the auth server closed it, or a reload moved the auth server); reconnect instead",
+			r.MaxKeptConnections))
+		return nil, fmt.Errorf("%w: COM_CHANGE_USER from a client answering from its login scramble, without a kept auth-server connection", ErrHandshake)
 	}
 	upstream, ag, err := r.connect(ctx, client)
 	if err != nil {
@@ -245,7 +326,6 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 	if err != nil {
 		return nil, err
 	}
-	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes}
 	fwd := &protocol.HandshakeResponse{
 		Capabilities:  forwardCapabilities(caps, ag),
 		MaxPacketSize: 1 << 24,
@@ -259,6 +339,41 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 		fwd.Collation = srv.Collation
 	}
 	return r.exchange(client, upstream, srv, ag, fwd, login)
+}
+
+// changeUserOnLeg sends the client's COM_CHANGE_USER cu, without its
+// schema, on the login's kept auth-server connection leg (negotiated with
+// legCaps) and relays the exchange until the auth server's verdict. done is
+// false when leg turned out dead before anything reached the client (the
+// auth server's wait_timeout, a restart): leg is then closed and the caller
+// goes on without it.
+func (r *Relay) changeUserOnLeg(ctx context.Context, client *protocol.Conn, srv Server, prev *Reauth, leg *protocol.Conn, legCaps uint32, cu *protocol.ChangeUser, login *Login) (_ *Login, done bool, _ error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = leg.NetConn().SetDeadline(dl)
+	}
+	fwd := *cu
+	fwd.Database = ""
+	if fwd.Collation == 0 {
+		fwd.Collation = srv.Collation
+	}
+	leg.ResetSeq()
+	err := leg.WritePacketFlush(fwd.Encode(legCaps))
+	var p []byte
+	if err == nil {
+		p, err = leg.ReadPacket()
+	}
+	if err == nil {
+		login.Reauth = prev
+		l, err := r.verdict(client, leg, srv, login, p)
+		if err != nil {
+			prev.dropLeg(leg)
+			return l, true, err
+		}
+		prev.putLeg(leg)
+		return l, true, nil
+	}
+	prev.dropLeg(leg)
+	return nil, false, err
 }
 
 // secure switches the auth-server leg to TLS as configured, before the
@@ -308,12 +423,27 @@ func (r *Relay) exchange(client, upstream *protocol.Conn, srv Server, ag *protoc
 			"sluice: lost the auth server %s: %v", r.Address, err))
 		return nil, err
 	}
-	for range maxAuthRounds {
-		p, err := upstream.ReadPacket()
-		if err != nil {
-			_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
-				"sluice: lost the auth server %s during login: %v", r.Address, err))
-			return nil, fmt.Errorf("reading auth server: %w", err)
+	p, err := upstream.ReadPacket()
+	if err != nil {
+		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+			"sluice: lost the auth server %s during login: %v", r.Address, err))
+		return nil, fmt.Errorf("reading auth server: %w", err)
+	}
+	return r.verdict(client, upstream, srv, login, p)
+}
+
+// verdict relays the auth server's answers, starting with p, to the client
+// and the client's back until the auth server says OK (login returned) or
+// ERR (relayed unchanged to the client).
+func (r *Relay) verdict(client, upstream *protocol.Conn, srv Server, login *Login, p []byte) (*Login, error) {
+	for round := range maxAuthRounds {
+		if round > 0 {
+			var err error
+			if p, err = upstream.ReadPacket(); err != nil {
+				_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+					"sluice: lost the auth server %s during login: %v", r.Address, err))
+				return nil, fmt.Errorf("reading auth server: %w", err)
+			}
 		}
 		switch {
 		case protocol.IsOK(p):

@@ -44,16 +44,34 @@ func (s *Static) Authenticate(_ context.Context, client *protocol.Conn, srv Serv
 			return nil, err
 		}
 	}
-	return s.verify(client, srv, scramble, resp, loginOf(h))
+	login, err := s.verify(client, srv, scramble, resp, loginOf(h))
+	if err != nil {
+		return login, err
+	}
+	login.Reauth = &Reauth{Scramble: scrambleOf(scramble)}
+	return login, nil
 }
 
-// ChangeUser implements Authenticator: the client answers an auth switch
-// carrying a fresh scramble.
-func (s *Static) ChangeUser(_ context.Context, client *protocol.Conn, srv Server, caps uint32, cu *protocol.ChangeUser) (*Login, error) {
+// ChangeUser implements Authenticator. As on a single server, the
+// COM_CHANGE_USER's own answer is checked against the login's scramble
+// (prev): Connector/C and libmysqlclient know no other. A client whose
+// answer does not match (another plugin, or a wrong password) answers an
+// auth switch carrying a fresh scramble, which decides.
+func (s *Static) ChangeUser(_ context.Context, client *protocol.Conn, srv Server, caps uint32, prev *Reauth, cu *protocol.ChangeUser) (*Login, error) {
 	if caps&protocol.ClientPluginAuth == 0 {
 		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
 			"sluice: COM_CHANGE_USER needs a client that supports authentication plugins"))
 		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
+	}
+	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes, Reauth: prev}
+	if prev != nil && len(prev.Scramble) > 0 && (cu.AuthPlugin == "" || cu.AuthPlugin == protocol.AuthNativePassword) {
+		stored, known := s.users[login.User]
+		if !known {
+			stored = dummyHash
+		}
+		if protocol.VerifyNativePassword(prev.Scramble, cu.AuthResponse, stored) && known {
+			return login, nil
+		}
 	}
 	scramble, err := protocol.NewScramble()
 	if err != nil {
@@ -63,7 +81,6 @@ func (s *Static) ChangeUser(_ context.Context, client *protocol.Conn, srv Server
 	if err != nil {
 		return nil, err
 	}
-	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes}
 	return s.verify(client, srv, scramble, resp, login)
 }
 

@@ -160,6 +160,12 @@ type Auth struct {
 	// the client answered, at the cost of one round trip. 0 defers every
 	// login.
 	MaxPendingHandshakes int `toml:"max_pending_handshakes"`
+	// MaxKeptAuthConnections bounds the auth-server connections kept open
+	// after a login of a client that can change user only on the
+	// connection that issued its login's scramble (MariaDB Connector/C,
+	// libmysqlclient); backend "mysql". 0 keeps none: those clients'
+	// COM_CHANGE_USER then fails with 1251.
+	MaxKeptAuthConnections int `toml:"max_kept_auth_connections"`
 	// Users are the [[auth.user]] entries; used only by backend "static".
 	Users []StaticUser `toml:"user"`
 }
@@ -395,10 +401,12 @@ const (
 	DefaultAuthBackend        = "mysql"
 	// DefaultMaxPendingHandshakes is auth.max_pending_handshakes'.
 	DefaultMaxPendingHandshakes = 64
-	DefaultAdminUser            = "admin"
-	DefaultBalance              = "round-robin"
-	DefaultConsistency          = "eventual"
-	DefaultMaxReplicationLag    = 5 * time.Second
+	// DefaultMaxKeptAuthConnections is auth.max_kept_auth_connections'.
+	DefaultMaxKeptAuthConnections = 64
+	DefaultAdminUser              = "admin"
+	DefaultBalance                = "round-robin"
+	DefaultConsistency            = "eventual"
+	DefaultMaxReplicationLag      = 5 * time.Second
 	// DefaultReadsFallBackToMaster is cluster.reads_fall_back_to_master's.
 	DefaultReadsFallBackToMaster = true
 	DefaultReplicaWeight         = 1
@@ -465,7 +473,7 @@ func defaults() *Config {
 			ShutdownDelay:              Duration{DefaultShutdownDelay},
 			ShutdownTimeout:            Duration{DefaultShutdownTimeout},
 		},
-		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode, MaxPendingHandshakes: DefaultMaxPendingHandshakes},
+		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode, MaxPendingHandshakes: DefaultMaxPendingHandshakes, MaxKeptAuthConnections: DefaultMaxKeptAuthConnections},
 		Admin:    Admin{User: DefaultAdminUser},
 		Sharding: Sharding{MaxMergeRows: DefaultMaxMergeRows},
 		Limits: Limits{LimitValues: LimitValues{

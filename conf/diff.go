@@ -117,6 +117,7 @@ func Diff(old, new *Config) Changes {
 	same(d, "auth.tls", oa.TLS, na.TLS, live)
 	same(d, "auth.tls_ca", oa.TLSCA, na.TLSCA, live)
 	same(d, "auth.max_pending_handshakes", oa.MaxPendingHandshakes, na.MaxPendingHandshakes, live)
+	same(d, "auth.max_kept_auth_connections", oa.MaxKeptAuthConnections, na.MaxKeptAuthConnections, live)
 	d.users(oa.Users, na.Users)
 
 	same(d, "admin.user", old.Admin.User, new.Admin.User, restart)

@@ -136,6 +136,9 @@ func (c *Config) validateAuth(p *problems) {
 	if a.MaxPendingHandshakes < 0 {
 		p.add("auth.max_pending_handshakes: %d is negative (0 defers every login)", a.MaxPendingHandshakes)
 	}
+	if a.MaxKeptAuthConnections < 0 {
+		p.add("auth.max_kept_auth_connections: %d is negative (0 keeps none)", a.MaxKeptAuthConnections)
+	}
 	switch a.Backend {
 	case "mysql":
 		if a.Address == "" {

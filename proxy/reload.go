@@ -143,8 +143,8 @@ func (a *liveAuth) Authenticate(ctx context.Context, client *protocol.Conn, srv 
 	return (*a.cur.Load()).Authenticate(ctx, client, srv)
 }
 
-func (a *liveAuth) ChangeUser(ctx context.Context, client *protocol.Conn, srv auth.Server, caps uint32, cu *protocol.ChangeUser) (*auth.Login, error) {
-	return (*a.cur.Load()).ChangeUser(ctx, client, srv, caps, cu)
+func (a *liveAuth) ChangeUser(ctx context.Context, client *protocol.Conn, srv auth.Server, caps uint32, prev *auth.Reauth, cu *protocol.ChangeUser) (*auth.Login, error) {
+	return (*a.cur.Load()).ChangeUser(ctx, client, srv, caps, prev, cu)
 }
 
 // newAuthenticator builds the authenticator cfg's [auth] describes.
@@ -165,7 +165,7 @@ func newAuthenticator(cfg *conf.Config) (auth.Authenticator, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	return &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required,
-		MaxPendingHandshakes: cfg.Auth.MaxPendingHandshakes}, nil
+		MaxPendingHandshakes: cfg.Auth.MaxPendingHandshakes, MaxKeptConnections: cfg.Auth.MaxKeptAuthConnections}, nil
 }
 
 // newPoolFor builds the pool of backend b with the settings cfg gives b's

@@ -44,6 +44,9 @@ type Session struct {
 	// own serves it. counted: the session is in the clients gauge.
 	task    *loopTask
 	counted bool
+	// reauth is what the login left for COM_CHANGE_USER (it may hold an
+	// auth-server connection); close closes it.
+	reauth *auth.Reauth
 
 	user string
 	caps uint32 // the client's capabilities, limited to sluice's
@@ -309,6 +312,7 @@ func (s *Session) handshake(ctx context.Context) error {
 	}
 	s.srv.loginSucceeded(remote)
 	s.user = login.User
+	s.reauth = login.Reauth
 	if login.User == s.srv.cfg.Admin.User {
 		e := s.srv.refuseAdminOnDataPort(host)
 		_ = s.client.WriteErr(e)
@@ -339,6 +343,10 @@ func (s *Session) handshake(ctx context.Context) error {
 // checkSchema makes db the session's schema after checking it exists on a
 // backend. The auth server does not hold the application's schemas: an
 // unknown one fails the login here, as MySQL would, not at the first query.
+// A pooled connection that turns out dead (the pool hands out connections
+// that rested less than idleCheckAfter unchecked) fails nothing: as a read
+// would be, the check is retried once, after the pools have dropped the
+// idle connections the servers closed with it.
 func (s *Session) checkSchema(db string) *protocol.SQLError {
 	if db == "" {
 		return nil
@@ -347,14 +355,25 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 	// already has db selected proves the schema exists at no cost.
 	prev := s.schema
 	s.schema = db
-	s.aside = true
-	bc, err := s.backendFor(router.TargetReplica, nil)
-	s.aside = false
-	if err == nil {
+	var bc *BackendConn
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		s.aside = true
+		bc, err = s.backendFor(router.TargetReplica, nil)
+		s.aside = false
+		if err != nil {
+			break
+		}
 		if err = s.sync(bc); err == nil {
 			return nil
 		}
+		dead := bc.broken
 		s.dropIfBroken(bc)
+		if !dead {
+			break
+		}
+		s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+		s.srv.dropDeadIdle()
 	}
 	s.schema = prev
 	var se *protocol.SQLError
@@ -396,7 +415,10 @@ func (s *Session) comChangeUser(p []byte) error {
 		Collation:    s.key.collation,
 		ClientHost:   host,
 		Refused:      s.srv.loginRefused(remote, "client"),
-	}, s.caps, cu)
+	}, s.caps, s.reauth, cu)
+	if login != nil && login.Reauth != nil {
+		s.reauth = login.Reauth
+	}
 	if err != nil {
 		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
@@ -1337,6 +1359,7 @@ func (s *Session) status() uint16 {
 // when the session left state on them.
 func (s *Session) close() {
 	s.releaseUser()
+	s.reauth.Close()
 	if s.lims.queryTimer != nil {
 		s.lims.queryTimer.Stop()
 	}

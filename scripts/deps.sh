@@ -2,7 +2,8 @@
 # Installs what `make run` and `make test` need when it is missing and the
 # machine allows (root with apt-get): the MariaDB server and client from
 # Debian's packages, and for the client-compatibility matrix (tests/matrix_test.go)
-# PHP with PDO MySQL and mysqli, PyMySQL, sysbench, Node.js with npm, and the
+# PHP with PDO MySQL and mysqli, PyMySQL, MySQLdb (mysqlclient, on MariaDB
+# Connector/C), sysbench, Node.js with npm, and the
 # Node package of tests/testdata/clients/node (mysql2, pinned by its lock file).
 # The bench mode (for `make bench`) adds sysbench and HAProxy to the server
 # packages.
@@ -19,12 +20,12 @@ esac
 
 need=()
 have_server() { command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || command -v mysqld >/dev/null || [ -x /usr/sbin/mysqld ]; }
-# PyMySQL from Debian lands in the system Python, which may not be the first
-# python3 on PATH (pyenv and the like); the matrix test looks in both.
-have_pymysql() {
+# PyMySQL and MySQLdb from Debian land in the system Python, which may not be
+# the first python3 on PATH (pyenv and the like); the tests look in both.
+have_python_module() {
   local py
   for py in python3 /usr/bin/python3; do
-    command -v "$py" >/dev/null && "$py" -c 'import pymysql' >/dev/null 2>&1 && return 0
+    command -v "$py" >/dev/null && "$py" -c "import $1" >/dev/null 2>&1 && return 0
   done
   return 1
 }
@@ -34,7 +35,8 @@ have_server || need+=(mariadb-server)
 command -v mariadb >/dev/null || need+=(mariadb-client)
 if [ "$what" = test ]; then
   { have_php_ext pdo_mysql && have_php_ext mysqli; } || need+=(php-cli php-mysql)
-  have_pymysql || need+=(python3-pymysql)
+  have_python_module pymysql || need+=(python3-pymysql)
+  have_python_module MySQLdb || need+=(python3-mysqldb)
   command -v sysbench >/dev/null || need+=(sysbench)
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)

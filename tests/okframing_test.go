@@ -150,3 +150,59 @@ func TestCausalOKInfoMysqliAndDump(t *testing.T) {
 		t.Fatalf("restored %s rows (checksum %s) of %s (checksum %s)", dst, dstSum, src, srcSum)
 	}
 }
+
+// mysqldbInfo runs statements with MySQLdb (mysqlclient on MariaDB
+// Connector/C) and prints, for each, its affected rows and the
+// connection's info() text (or its error code), one line each.
+const mysqldbInfo = `
+import sys, MySQLdb
+host, port, user, pw, db = sys.argv[1:6]
+c = MySQLdb.connect(host=host, port=int(port), user=user, passwd=pw, db=db, autocommit=True)
+for q in sys.argv[6:]:
+    cur = c.cursor()
+    try:
+        n = cur.execute(q)
+        print(n, "|", c.info())
+    except MySQLdb.Error as e:
+        print("error", e.args[0], e.args[1])
+`
+
+// TestCausalOKInfoMySQLdb: MySQLdb reads the info text of a causal
+// sluice's rewritten OK packets (UPDATE, multi-row INSERT, INSERT ...
+// SELECT, ALTER) as a single server's, with no error after the statement
+// ran (issue 19, item 1).
+func TestCausalOKInfoMySQLdb(t *testing.T) {
+	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{ClusterKeys: []string{`consistency = "causal"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	root := mustRoot(t, env.topo.Master)
+	run := func(addr, user, password, db string) string {
+		t.Helper()
+		mustExec(t, root, "CREATE OR REPLACE DATABASE "+db)
+		t.Cleanup(func() { mustExec(t, root, "DROP DATABASE IF EXISTS "+db) })
+		host, port, _ := net.SplitHostPort(addr)
+		return runMySQLdb(t, mysqldbInfo, host, port, user, password, db,
+			"CREATE TABLE t (id INT PRIMARY KEY, v INT)",
+			"INSERT INTO t VALUES (1, 1), (2, 2), (3, 3)",
+			"UPDATE t SET v = v + 1",
+			"UPDATE t SET v = 2 WHERE id = 1",
+			"INSERT INTO t SELECT id + 10, v FROM t",
+			"INSERT IGNORE INTO t VALUES (1, 9), (4, 4)",
+			"ALTER TABLE t ADD COLUMN w INT",
+			"INSERT INTO t VALUES (1, 1, 1)",
+			"SELECT id FROM t",
+		)
+	}
+	through := run(srv.Addr().String(), env.topo.Opts.AppUser, env.topo.Opts.AppPassword, "okmdb_sluice")
+	direct := run(env.topo.Master.Addr(), env.topo.Opts.ServiceUser, env.topo.Opts.ServicePassword, "okmdb_direct")
+	if through != direct {
+		t.Fatalf("MySQLdb through a causal sluice:\n%s\ndirectly:\n%s", through, direct)
+	}
+	for _, want := range []string{"3 | Records: 3  Duplicates: 0  Warnings: 0", "3 | Rows matched: 3  Changed: 3  Warnings: 0", "0 | Records: 0  Duplicates: 0  Warnings: 0"} {
+		if !strings.Contains(through, want) {
+			t.Errorf("MySQLdb did not get the server's info %q:\n%s", want, through)
+		}
+	}
+}
