@@ -208,6 +208,9 @@ func BenchmarkSession(b *testing.B) {
 		{"query-point-select-replay-schema", pointSelect, okThen(benchTextResult()), true, false, false, "schema"},
 		{"query-point-select-replay-set", pointSelect, okThen(benchTextResult()), true, false, false, "set"},
 		{"query-update", append([]byte{protocol.ComQuery}, "UPDATE sbtest1 SET k=k+1 WHERE id=5012"...), okPacket, false, false, false, ""},
+		// scoped: LAST_INSERT_ID() on a connection that does not hold the
+		// session's: sent with the session's value in its place.
+		{"query-insert-scoped", append([]byte{protocol.ComQuery}, "INSERT INTO sbtest1 (k, c, pad) VALUES (LAST_INSERT_ID(), '', '')"...), okPacket, false, false, false, ""},
 		{"execute-point-select-bound", benchExecute(true), benchBinaryResult(), true, true, false, ""},
 		{"execute-point-select-unbound", benchExecute(false), benchBinaryResult(), true, true, false, ""},
 	} {
@@ -267,6 +270,9 @@ func BenchmarkSession(b *testing.B) {
 				}
 			}
 			serveOne()
+			if sent := served.written; bc.name == "query-insert-scoped" && sent <= int64(4+len(bc.command)) {
+				b.Fatalf("the statement reached the backend as %d bytes, LAST_INSERT_ID() not replaced", sent)
+			}
 			if sent := served.written; bc.sharded && sent <= int64(4+len(bc.command)) {
 				// sbtest1 became `sbtest1_0` AS `sbtest1`: the text grew.
 				b.Fatalf("the sharded statement reached the backend as %d bytes, not rewritten", sent)

@@ -111,6 +111,8 @@ func TestStoredFunctions(t *testing.T) {
 		// before "(", calls a stored function of that name if there is one.
 		{"SELECT `now`(), `Trim` ('a'), `db`.`user`(), '`x`(' FROM `t`", []FuncRef{{Schema: "db", Name: "user"}, {Name: "now", Maybe: true}, {Name: "trim", Maybe: true}}},
 		{"SELECT mid ('abc', 1, 1), COUNT /**/ (a), NOW() FROM t", []FuncRef{{Name: "mid", Maybe: true}, {Name: "count", Maybe: true}}},
+		// Names with an underscore too (they were lower-cased to 0x7f).
+		{"SELECT session_user (), json_arrayagg (a) FROM t", []FuncRef{{Name: "session_user", Maybe: true}, {Name: "json_arrayagg", Maybe: true}}},
 		{"SELECT `a`, COUNT(`b`) FROM `t` WHERE `c` IN (1) AND d IN (SELECT 1)", nil},
 		{"SELECT CONCAT ('a'), IFNULL (a, 1) FROM t", nil},
 		// TiDB's own aggregates are no MariaDB built-ins.
