@@ -63,13 +63,15 @@ func (s *Session) holdsLID(bc *BackendConn) bool {
 
 // noteScoped updates the session's connection-scoped values after bc ran
 // its statement (plan; nil for commands that are not statements) with
-// result res, and marks bc as holding them.
+// result res (noteResult, and what only the plan tells), and marks bc as
+// holding them.
 func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.RelayResult) {
 	sc := &s.scoped
 	held := s.holdsLID(bc)
-	sc.stmtSeq++
+	lidSeq := sc.lidSeq
+	s.noteResult(*res)
 	bc.prevSid, bc.prevSeq = s.id, sc.stmtSeq
-	changed := res.Err == nil && !res.Columns && res.OK.LastInsertID != 0
+	changed := sc.lidSeq != lidSeq
 	if plan != nil {
 		switch {
 		case res.Columns && plan.FollowsPrevious && strings.HasPrefix(plan.Digest, "show "):
@@ -84,13 +86,11 @@ func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.R
 			sc.prevStale = false
 		}
 		if invisible || plan.Scoped != nil && plan.Scoped.SetsLastInsertID {
+			if !changed {
+				sc.lidSeq++
+			}
 			changed, sc.lidStale = true, true
-		} else if changed {
-			sc.lidStale = false
 		}
-	}
-	if changed {
-		sc.lidSeq++
 	}
 	if changed || held {
 		bc.lidSid, bc.lidSeq = s.id, sc.lidSeq

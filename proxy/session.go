@@ -821,7 +821,6 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			s.last = bc
 			// SHOW WARNINGS / @@error_count may ask about this one.
 			s.holdWarnings = res.Warnings > 0 || res.Err != nil
-			s.noteResult(res)
 			s.noteScoped(bc, s.rec.plan, &res)
 			if res.Err == nil && s.pendingTxWrite >= 0 && s.inTransaction() {
 				// A sharded write went through: the transaction now
@@ -1394,6 +1393,7 @@ func describe(bc *BackendConn) string {
 // generated, and the rows the previous statement changed (-1 after a
 // result set, as the server says).
 func (s *Session) noteResult(res protocol.RelayResult) {
+	s.scoped.stmtSeq++
 	switch {
 	case res.Err != nil:
 		s.rowCount = -1
@@ -1403,6 +1403,8 @@ func (s *Session) noteResult(res protocol.RelayResult) {
 		s.rowCount = int64(res.OK.AffectedRows)
 		if res.OK.LastInsertID != 0 {
 			s.lastInsertID = res.OK.LastInsertID
+			s.scoped.lidSeq++
+			s.scoped.lidStale = false
 		}
 	}
 }
