@@ -146,6 +146,10 @@ func analyze(sql string, flags textFlags) analysis {
 		a.local, a.localName, a.previous = LocalNone, "", false
 		a.pins |= PinUntracked
 	}
+	if a.local != LocalKill && killText(sql) {
+		// Connection ids are sluice's: see sessioncmds.go.
+		a.local, a.localName = LocalKill, ""
+	}
 	a.nonASCII = flags&flagNonASCII != 0
 	return a
 }
@@ -250,6 +254,7 @@ func analyzeParsed(stmts []ast.StmtNode, err error, sql string) analysis {
 		a := analysis{kind: KindWrite, multi: true, pins: PinUntracked}
 		for _, st := range stmts {
 			a.pins |= pinsOf(st)
+			a.local = max(a.local, sessionCommandOf(st))
 		}
 		return a
 	}
@@ -679,6 +684,9 @@ func restore(n ast.Node) (string, error) {
 // ROW_COUNT() (an alias allowed, nothing else) and returns the column name
 // the server would give the result.
 func localFuncOf(stmt ast.StmtNode) (LocalFunc, string) {
+	if lf := sessionCommandOf(stmt); lf != LocalNone {
+		return lf, ""
+	}
 	sel, ok := stmt.(*ast.SelectStmt)
 	if !ok || sel.From != nil || sel.Where != nil || sel.GroupBy != nil || sel.Having != nil ||
 		sel.OrderBy != nil || sel.Limit != nil || sel.SelectIntoOpt != nil || sel.LockInfo != nil ||
