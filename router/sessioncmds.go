@@ -388,6 +388,14 @@ func RewriteProcesslist(sql string, modes LexModes, schema, derived string) (out
 	if r.n == 0 {
 		return "", false, nil
 	}
+	if r.unqualified == 0 {
+		// Replace the references in the text as written, so that
+		// everything else (the names of expression columns above all)
+		// stays the client's.
+		if out, n, aliased := replaceQualifiedProcesslist(sql, modes, derived); n == r.n && aliased == r.aliased {
+			return out, true, nil
+		}
+	}
 	flags := format.RestoreStringSingleQuotes | format.RestoreKeyWordUppercase | format.RestoreNameBackQuotes |
 		format.RestoreStringWithoutDefaultCharset
 	if modes&LexNoBackslashEscapes == 0 {
@@ -409,7 +417,9 @@ func RewriteProcesslist(sql string, modes LexModes, schema, derived string) (out
 // marker, keeping the alias the statement's column references use.
 type processlistRewriter struct {
 	inIS bool
-	n    int
+	// n references, of which unqualified have no schema and aliased an
+	// alias.
+	n, unqualified, aliased int
 }
 
 func (r *processlistRewriter) Enter(n ast.Node) (ast.Node, bool) {
@@ -421,8 +431,13 @@ func (r *processlistRewriter) Enter(n ast.Node) (ast.Node, bool) {
 	if !ok || t.Name.L != "processlist" || !(t.Schema.L == "information_schema" || t.Schema.L == "" && r.inIS) {
 		return n, false
 	}
+	if t.Schema.L == "" {
+		r.unqualified++
+	}
 	if ts.AsName.L == "" {
 		ts.AsName = t.Name
+	} else {
+		r.aliased++
 	}
 	ts.Source = &ast.TableName{Name: ast.NewCIStr(processlistMarker)}
 	r.n++
@@ -430,3 +445,120 @@ func (r *processlistRewriter) Enter(n ast.Node) (ast.Node, bool) {
 }
 
 func (*processlistRewriter) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// replaceQualifiedProcesslist replaces each information_schema.PROCESSLIST
+// (any letter case, names bare or quoted) written in sql outside literals
+// and comments with "(derived)", adding the table's name as written as the
+// alias where none follows. It returns how many it replaced and how many of
+// those had an alias, for the caller to check against the parse.
+func replaceQualifiedProcesslist(sql string, modes LexModes, derived string) (out string, n, aliased int) {
+	var b strings.Builder
+	last := 0
+	backslash := modes&LexNoBackslashEscapes == 0
+	ident := func(i int) (name string, end int) {
+		if i >= len(sql) {
+			return "", i
+		}
+		if q := sql[i]; q == '`' || q == '"' && modes&LexANSIQuotes != 0 {
+			end = skipQuoted(sql, i, q, false)
+			if end > len(sql) || end-i < 2 {
+				return "", i
+			}
+			return strings.ReplaceAll(sql[i+1:end-1], string(q)+string(q), string(q)), end
+		}
+		end = i
+		for end < len(sql) && isWordByte(sql[end]) {
+			end++
+		}
+		return sql[i:end], end
+	}
+	skipSpace := func(i int) int {
+		for i < len(sql) && isSpace(sql[i]) {
+			i++
+		}
+		return i
+	}
+	for i := 0; i < len(sql); {
+		c := sql[i]
+		switch {
+		case c == '\'' || c == '"' && modes&LexANSIQuotes == 0:
+			i = skipQuoted(sql, i, c, backslash)
+			continue
+		case c == '/' && i+1 < len(sql) && sql[i+1] == '*' && !executableCommentAt(sql, i):
+			end := strings.Index(sql[i+2:], "*/")
+			if end < 0 {
+				i = len(sql)
+			} else {
+				i += 2 + end + 2
+			}
+			continue
+		case lineCommentAt(sql, i):
+			end := strings.IndexByte(sql[i:], '\n')
+			if end < 0 {
+				i = len(sql)
+			} else {
+				i += end + 1
+			}
+			continue
+		}
+		if i > 0 && (isWordByte(sql[i-1]) || sql[i-1] == '.') || !(isWordByte(c) || c == '`' || c == '"') {
+			i++
+			continue
+		}
+		schema, end := ident(i)
+		if end == i {
+			i++
+			continue
+		}
+		if !strings.EqualFold(schema, "information_schema") {
+			i = end
+			continue
+		}
+		dot := skipSpace(end)
+		if dot >= len(sql) || sql[dot] != '.' {
+			i = end
+			continue
+		}
+		tstart := skipSpace(dot + 1)
+		table, tend := ident(tstart)
+		if !strings.EqualFold(table, "processlist") || tend < len(sql) && isWordByte(sql[tend]) {
+			i = end
+			continue
+		}
+		b.WriteString(sql[last:i])
+		b.WriteString("(" + derived + ")")
+		if hasAlias(sql[tend:]) {
+			aliased++
+		} else {
+			b.WriteString(" AS `" + strings.ReplaceAll(table, "`", "``") + "`")
+		}
+		n++
+		last, i = tend, tend
+	}
+	b.WriteString(sql[last:])
+	return b.String(), n, aliased
+}
+
+// notAliases are the words that may follow a table reference without being
+// its alias.
+var notAliases = map[string]bool{
+	"WHERE": true, "JOIN": true, "INNER": true, "LEFT": true, "RIGHT": true, "CROSS": true, "NATURAL": true,
+	"STRAIGHT_JOIN": true, "ON": true, "USING": true, "GROUP": true, "ORDER": true, "LIMIT": true, "HAVING": true,
+	"UNION": true, "EXCEPT": true, "INTERSECT": true, "WINDOW": true, "FOR": true, "LOCK": true, "INTO": true,
+	"PROCEDURE": true, "USE": true, "IGNORE": true, "FORCE": true, "PARTITION": true, "SET": true,
+	"RETURNING": true, "VALUES": true, "SELECT": true, "WITH": true, "OFFSET": true, "FETCH": true, "FULL": true,
+}
+
+// hasAlias reports whether the text after a table reference starts with
+// its alias (AS, or a name that is not a clause keyword).
+func hasAlias(rest string) bool {
+	w := leadingWords(rest, 1)
+	t := strings.TrimLeft(rest, " \t\r\n\f\v")
+	if t != "" && t[0] == '`' {
+		return true
+	}
+	if len(w) == 0 || !strings.HasPrefix(t, w[0]) {
+		return false
+	}
+	return strings.EqualFold(w[0], "AS") || !notAliases[strings.ToUpper(w[0])]
+}

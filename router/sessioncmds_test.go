@@ -100,9 +100,13 @@ func TestRewriteProcesslist(t *testing.T) {
 	}{
 		{"SELECT * FROM information_schema.PROCESSLIST", "", 0, "SELECT * FROM (SELECT 1) AS `PROCESSLIST`", true},
 		{"select ID from information_schema.processlist p where p.USER='a\\'b' order by 1", "", 0,
-			"SELECT `ID` FROM (SELECT 1) AS `p` WHERE `p`.`USER`='a''b' ORDER BY 1", true},
+			"select ID from (SELECT 1) p where p.USER='a\\'b' order by 1", true},
 		{"SELECT 'a\\b' FROM information_schema.processlist", "", LexNoBackslashEscapes,
 			"SELECT 'a\\b' FROM (SELECT 1) AS `processlist`", true},
+		{"SELECT 'information_schema.processlist', x.id FROM `information_schema` . `PROCESSLIST` AS x WHERE TIME >= 0", "", 0,
+			"SELECT 'information_schema.processlist', x.id FROM (SELECT 1) AS x WHERE TIME >= 0", true},
+		{"SELECT (SELECT COUNT(*) FROM information_schema.PROCESSLIST), ID FROM INFORMATION_SCHEMA.PROCESSLIST WHERE ID > 0", "", 0,
+			"SELECT (SELECT COUNT(*) FROM (SELECT 1) AS `PROCESSLIST`), ID FROM (SELECT 1) AS `PROCESSLIST` WHERE ID > 0", true},
 		{"SELECT * FROM PROCESSLIST", "INFORMATION_SCHEMA", 0, "SELECT * FROM (SELECT 1) AS `PROCESSLIST`", true},
 		{"SELECT * FROM PROCESSLIST", "app", 0, "", false},
 	} {
