@@ -187,7 +187,16 @@ func TestKillQueryCancelsOwnStatementOnly(t *testing.T) {
 	if _, err := killer.ExecContext(ctxT(t), fmt.Sprintf("KILL QUERY %d", vid)); err != nil {
 		t.Fatalf("KILL QUERY %d: %v", vid, err)
 	}
-	r := <-victimDone
+	var r result
+	select {
+	case r = <-victimDone:
+	case <-time.After(3 * time.Second):
+		victim.NetConn().Close()
+		if err := <-rootDone; err != nil {
+			t.Errorf("the root session on the master with thread id %d: %v", rid, err)
+		}
+		t.Fatalf("the SLEEP(30) of session %d still runs 3s after KILL QUERY %d", vid, vid)
+	}
 	e, _ := r.err.(*protocol.SQLError)
 	if e == nil || e.Code != protocol.ErQueryInterrupted {
 		t.Fatalf("the cancelled SLEEP(30) gave %v %v, want ERR 1317", r.sets, r.err)
