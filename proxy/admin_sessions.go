@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,15 @@ type sessionInfo struct {
 	running atomic.Pointer[backendIdent]
 	pins    atomic.Uint32 // router.Pin
 	inTx    atomic.Bool
+	// idleSince is when the session's last statement ended, or when it
+	// began (monoNow): the process list's Time of a sleeping session.
+	idleSince atomic.Int64
+	// text is the running statement's text for the process list's Info;
+	// textMu guards it. The session copies each statement into it (a
+	// reused buffer, so the statement path allocates nothing once it has
+	// grown), readers copy it out.
+	textMu sync.Mutex
+	text   []byte
 
 	// Owned by the session goroutine: the statement being run.
 	stmtDigest string
@@ -127,9 +137,11 @@ func (s *Session) endStatement(d time.Duration) {
 		si.stmtRoute = digestShard
 	}
 	s.srv.digests.record(si.stmtDigest, d, si.stmtRows, si.stmtFailed, si.stmtRoute)
+	si.idleSince.Store(int64(monoNow()))
 	si.start.Store(0)
 	si.digest.Store(nil)
 	si.running.Store(nil)
+	si.dropLongText()
 }
 
 // publishInfo copies the session's user, schema, pins and transaction
@@ -147,4 +159,39 @@ func (s *Session) publishInfo() {
 	}
 	si.pins.Store(uint32(s.pins))
 	si.inTx.Store(s.inTransaction())
+}
+
+// maxKeptText is the longest statement text buffer a session keeps between
+// statements; a longer one is let go at the statement's end.
+const maxKeptText = 64 << 10
+
+// setText records the text of the statement the session starts.
+func (si *sessionInfo) setText(b []byte) {
+	si.textMu.Lock()
+	si.text = append(si.text[:0], b...)
+	si.textMu.Unlock()
+}
+
+// setTextString is setText for a prepared statement's text.
+func (si *sessionInfo) setTextString(sql string) {
+	si.textMu.Lock()
+	si.text = append(si.text[:0], sql...)
+	si.textMu.Unlock()
+}
+
+// dropLongText lets go of a statement text buffer past maxKeptText.
+func (si *sessionInfo) dropLongText() {
+	if cap(si.text) <= maxKeptText {
+		return
+	}
+	si.textMu.Lock()
+	si.text = nil
+	si.textMu.Unlock()
+}
+
+// copyText returns a copy of the recorded statement text (any goroutine).
+func (si *sessionInfo) copyText() []byte {
+	si.textMu.Lock()
+	defer si.textMu.Unlock()
+	return append([]byte{}, si.text...)
 }

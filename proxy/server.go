@@ -375,7 +375,7 @@ func (s *Server) Serve() error {
 }
 
 func (s *Server) serveConn(nc net.Conn) {
-	id := s.nextID.Add(1)
+	id := s.newSessionID()
 	sess := newSession(s, id, nc)
 	onLoop := false
 	defer func() {

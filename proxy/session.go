@@ -215,6 +215,7 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	if srv.shards() != nil {
 		s.legs = make([]clusterLeg, len(srv.cfg.Clusters))
 	}
+	s.info.idleSince.Store(int64(monoNow()))
 	return s
 }
 
@@ -573,6 +574,7 @@ func (s *Session) comQuery(p []byte) error {
 		plan = s.srv.router.ClassifyBytes(p[1:])
 	}
 	s.rec.plan = plan
+	s.info.setText(p[1:])
 	if plan.LoadDataLocal && !s.key.localFiles {
 		if !s.srv.cfg.Proxy.LocalInfile {
 			return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
@@ -582,7 +584,15 @@ func (s *Session) comQuery(p []byte) error {
 			"sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
 	}
 	if plan.Local != router.LocalNone {
-		return s.answerLocal(plan)
+		// KILL and the process list: sessioncmds.go.
+		q, done, err := s.sessionCommand(plan, p)
+		if done {
+			return err
+		}
+		if q == nil {
+			return s.answerLocal(plan)
+		}
+		p = q
 	}
 	if refused, err := s.refuseDefaultRole(plan, p[1:]); refused {
 		return err

@@ -88,6 +88,9 @@ func (s *Session) comStmtPrepare(p []byte) error {
 			s.srv.config().Proxy.MaxPreparedStatements))
 	}
 	plan, sql := s.srv.router.ClassifyText(p[1:])
+	if e := preparedSessionCommand(plan); e != nil {
+		return s.client.WriteErr(e)
+	}
 	s.pin(plan.Pins &^ router.PinFoundRows) // see comQuery
 	if s.lexDoubt(plan) {
 		// The server may prepare another statement than the router read:
@@ -236,6 +239,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 	// Executions count in SHOW QUERY DIGESTS under the prepared text's
 	// digest, as text statements do.
 	s.beginStatement(st.plan)
+	s.info.setTextString(st.sql)
 	if e := st.longDataErr; e != nil {
 		st.clearLongData()
 		return s.client.WriteErr(e)

@@ -154,6 +154,10 @@ func analyze(sql string, flags textFlags) analysis {
 			a.scoped = &Scoped{Uses: a.scoped.Uses, SetsLastInsertID: a.scoped.SetsLastInsertID}
 		}
 	}
+	if a.local != LocalKill && killText(sql) {
+		// Connection ids are sluice's: see sessioncmds.go.
+		a.local, a.localName = LocalKill, ""
+	}
 	a.nonASCII = flags&flagNonASCII != 0
 	return a
 }
@@ -263,6 +267,7 @@ func analyzeParsed(stmts []ast.StmtNode, err error, sql string) analysis {
 		a := analysis{kind: KindWrite, multi: true, pins: PinUntracked}
 		for _, st := range stmts {
 			a.pins |= pinsOf(st)
+			a.local = max(a.local, sessionCommandOf(st))
 		}
 		return a
 	}
@@ -724,6 +729,9 @@ func restore(n ast.Node) (string, error) {
 // ROW_COUNT() (an alias allowed, nothing else) and returns the column name
 // the server would give the result.
 func localFuncOf(stmt ast.StmtNode) (LocalFunc, string) {
+	if lf := sessionCommandOf(stmt); lf != LocalNone {
+		return lf, ""
+	}
 	sel, ok := stmt.(*ast.SelectStmt)
 	if !ok || sel.From != nil || sel.Where != nil || sel.GroupBy != nil || sel.Having != nil ||
 		sel.OrderBy != nil || sel.Limit != nil || sel.SelectIntoOpt != nil || sel.LockInfo != nil ||
