@@ -38,13 +38,17 @@ type scopedState struct {
 	// in one text, SQL_CALC_FOUND_ROWS): only the connection that ran it
 	// holds it.
 	lidStale, prevStale bool
-	buf                 []byte
+	// skipNote: the command running is no statement to the server's
+	// ROW_COUNT() (COM_STMT_PREPARE).
+	skipNote bool
+	buf      []byte
+	refs     []router.ScopedRef
 }
 
 // resetScoped puts the values as a fresh server connection has them.
 func (s *Session) resetScoped() {
 	s.lastInsertID, s.rowCount = 0, 0
-	s.scoped.foundRows = 1
+	s.scoped.foundRows = 0
 	s.scoped.lidStale, s.scoped.prevStale = false, false
 	s.scoped.stmtSeq++
 	s.scoped.lidSeq++
@@ -67,6 +71,9 @@ func (s *Session) holdsLID(bc *BackendConn) bool {
 // holding them.
 func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.RelayResult) {
 	sc := &s.scoped
+	if sc.skipNote {
+		return
+	}
 	held := s.holdsLID(bc)
 	lidSeq := sc.lidSeq
 	s.noteResult(*res)
@@ -79,7 +86,7 @@ func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.R
 		case res.Columns:
 			sc.foundRows = res.Rows
 		}
-		invisible := plan.Multi || plan.ParseErr != nil || strings.HasPrefix(plan.Digest, "call ")
+		invisible := invisibleLID(plan, false)
 		if invisible || plan.Pins&router.PinFoundRows != 0 {
 			sc.prevStale = true
 		} else if res.Err == nil || res.Packets > 0 {
@@ -133,25 +140,45 @@ func (s *Session) answeredLocally(rows int64) {
 // COM_QUERY p of plan: p itself, or p with the session's values in place
 // of the reads bc cannot answer for it. A statement that sets
 // LAST_INSERT_ID() first gets the session's value set on bc.
-func (s *Session) scopedText(bc *BackendConn, p []byte, plan *router.Plan) ([]byte, error) {
+//
+// A statement sluice cannot follow (invisibleLID) may read or change
+// LAST_INSERT_ID() where sluice cannot see it: it too first gets the
+// session's value set on bc, so that whatever bc holds afterwards is the
+// session's.
+func (s *Session) scopedText(bc *BackendConn, p []byte, plan *router.Plan, invisible bool) ([]byte, error) {
 	sc := plan.Scoped
+	if sc == nil {
+		return p, s.primeLID(bc)
+	}
 	v, err := s.scopedValues(bc, sc)
 	if err != nil {
 		return nil, err
 	}
-	if sc.SetsLastInsertID || sc.Refs == nil && sc.Uses&router.ScopedLastInsertID != 0 {
+	if invisible || sc.SetsLastInsertID || !sc.Rewritable && sc.Uses&router.ScopedLastInsertID != 0 {
 		if err := s.primeLID(bc); err != nil {
 			return nil, err
 		}
 		v.Skip |= router.ScopedLastInsertID
 	}
+	if invisible {
+		return p, nil
+	}
+	v.Refs = s.scoped.refs
 	buf := append(s.scoped.buf[:0], protocol.ComQuery)
 	buf, ok := sc.Rewrite(buf, p[1:], &v)
-	s.scoped.buf = buf
+	s.scoped.buf, s.scoped.refs = buf, v.Refs
 	if !ok {
 		return p, nil
 	}
 	return buf, nil
+}
+
+// invisibleLID reports whether a statement may change LAST_INSERT_ID()
+// where sluice does not see it: a procedure, several statements in one
+// text, a text the parser rejected (sluice sees no reads in it either), or
+// one the server may read otherwise than the parser did (doubt).
+func invisibleLID(plan *router.Plan, doubt bool) bool {
+	return doubt || plan.Multi || plan.ParseErr != nil || strings.HasPrefix(plan.Digest, "call ")
 }
 
 // scopedValues gathers the session's values for the reads of sc that bc

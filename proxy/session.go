@@ -643,11 +643,11 @@ func (s *Session) comQuery(p []byte) error {
 	if s.key.localFiles {
 		resp = protocol.ResponseResultLocalInfile
 	}
-	if plan.Scoped != nil && !doubt {
+	if invisible := invisibleLID(plan, doubt); plan.Scoped != nil || invisible {
 		// It reads values of the client's own connection: see scoped.go.
 		clientSeq := s.client.Seq()
 		return s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
-			q, err := s.scopedText(bc, p, plan)
+			q, err := s.scopedText(bc, p, plan, invisible)
 			if err != nil {
 				return protocol.RelayResult{}, err
 			}

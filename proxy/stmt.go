@@ -120,6 +120,9 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		}
 	}
 	clientSeq := s.client.Seq()
+	// Preparing is no statement to ROW_COUNT() and the like (scoped.go).
+	s.scoped.skipNote = true
+	defer func() { s.scoped.skipNote = false }()
 	return s.exchange(s.route(plan), func(bc *BackendConn) (protocol.RelayResult, error) {
 		bc.ResetSeq()
 		if err := bc.WritePacketFlush(p); err != nil {
@@ -282,7 +285,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 	}
 	clientSeq := s.client.Seq()
 	err = s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
-		if sc := st.plan.Scoped; sc != nil && (sc.SetsLastInsertID || sc.Uses&router.ScopedLastInsertID != 0) {
+		if sc := st.plan.Scoped; sc != nil && (sc.SetsLastInsertID || sc.Uses&router.ScopedLastInsertID != 0) || invisibleLID(st.plan, false) {
 			// The statement is prepared once per connection: the
 			// session's value is set on the connection instead.
 			if err := s.primeLID(bc); err != nil {

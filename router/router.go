@@ -433,7 +433,7 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 	}
 	if plan == nil {
 		a := analyze(sql, flags)
-		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized && a.local == LocalNone && a.scoped == nil {
+		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized && a.local == LocalNone && (a.scoped == nil || a.scoped.Refs == nil) {
 			var dp digestPlans
 			for i := range dp {
 				a.nonASCII = i >= 3

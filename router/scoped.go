@@ -3,6 +3,7 @@ package router
 import (
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
@@ -45,12 +46,16 @@ type ScopedAlias struct {
 type Scoped struct {
 	// Uses are the values the statement reads.
 	Uses ScopedFunc
-	// Refs are the reads in text order, and Aliases the columns to keep
-	// their names, in text order; both nil when the text could not be
-	// mapped onto the parse exactly (a read the scan missed or counted
-	// twice): the statement can then not be rewritten.
-	Refs    []ScopedRef
-	Aliases []ScopedAlias
+	// Rewritable: the reads can be replaced in the text. Refs are the
+	// reads in text order and Aliases the columns to keep their names, in
+	// text order; or, with TextRefs, the reads are found again in the text
+	// at hand (a plan shared by texts that differ in literals: no select
+	// field holds a read, so no alias is needed), Counts of each kind.
+	Rewritable bool
+	Refs       []ScopedRef
+	Aliases    []ScopedAlias
+	TextRefs   bool
+	Counts     [4]int
 	// SetsLastInsertID: the statement calls LAST_INSERT_ID(expr), which
 	// sets the value on the connection that runs it (and which a later
 	// LAST_INSERT_ID() in the same statement reads).
@@ -59,13 +64,15 @@ type Scoped struct {
 
 // ScopedValues are a session's own connection-scoped values. Skip names
 // those the connection that runs the statement already holds for the
-// session: their reads are left as written.
+// session: their reads are left as written. Refs is scratch space the
+// caller keeps between calls (TextRefs).
 type ScopedValues struct {
 	LastInsertID uint64
 	RowCount     int64
 	FoundRows    int64
 	ConnID       uint64
 	Skip         ScopedFunc
+	Refs         []ScopedRef
 }
 
 // Rewrite appends to dst the text sql (of the plan this Scoped belongs to)
@@ -73,10 +80,19 @@ type ScopedValues struct {
 // yields the session's value with the type, length and flags the server
 // gives the original (IF(1, value, original)), and an alias after every
 // select field whose name would change. It reports false, appending
-// nothing, when there is nothing to replace.
+// nothing, when there is nothing to replace or the text cannot be
+// rewritten. It allocates only to grow dst and v.Refs.
 func (sc *Scoped) Rewrite(dst []byte, sql []byte, v *ScopedValues) ([]byte, bool) {
-	if len(sc.Refs) == 0 || sc.Uses&^v.Skip == 0 {
+	if !sc.Rewritable || sc.Uses&^v.Skip == 0 {
 		return dst, false
+	}
+	refs := sc.Refs
+	if sc.TextRefs {
+		v.Refs = scanScoped(v.Refs[:0], unsafe.String(unsafe.SliceData(sql), len(sql)))
+		if countScoped(v.Refs) != sc.Counts {
+			return dst, false
+		}
+		refs = v.Refs
 	}
 	pos, ai := 0, 0
 	aliasesUpTo := func(at int) {
@@ -94,7 +110,7 @@ func (sc *Scoped) Rewrite(dst []byte, sql []byte, v *ScopedValues) ([]byte, bool
 			pos = a.At
 		}
 	}
-	for _, r := range sc.Refs {
+	for _, r := range refs {
 		if r.Func&v.Skip != 0 {
 			continue
 		}
@@ -129,9 +145,9 @@ func appendUnsigned(dst []byte, v uint64) []byte {
 }
 
 // scopedFuncOf names the connection-scoped value a call of a built-in
-// without arguments reads.
-func scopedFuncOf(name string) ScopedFunc {
-	switch name {
+// without arguments reads; name is in lower case.
+func scopedFuncOf(name []byte) ScopedFunc {
+	switch string(name) {
 	case "last_insert_id":
 		return ScopedLastInsertID
 	case "row_count":
@@ -145,9 +161,9 @@ func scopedFuncOf(name string) ScopedFunc {
 }
 
 // scopedVarOf names the connection-scoped value a session system variable
-// holds.
-func scopedVarOf(name string) ScopedFunc {
-	switch strings.ToLower(name) {
+// holds; name is in lower case.
+func scopedVarOf(name []byte) ScopedFunc {
+	switch string(name) {
 	case "last_insert_id", "identity":
 		return ScopedLastInsertID
 	case "pseudo_thread_id":
@@ -182,7 +198,7 @@ func (w *scopedWalker) Enter(n ast.Node) (ast.Node, bool) {
 		if x.Schema.L != "" {
 			break
 		}
-		f := scopedFuncOf(x.FnName.L)
+		f := scopedFuncOf([]byte(x.FnName.L))
 		if f == ScopedLastInsertID && len(x.Args) > 0 {
 			w.sets = true
 			break
@@ -193,7 +209,7 @@ func (w *scopedWalker) Enter(n ast.Node) (ast.Node, bool) {
 		}
 	case *ast.VariableExpr:
 		if x.IsSystem && !x.IsGlobal && !x.IsInstance {
-			if f := scopedVarOf(x.Name); f != 0 {
+			if f := scopedVarOf([]byte(strings.ToLower(x.Name))); f != 0 {
 				w.uses |= f
 				w.counts[scopedIndex(f)]++
 			}
@@ -210,22 +226,32 @@ func (*scopedWalker) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // scopedOf finds the connection-scoped values stmt reads or sets, and
 // where in sql (its whole text) they are read; nil when there are none.
+// Only statements that evaluate expressions as they run are rewritten: the
+// text of DDL (a view, a column default) keeps what it says, which the
+// server evaluates later, in whatever connection uses it.
 func scopedOf(stmt ast.StmtNode, sql string) *Scoped {
-	var w scopedWalker
-	stmt.Accept(&w)
-	if w.uses == 0 && !w.sets {
+	switch stmt.(type) {
+	case *ast.SelectStmt, *ast.SetOprStmt, *ast.InsertStmt, *ast.UpdateStmt, *ast.DeleteStmt,
+		*ast.SetStmt, *ast.DoStmt, *ast.CallStmt:
+	default:
 		return nil
 	}
-	sc := &Scoped{Uses: w.uses, SetsLastInsertID: w.sets}
-	if w.uses == 0 {
-		return sc
-	}
-	refs := scanScoped(sql)
-	var counts [4]int
+	var w scopedWalker
+	stmt.Accept(&w)
+	refs := scanScoped(nil, sql)
+	counts := countScoped(refs)
+	var scanned ScopedFunc
 	for _, r := range refs {
-		counts[scopedIndex(r.Func)]++
+		scanned |= r.Func
 	}
-	if counts != w.counts {
+	if w.uses|scanned == 0 && !w.sets {
+		return nil
+	}
+	// A read the parser did not see (in /*M! */, which MariaDB runs and
+	// the parser skips) leaves the statement unrewritable; the proxy then
+	// sets LAST_INSERT_ID() on the connection instead.
+	sc := &Scoped{Uses: w.uses | scanned, SetsLastInsertID: w.sets}
+	if len(refs) == 0 || counts != w.counts {
 		return sc
 	}
 	var aliases []ScopedAlias
@@ -235,26 +261,119 @@ func scopedOf(stmt ast.StmtNode, sql string) *Scoped {
 		if f.Offset < 0 || end > len(sql) || sql[f.Offset:end] != text {
 			return sc
 		}
+		code := f.Offset + codeEnd(text)
 		for _, r := range refs {
-			if r.Start >= f.Offset && r.End <= end {
-				if len(text) > 250 {
+			if r.Start >= f.Offset && r.End <= code {
+				name := columnName(text)
+				if len(name) > 250 {
 					// Longer than a column alias may be.
 					return sc
 				}
-				aliases = append(aliases, ScopedAlias{At: end, Name: text})
+				aliases = append(aliases, ScopedAlias{At: code, Name: name})
 				break
 			}
 		}
 	}
 	// Fields nest (a subquery in a select field): keep the aliases in text
-	// order, innermost first at the same end.
+	// order.
 	for i := 1; i < len(aliases); i++ {
 		for j := i; j > 0 && aliases[j].At < aliases[j-1].At; j-- {
 			aliases[j], aliases[j-1] = aliases[j-1], aliases[j]
 		}
 	}
+	sc.Rewritable = true
+	if len(aliases) == 0 {
+		// Nothing depends on where the reads are: texts that differ in
+		// literals may share the plan.
+		sc.TextRefs, sc.Counts = true, counts
+		return sc
+	}
 	sc.Refs, sc.Aliases = refs, aliases
 	return sc
+}
+
+// countScoped counts the reads of each kind.
+func countScoped(refs []ScopedRef) [4]int {
+	var n [4]int
+	for _, r := range refs {
+		n[scopedIndex(r.Func)]++
+	}
+	return n
+}
+
+// codeEnd is where the code of a select field's text ends: before the
+// comments and spaces that trail it (the parser's field text runs to the
+// next token).
+func codeEnd(text string) int {
+	end := 0
+	for i := 0; i < len(text); {
+		c := text[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			i = skipQuoted(text, i, c, c != '`')
+			end = i
+		case c == '/' && strings.HasPrefix(text[i:], "/*") && !strings.HasPrefix(text[i:], "/*!") && !strings.HasPrefix(text[i:], "/*M!"):
+			e := strings.Index(text[i+2:], "*/")
+			if e < 0 {
+				return end
+			}
+			i += 2 + e + 2
+		case c == '#' || c == '-' && strings.HasPrefix(text[i:], "--") && (i+2 == len(text) || text[i+2] <= ' '):
+			e := strings.IndexByte(text[i:], '\n')
+			if e < 0 {
+				return end
+			}
+			i += e + 1
+		case isSpace(c):
+			i++
+		default:
+			i++
+			end = i
+		}
+	}
+	return end
+}
+
+// columnName is the name MariaDB gives a select field without an alias:
+// its text as written up to the end of its code (a trailing comment is
+// not part of it), without the markers of executable comments ("/*!50000"
+// and its "*/"), trailing spaces trimmed. Checked on MariaDB 10.11.
+func columnName(text string) string {
+	text = text[:codeEnd(text)]
+	var b strings.Builder
+	exec := 0 // open executable comments
+	for i := 0; i < len(text); {
+		c := text[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			e := skipQuoted(text, i, c, c != '`')
+			b.WriteString(text[i:e])
+			i = e
+		case strings.HasPrefix(text[i:], "/*!") || strings.HasPrefix(text[i:], "/*M!"):
+			i += 3
+			if text[i-1] == 'M' {
+				i++
+			}
+			for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+				i++
+			}
+			exec++
+		case exec > 0 && strings.HasPrefix(text[i:], "*/"):
+			i += 2
+			exec--
+		case strings.HasPrefix(text[i:], "/*"):
+			e := strings.Index(text[i+2:], "*/")
+			if e < 0 {
+				e = len(text) - i - 4
+			}
+			b.WriteString(text[i : i+2+e+2])
+			i += 2 + e + 2
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return strings.TrimRight(b.String(), " \t\r\n")
 }
 
 // scanScoped finds in sql, as the server reads it by default, the calls
@@ -263,8 +382,7 @@ func scopedOf(stmt ast.StmtNode, sql string) *Scoped {
 // and the session variables @@[session.|local.]last_insert_id, identity and
 // pseudo_thread_id, outside strings, quoted names and comments (the inside
 // of an executable comment is code).
-func scanScoped(sql string) []ScopedRef {
-	var refs []ScopedRef
+func scanScoped(refs []ScopedRef, sql string) []ScopedRef {
 	skipSpace := func(i int) int {
 		for i < len(sql) {
 			switch {
@@ -312,7 +430,8 @@ func scanScoped(sql string) []ScopedRef {
 			// A quoted name followed by "(" still calls the built-in.
 			start := i
 			i = skipQuoted(sql, i, c, false)
-			if f := scopedFuncOf(strings.ToLower(sql[start+1 : max(start+1, i-1)])); f != 0 && prev != '.' {
+			var lower [16]byte
+			if f := scopedFuncOf(lowerInto(lower[:0], sql[start+1:max(start+1, i-1)])); f != 0 && prev != '.' {
 				if end, ok := emptyParens(i); ok {
 					refs = append(refs, ScopedRef{Start: start, End: end, Func: f})
 					i = end
@@ -344,12 +463,13 @@ func scanScoped(sql string) []ScopedRef {
 			start := i
 			j := i + 2
 			e := word(j)
-			if w := strings.ToLower(sql[j:e]); (w == "session" || w == "local") && e < len(sql) && sql[e] == '.' {
+			var lower [16]byte
+			if w := lowerInto(lower[:0], sql[j:e]); (string(w) == "session" || string(w) == "local") && e < len(sql) && sql[e] == '.' {
 				j = e + 1
 				e = word(j)
 			}
 			if e > j {
-				if f := scopedVarOf(sql[j:e]); f != 0 && (e == len(sql) || sql[e] != '.') {
+				if f := scopedVarOf(lowerInto(lower[:0], sql[j:e])); f != 0 && (e == len(sql) || sql[e] != '.') {
 					refs = append(refs, ScopedRef{Start: start, End: e, Func: f})
 				}
 			}
@@ -362,12 +482,8 @@ func scanScoped(sql string) []ScopedRef {
 				continue
 			}
 			var lower [16]byte
-			w := lower[:i-start]
-			for k := range w {
-				w[k] = lowerASCII(sql[start+k])
-			}
 			prev = sql[i-1]
-			f := scopedFuncOf(string(w))
+			f := scopedFuncOf(lowerInto(lower[:0], sql[start:i]))
 			if f == 0 {
 				continue
 			}
@@ -393,4 +509,16 @@ func lowerASCII(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
+}
+
+// lowerInto appends s lower-cased to dst, up to dst's capacity: a longer s
+// comes back cut, which names no scoped value.
+func lowerInto(dst []byte, s string) []byte {
+	for i := 0; i < len(s) && len(dst) < cap(dst); i++ {
+		dst = append(dst, lowerASCII(s[i]))
+	}
+	if len(s) > cap(dst) {
+		return dst[:0]
+	}
+	return dst
 }

@@ -15,7 +15,9 @@ func TestScopedRewrite(t *testing.T) {
 		{"UPDATE t SET a = ROW_COUNT() WHERE id = `row_count`() OR b = db.row_count()",
 			"UPDATE t SET a = IF(1,-1,ROW_COUNT()) WHERE id = IF(1,-1,`row_count`()) OR b = db.row_count()"},
 		{"SELECT (SELECT FOUND_ROWS()) AS f", "SELECT (SELECT IF(1,3,FOUND_ROWS()) AS `FOUND_ROWS()`) AS f"},
-		{"SELECT 1 /*!50000 + ROW_COUNT() */", "SELECT 1 /*!50000 + IF(1,-1,ROW_COUNT()) */ AS `1 /*!50000 + ROW_COUNT() */`"},
+		{"SELECT 1 /*!50000 + ROW_COUNT() */", "SELECT 1 /*!50000 + IF(1,-1,ROW_COUNT()) */ AS `1  + ROW_COUNT()`"},
+		{"SELECT LAST_INSERT_ID() -- c\nFROM t", "SELECT IF(1,CAST(7 AS UNSIGNED),LAST_INSERT_ID()) AS `LAST_INSERT_ID()` -- c\nFROM t"},
+		{"SELECT ROW_COUNT() /* c */, LAST_INSERT_ID()/* c */+1", "SELECT IF(1,-1,ROW_COUNT()) AS `ROW_COUNT()` /* c */, IF(1,CAST(7 AS UNSIGNED),LAST_INSERT_ID())/* c */+1 AS `LAST_INSERT_ID()/* c */+1`"},
 	}
 	r := New(100)
 	for _, c := range cases {
@@ -37,6 +39,30 @@ func TestScopedRewrite(t *testing.T) {
 	p := r.Classify("SELECT LAST_INSERT_ID(5), LAST_INSERT_ID()")
 	if p.Scoped == nil || !p.Scoped.SetsLastInsertID || p.Scoped.Uses != ScopedLastInsertID {
 		t.Errorf("LAST_INSERT_ID(5): %+v", p.Scoped)
+	}
+	// DDL keeps its text: the server evaluates it later, elsewhere.
+	for _, sql := range []string{"CREATE VIEW v AS SELECT LAST_INSERT_ID() AS lid", "CREATE TABLE d (id INT, who BIGINT DEFAULT (CONNECTION_ID()))"} {
+		if p := r.Classify(sql); p.Scoped != nil {
+			t.Errorf("%s: scoped %+v", sql, p.Scoped)
+		}
+	}
+	// A read the parser cannot see (MariaDB runs /*M! */) makes the text
+	// unrewritable, but known to read the value.
+	if p := r.Classify("SELECT 1 /*M! + LAST_INSERT_ID() */"); p.Scoped == nil || p.Scoped.Rewritable || p.Scoped.Uses != ScopedLastInsertID {
+		t.Errorf("/*M! */: %+v", p.Scoped)
+	}
+	// Texts that differ in literals share a plan whose reads are found in
+	// each text, without allocating.
+	a := r.Classify("INSERT INTO c (p, x) VALUES (LAST_INSERT_ID(), 1)")
+	b := "INSERT INTO c (p, x) VALUES (LAST_INSERT_ID(), 'two')"
+	if p := r.Classify(b); p != a && p.Scoped != a.Scoped || p.Scoped == nil || !p.Scoped.TextRefs {
+		t.Errorf("a text with other literals does not share the plan: %+v", p.Scoped)
+	}
+	var dst []byte
+	vals := ScopedValues{LastInsertID: 9}
+	bb := []byte(b)
+	if n := testing.AllocsPerRun(50, func() { dst, _ = a.Scoped.Rewrite(dst[:0], bb, &vals) }); n != 0 || string(dst) != "INSERT INTO c (p, x) VALUES (IF(1,CAST(9 AS UNSIGNED),LAST_INSERT_ID()), 'two')" {
+		t.Errorf("rewrite of a shared plan: %q, %v allocs", dst, n)
 	}
 	// Skipped values are left as written; nothing left means no rewrite.
 	if _, ok := r.Classify("SELECT ROW_COUNT()+1").Scoped.Rewrite(nil, []byte("SELECT ROW_COUNT()+1"), &ScopedValues{Skip: ScopedRowCount}); ok {

@@ -188,3 +188,126 @@ func TestConnectionScopedValuesUnderMultiplexing(t *testing.T) {
 		}
 	}
 }
+
+// scopedStep is one statement of TestScopedValuesAsOneServer's script, run
+// by session A or B.
+type scopedStep struct {
+	b   bool
+	sql string
+}
+
+// runScopedSteps runs steps on sessions a and b and returns what each
+// statement showed its client: column names and rows, affected rows and
+// insert id, or the error.
+func runScopedSteps(t *testing.T, a, b *sql.Conn, steps []scopedStep) []string {
+	t.Helper()
+	var out []string
+	for _, st := range steps {
+		c := a
+		if st.b {
+			c = b
+		}
+		line := st.sql + " => "
+		rows, err := c.QueryContext(ctxT(t), st.sql)
+		if err != nil {
+			out = append(out, line+"error "+err.Error())
+			continue
+		}
+		cols, _ := rows.Columns()
+		line += strings.Join(cols, "|") + ":"
+		for rows.Next() {
+			vals := make([]sql.RawBytes, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vals {
+				line += " " + string(v)
+			}
+			line += ";"
+		}
+		if err := rows.Err(); err != nil {
+			line += " error " + err.Error()
+		}
+		rows.Close()
+		out = append(out, line)
+	}
+	return out
+}
+
+// TestScopedValuesAsOneServer: two sessions share sluice's one master
+// connection (pool_size = 1) and read their connection-scoped values after
+// statements sluice cannot follow (a procedure, text the parser rejects, a
+// read hidden from the parser in /*M! */), with comments around select
+// fields, and store them in DDL; each sees what it sees on a server of its
+// own (the hostile review of issue 19's item 3).
+func TestScopedValuesAsOneServer(t *testing.T) {
+	scopedSetup(t)
+	root := mustRoot(t, env.topo.Master)
+	for _, q := range []string{
+		"CREATE OR REPLACE TABLE scp19.t (id INT AUTO_INCREMENT PRIMARY KEY, a INT)",
+		"DROP VIEW IF EXISTS scp19.v",
+		"DROP TABLE IF EXISTS scp19.d",
+		"CREATE OR REPLACE PROCEDURE scp19.p0() BEGIN DO 0; END",
+	} {
+		mustExec(t, root, q)
+	}
+	A, B := false, true
+	// A statement that pins A (CALL, text the parser rejects) ends B's
+	// part of a script: the pool's one connection stays A's.
+	scripts := [][]scopedStep{{
+		{A, "INSERT INTO t (a) VALUES (1)"},
+		{B, "INSERT INTO t (a) VALUES (2), (3)"},
+		{A, "SELECT 1 /*M! + LAST_INSERT_ID() */ AS v"},
+		{B, "INSERT INTO t (a) VALUES (4)"},
+		{A, "SELECT LAST_INSERT_ID() -- trailing\n, ROW_COUNT() /* c */, ROW_COUNT()/* c */+1, 1 /*!50000 + FOUND_ROWS() */ FROM DUAL"},
+		{A, "CREATE VIEW v AS SELECT LAST_INSERT_ID() AS lid"},
+		{A, "/* sluice:master */ SELECT VIEW_DEFINITION FROM information_schema.VIEWS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'v'"},
+		{A, "CREATE TABLE d (id INT, who BIGINT UNSIGNED DEFAULT (CONNECTION_ID()))"},
+		{A, "/* sluice:master */ SELECT COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'd' AND COLUMN_NAME = 'who'"},
+		{A, "UPDATE t SET a = a + 1 WHERE id < 3"},
+		{B, "INSERT INTO t (a) VALUES (5)"},
+		{A, "CALL p0()"},
+		{A, "SELECT LAST_INSERT_ID() + 0"},
+	}, {
+		{A, "INSERT INTO t (a) VALUES (6)"},
+		{B, "INSERT INTO t (a) VALUES (7)"},
+		{A, "SELECT LAST_INSERT_ID() INTO @x"},
+		{A, "SELECT @x"},
+	}}
+	run := func(addr, user, password string) []string {
+		d, err := sql.Open("mysql", dsn(addr, user, password, "scp19", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		d.SetMaxIdleConns(0)
+		var out []string
+		for _, steps := range scripts {
+			for _, q := range []string{"DROP VIEW IF EXISTS scp19.v", "DROP TABLE IF EXISTS scp19.d", "TRUNCATE scp19.t"} {
+				mustExec(t, root, q)
+			}
+			a, b := conn(t, d), conn(t, d)
+			out = append(out, runScopedSteps(t, a, b, steps)...)
+			a.Close()
+			b.Close()
+		}
+		return out
+	}
+	o := env.topo.Opts
+	want := run(env.topo.Master.Addr(), o.ServiceUser, o.ServicePassword)
+	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{ClusterKeys: []string{"pool_size = 1", `pool_wait_timeout = "20s"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	got := run(srv.Addr().String(), o.AppUser, o.AppPassword)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("step %d:\n  one server: %s\n  sluice:     %s", i, want[i], got[i])
+		}
+	}
+}
