@@ -408,7 +408,8 @@ type inspector struct {
 }
 
 // sessionFuncs are built-in functions whose result depends on the connection they run on.
-// CONNECTION_ID() is left out on purpose: any backend's id is as good as another's.
+// CONNECTION_ID() is left out on purpose: the proxy answers it with the session's id
+// wherever the statement runs (Plan.Scoped).
 var sessionFuncs = map[string]bool{
 	"last_insert_id":    true,
 	"row_count":         true,

@@ -327,10 +327,7 @@ func TestMasterLostInsideTransactionClosesSession(t *testing.T) {
 	ctx := ctxT(t)
 	mustExecC(t, c, "BEGIN")
 	mustExecC(t, c, "INSERT INTO lost_tx VALUES (1)")
-	var backendID int64
-	if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&backendID); err != nil {
-		t.Fatal(err)
-	}
+	backendID, _ := backendThread(t, ctx, c, "SELECT SLEEP(0.5) /* lost-tx */", "lost-tx", env.topo.Master)
 	if err := env.topo.Master.Exec(ctx, fmt.Sprintf("KILL %d", backendID)); err != nil {
 		t.Fatal(err)
 	}

@@ -510,25 +510,10 @@ func TestIdlePoolConnectionsKilled(t *testing.T) {
 		c := conn(t, d)
 		mustExecC(t, c, "SET SESSION wait_timeout = 1")
 		// The session's connections to the master and a replica carry its wait_timeout.
-		var masterThread, replicaThread int64
-		var replicaID uint32
-		if err := c.QueryRowContext(ctx, "/* sluice:master */ SELECT CONNECTION_ID()").Scan(&masterThread); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@server_id").Scan(&replicaThread, &replicaID); err != nil {
-			t.Fatal(err)
-		}
+		masterThread, _ := backendThread(t, ctx, c, "/* sluice:master */ SELECT SLEEP(0.5) /* wt-master */", "wt-master", env.topo.Master)
+		replicaThread, replica := backendThread(t, ctx, c, "SELECT SLEEP(0.5) /* wt-replica */", "wt-replica", env.topo.Replicas...)
 		last := time.Now()
 		_, closes := poolCloses(srv)
-		var replica *sandbox.Server
-		for _, r := range env.topo.Replicas {
-			if r.ServerID == replicaID {
-				replica = r
-			}
-		}
-		if replica == nil {
-			t.Fatalf("the read ran on %d, not a replica", replicaID)
-		}
 		// The servers close them once idle for a second.
 		waitThreadsGone(t, ctx, env.topo.Master, []int64{masterThread})
 		waitThreadsGone(t, ctx, replica, []int64{replicaThread})
