@@ -54,6 +54,11 @@ func (s *Session) sessionCommand(plan *router.Plan, p []byte) (q []byte, done bo
 			s.noteResult(protocol.RelayResult{})
 		}
 		return nil, true, err
+	case router.LocalThreadPlan:
+		e := protocol.NewError(protocol.ErNotSupportedYet,
+			"sluice does not show another connection's statement plan: connection ids are sluice session ids, which name no backend thread (SHOW EXPLAIN FOR, SHOW ANALYZE FOR, EXPLAIN FOR CONNECTION)")
+		s.noteResult(protocol.RelayResult{Err: e})
+		return nil, true, s.client.WriteErr(e)
 	case router.LocalShowProcesslist, router.LocalShowFullProcesslist:
 		if plan.Multi {
 			return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
@@ -79,7 +84,7 @@ func (s *Session) sessionCommand(plan *router.Plan, p []byte) (q []byte, done bo
 // execution would reach a backend as it is.
 func preparedSessionCommand(plan *router.Plan) *protocol.SQLError {
 	switch plan.Local {
-	case router.LocalKill, router.LocalShowProcesslist, router.LocalShowFullProcesslist, router.LocalProcesslistTable:
+	case router.LocalKill, router.LocalShowProcesslist, router.LocalShowFullProcesslist, router.LocalProcesslistTable, router.LocalThreadPlan:
 		return &protocol.SQLError{Code: ErUnsupportedPS, State: "HY000",
 			Message: "This command is not supported in the prepared statement protocol yet: sluice answers KILL and the process list in text queries only"}
 	}

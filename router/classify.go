@@ -157,6 +157,8 @@ func analyze(sql string, flags textFlags) analysis {
 	if a.local != LocalKill && killText(sql) {
 		// Connection ids are sluice's: see sessioncmds.go.
 		a.local, a.localName = LocalKill, ""
+	} else if threadPlanText(sql) {
+		a.local, a.localName = LocalThreadPlan, ""
 	}
 	a.nonASCII = flags&flagNonASCII != 0
 	return a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -34,15 +35,45 @@ const (
 	// information_schema's when that is the session's default schema):
 	// RewriteProcesslist replaces it with the session list.
 	LocalProcesslistTable
+	// LocalThreadPlan: SHOW EXPLAIN FOR n, SHOW ANALYZE FOR n, EXPLAIN
+	// [FORMAT=...] FOR CONNECTION n: a look at another connection's
+	// running statement by its id, which names a sluice session; the proxy
+	// refuses it, never forwards it to a backend, where the number names
+	// an unrelated thread.
+	LocalThreadPlan
 )
 
 // killText reports whether any statement of sql starts with the KILL
 // keyword, executable comments read as statement text.
 func killText(sql string) bool {
+	return anyStatement(sql, func(st string) bool { return wordsAre(leadingWords(st, 1), "KILL") })
+}
+
+// forConnection finds "FOR CONNECTION" in an EXPLAIN or ANALYZE text.
+var forConnection = regexp.MustCompile(`(?i)\bFOR\s+CONNECTION\b`)
+
+// threadPlanText reports whether any statement of sql looks at another
+// connection's statement by id (LocalThreadPlan).
+func threadPlanText(sql string) bool {
+	return anyStatement(sql, func(st string) bool {
+		w := leadingWords(st, 2)
+		if wordsAre(w, "SHOW", "EXPLAIN") || wordsAre(w, "SHOW", "ANALYZE") {
+			return true
+		}
+		if len(w) > 0 && (wordsAre(w[:1], "EXPLAIN") || wordsAre(w[:1], "DESCRIBE") || wordsAre(w[:1], "DESC") || wordsAre(w[:1], "ANALYZE")) {
+			return forConnection.MatchString(st)
+		}
+		return false
+	})
+}
+
+// anyStatement reports whether is holds for the text of any statement of
+// sql (split at semicolons outside literals and comments).
+func anyStatement(sql string, is func(st string) bool) bool {
 	start := 0
 	for i := 0; i <= len(sql); {
 		if i == len(sql) || sql[i] == ';' {
-			if w := leadingWords(sql[start:i], 1); wordsAre(w, "KILL") {
+			if is(sql[start:i]) {
 				return true
 			}
 			i++

@@ -37,6 +37,14 @@ func TestSessionCommandsClassify(t *testing.T) {
 		{"SELECT 1 -- ; KILL 5", LocalNone},
 		{"SELECT killed FROM t", LocalNone},
 		{"SELECT LAST_INSERT_ID()", LocalLastInsertID},
+		{"SHOW EXPLAIN FOR 5", LocalThreadPlan},
+		{"show explain format=json for 5", LocalThreadPlan},
+		{"SHOW ANALYZE FOR 5", LocalThreadPlan},
+		{"EXPLAIN FOR CONNECTION 5", LocalThreadPlan},
+		{"EXPLAIN FORMAT=JSON FOR\n CONNECTION 5", LocalThreadPlan},
+		{"SELECT 1; SHOW EXPLAIN FOR 5", LocalThreadPlan},
+		{"EXPLAIN SELECT * FROM t", LocalNone},
+		{"SHOW TABLES", LocalNone},
 	} {
 		for range 2 { // a miss, then the cached plan
 			if got := r.Classify(tc.sql).Local; got != tc.want {

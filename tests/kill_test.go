@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"regexp"
@@ -428,5 +429,48 @@ func TestProcesslistListsOwnSessions(t *testing.T) {
 	through := processScenario(t, addr)
 	if !slices.Equal(direct, through) {
 		t.Errorf("through sluice:\n  %s\nMariaDB:\n  %s", strings.Join(through, "\n  "), strings.Join(direct, "\n  "))
+	}
+}
+
+// TestThreadPlanNeverForwarded: SHOW EXPLAIN FOR n and the like name a
+// connection by id; through sluice the id is a session's, so the statement
+// must never reach a backend, where n names an unrelated thread whose plan
+// (and query) it would show. A root thread on the master runs a statement
+// under that number.
+func TestThreadPlanNeverForwarded(t *testing.T) {
+	addr := killSluice(t)
+	root := mustRoot(t, env.topo.Master)
+	c, err := root.Conn(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var rid uint32
+	if err := c.QueryRowContext(ctxT(t), "SELECT CONNECTION_ID()").Scan(&rid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ExecContext(ctxT(t), "SELECT SLEEP(2) FROM mysql.user LIMIT 1")
+		done <- err
+	}()
+	eventually(t, ctxT(t), "the root thread running", func() error {
+		var n int
+		if err := root.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'SELECT SLEEP(2)%'", rid).Scan(&n); err != nil || n == 0 {
+			return fmt.Errorf("not yet (%v)", err)
+		}
+		return nil
+	})
+	o := env.topo.Opts
+	client, _ := rawLoginAs(t, addr, o.AppUser, o.AppPassword)
+	for _, q := range []string{"SHOW EXPLAIN FOR %d", "SHOW ANALYZE FOR %d", "EXPLAIN FOR CONNECTION %d", "SHOW EXPLAIN FORMAT=JSON FOR %d"} {
+		sets, err := rawQuery(t, client, fmt.Sprintf(q, rid))
+		var se *protocol.SQLError
+		if !errors.As(err, &se) || se.Code != protocol.ErNotSupportedYet {
+			t.Errorf("%s through sluice: %v %v, want ERR %d", fmt.Sprintf(q, rid), sets, err, protocol.ErNotSupportedYet)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
