@@ -460,18 +460,24 @@ func scanScoped(refs []ScopedRef, sql string) []ScopedRef {
 			}
 			i += end + 1
 		case c == '@' && strings.HasPrefix(sql[i:], "@@"):
+			// @@name, @@session.name, @@local.name; each part bare or in
+			// backquotes.
 			start := i
-			j := i + 2
-			e := word(j)
 			var lower [16]byte
-			if w := lowerInto(lower[:0], sql[j:e]); (string(w) == "session" || string(w) == "local") && e < len(sql) && sql[e] == '.' {
-				j = e + 1
-				e = word(j)
-			}
-			if e > j {
-				if f := scopedVarOf(lowerInto(lower[:0], sql[j:e])); f != 0 && (e == len(sql) || sql[e] != '.') {
-					refs = append(refs, ScopedRef{Start: start, End: e, Func: f})
+			part := func(j int) (name []byte, end int) {
+				if j < len(sql) && sql[j] == '`' {
+					end = skipQuoted(sql, j, '`', false)
+					return lowerInto(lower[:0], sql[j+1:max(j+1, end-1)]), end
 				}
+				end = word(j)
+				return lowerInto(lower[:0], sql[j:end]), end
+			}
+			w, e := part(i + 2)
+			if (string(w) == "session" || string(w) == "local") && e < len(sql) && sql[e] == '.' {
+				w, e = part(e + 1)
+			}
+			if f := scopedVarOf(w); f != 0 && (e == len(sql) || sql[e] != '.') {
+				refs = append(refs, ScopedRef{Start: start, End: e, Func: f})
 			}
 			i, prev = max(e, i+2), '@'
 		case isWordByte(c) && c < 0x80:

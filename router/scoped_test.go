@@ -14,6 +14,8 @@ func TestScopedRewrite(t *testing.T) {
 			"SELECT IF(1,CAST(7 AS UNSIGNED),@@identity) AS `@@identity`, IF(1,CAST(7 AS UNSIGNED),@@session.last_insert_id) x, IF(1,CAST(42 AS UNSIGNED),@@pseudo_thread_id) AS `@@pseudo_thread_id`"},
 		{"UPDATE t SET a = ROW_COUNT() WHERE id = `row_count`() OR b = db.row_count()",
 			"UPDATE t SET a = IF(1,-1,ROW_COUNT()) WHERE id = IF(1,-1,`row_count`()) OR b = db.row_count()"},
+		{"SELECT @@`identity` AS i, @@session.`pseudo_thread_id` AS p, @@local.last_insert_id AS l",
+			"SELECT IF(1,CAST(7 AS UNSIGNED),@@`identity`) AS i, IF(1,CAST(42 AS UNSIGNED),@@session.`pseudo_thread_id`) AS p, IF(1,CAST(7 AS UNSIGNED),@@local.last_insert_id) AS l"},
 		{"SELECT (SELECT FOUND_ROWS()) AS f", "SELECT (SELECT IF(1,3,FOUND_ROWS()) AS `FOUND_ROWS()`) AS f"},
 		{"SELECT 1 /*!50000 + ROW_COUNT() */", "SELECT 1 /*!50000 + IF(1,-1,ROW_COUNT()) */ AS `1  + ROW_COUNT()`"},
 		{"SELECT LAST_INSERT_ID() -- c\nFROM t", "SELECT IF(1,CAST(7 AS UNSIGNED),LAST_INSERT_ID()) AS `LAST_INSERT_ID()` -- c\nFROM t"},
