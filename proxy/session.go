@@ -797,8 +797,13 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		s.rec.note(bc.backend, &res)
 		if err == nil {
 			s.last = bc
-			// SHOW WARNINGS / @@error_count may ask about this one.
-			s.holdWarnings = res.Warnings > 0 || res.Err != nil
+			// SHOW WARNINGS / @@error_count may ask about this one. A
+			// question about the previous statement (SHOW COUNT(*)
+			// WARNINGS, SELECT @@warning_count, SHOW WARNINGS itself)
+			// leaves the server's diagnostics area as it was, so the
+			// warnings stay held for the question after it.
+			s.holdWarnings = res.Warnings > 0 || res.Err != nil ||
+				(s.holdWarnings && s.rec.plan != nil && s.rec.plan.FollowsPrevious)
 			s.noteResult(res)
 			s.noteScoped(bc, s.rec.plan, &res)
 			if res.Err == nil && s.pendingTxWrite >= 0 && s.inTransaction() {
