@@ -1328,7 +1328,10 @@ func (s *Session) writeOK() error {
 // the active master's last flags, with a transaction sharding has not yet
 // started on any cluster shown as open.
 func (s *Session) status() uint16 {
-	st := protocol.StatusAutocommit
+	// Without a master connection the session is in no transaction and
+	// has autocommit on (either would pin one); NO_BACKSLASH_ESCAPES
+	// follows its sql_mode, as the last backend reply showed it.
+	st := protocol.StatusAutocommit | s.lastStatus&protocol.StatusNoBackslashEscape
 	if s.master != nil {
 		st = s.master.status &^ protocol.StatusMoreResultsExists
 	}
