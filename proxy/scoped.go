@@ -92,7 +92,9 @@ func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.R
 		default:
 			sc.prevFound = false
 		}
-		invisible := plan.Multi || plan.ParseErr != nil || strings.HasPrefix(plan.Digest, "call ")
+		// A text the router could not parse is opaque, unless the server
+		// refused it too: one statement that failed changed nothing.
+		invisible := plan.Multi || plan.ParseErr != nil && res.Err == nil || strings.HasPrefix(plan.Digest, "call ")
 		if invisible || plan.Pins&router.PinFoundRows != 0 || foundOnBC {
 			sc.prevStale = true
 		} else if res.Err == nil || res.Packets > 0 {
