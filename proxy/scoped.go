@@ -18,8 +18,11 @@ import (
 // unless that connection is known to hold them:
 //
 //   - a connection that ran the session's previous statement, with nothing
-//     in between, has its ROW_COUNT() and FOUND_ROWS() (BackendConn.prevSid
-//     and prevSeq against stmtSeq);
+//     in between, has its ROW_COUNT() (BackendConn.prevSid and prevSeq
+//     against stmtSeq), and its FOUND_ROWS() when that statement returned
+//     rows (prevFound): a statement without a result set leaves
+//     FOUND_ROWS() as the connection had it, from another session or from
+//     sluice's own read-backs;
 //   - a connection on which the session's LAST_INSERT_ID() last changed,
 //     and that nobody used since, has that value (lidSid and lidSeq). It
 //     is the only exact source after an INSERT that gave its
@@ -41,8 +44,11 @@ type scopedState struct {
 	// skipNote: the command running is no statement to the server's
 	// ROW_COUNT() (COM_STMT_PREPARE).
 	skipNote bool
-	buf      []byte
-	refs     []router.ScopedRef
+	// prevFound: the session's previous statement set FOUND_ROWS() on the
+	// connection that ran it (it returned a result set).
+	prevFound bool
+	buf       []byte
+	refs      []router.ScopedRef
 }
 
 // resetScoped puts the values as a fresh server connection has them.
@@ -79,20 +85,31 @@ func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.R
 	s.noteResult(*res)
 	bc.prevSid, bc.prevSeq = s.id, sc.stmtSeq
 	changed := sc.lidSeq != lidSeq
+	foundOnBC := false
 	if plan != nil {
 		switch {
-		case res.Columns && plan.FollowsPrevious && strings.HasPrefix(plan.Digest, "show "):
-			// SHOW WARNINGS and SHOW ERRORS leave FOUND_ROWS() alone.
+		case res.Columns && (strings.HasPrefix(plan.Digest, "show warnings") || strings.HasPrefix(plan.Digest, "show errors")):
+			// SHOW WARNINGS and SHOW ERRORS leave FOUND_ROWS() alone;
+			// SHOW COUNT(*) WARNINGS, a SELECT of @@warning_count to the
+			// server, sets it like any other result.
 		case res.Columns:
-			sc.foundRows = res.Rows
+			sc.foundRows, sc.prevFound = res.Rows, true
+		case res.Err == nil && setsFoundRows(plan.Digest):
+			// FOUND_ROWS() is now the count of the statement's SELECT,
+			// which only bc knows.
+			sc.prevFound, foundOnBC = true, true
+		default:
+			sc.prevFound = false
 		}
-		invisible := invisibleLID(plan, false)
-		if invisible || plan.Pins&router.PinFoundRows != 0 {
+		// A text the router could not parse is opaque, unless the server
+		// refused it too: one statement that failed changed nothing.
+		opaque := plan.Multi || plan.ParseErr != nil && res.Err == nil || strings.HasPrefix(plan.Digest, "call ")
+		if opaque || plan.Pins&router.PinFoundRows != 0 || foundOnBC {
 			sc.prevStale = true
 		} else if res.Err == nil || res.Packets > 0 {
 			sc.prevStale = false
 		}
-		if invisible || plan.Scoped != nil && plan.Scoped.SetsLastInsertID {
+		if invisibleLID(plan, false) || plan.Scoped != nil && plan.Scoped.SetsLastInsertID {
 			if !changed {
 				sc.lidSeq++
 			}
@@ -116,15 +133,29 @@ func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.R
 			sc.prevStale = sc.prevStale && plan.Pins&router.PinFoundRows != 0
 		}
 	}
-	if plan.Pins&router.PinFoundRows != 0 && s.ranPrevious(bc) {
-		// SQL_CALC_FOUND_ROWS: the count is on bc alone, which is about
-		// to serve someone else.
+	if (plan.Pins&router.PinFoundRows != 0 || foundOnBC) && s.ranPrevious(bc) {
+		// SQL_CALC_FOUND_ROWS, INSERT ... SELECT: the count is on bc
+		// alone, which is about to serve someone else.
 		if v, err := bc.queryValue("SELECT FOUND_ROWS()"); err == nil {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 				sc.foundRows, sc.prevStale = n, false
 			}
 		}
 	}
+}
+
+// setsFoundRows reports whether a statement of digest that returns no
+// result set still sets FOUND_ROWS() on the server: one with a SELECT of
+// its own (INSERT or REPLACE ... SELECT, CREATE TABLE ... SELECT, a SET
+// from a subquery, SELECT ... INTO), as MariaDB does. DO, UPDATE and
+// DELETE leave it alone whatever their subqueries.
+func setsFoundRows(digest string) bool {
+	for _, p := range [...]string{"insert ", "replace ", "create ", "set ", "select "} {
+		if strings.HasPrefix(digest, p) {
+			return strings.Contains(digest, "select ")
+		}
+	}
+	return false
 }
 
 // answeredLocally accounts for a statement sluice answered itself with a
@@ -189,7 +220,10 @@ func (s *Session) scopedValues(bc *BackendConn, sc *router.Scoped) (router.Scope
 	v := router.ScopedValues{ConnID: uint64(s.id)}
 	if sc.Uses&(router.ScopedRowCount|router.ScopedFoundRows) != 0 {
 		if s.ranPrevious(bc) {
-			v.Skip |= router.ScopedRowCount | router.ScopedFoundRows
+			v.Skip |= router.ScopedRowCount
+			if sv.prevFound || sv.prevStale {
+				v.Skip |= router.ScopedFoundRows
+			}
 		} else if sv.prevStale {
 			if !s.readBackPrevious() {
 				v.Skip |= router.ScopedRowCount | router.ScopedFoundRows

@@ -829,8 +829,13 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		s.rec.note(bc.backend, &res)
 		if err == nil {
 			s.last = bc
-			// SHOW WARNINGS / @@error_count may ask about this one.
-			s.holdWarnings = res.Warnings > 0 || res.Err != nil
+			// SHOW WARNINGS / @@error_count may ask about this one. A
+			// question about the previous statement (SHOW COUNT(*)
+			// WARNINGS, SELECT @@warning_count, SHOW WARNINGS itself)
+			// leaves the server's diagnostics area as it was, so the
+			// warnings stay held for the question after it.
+			s.holdWarnings = res.Warnings > 0 || res.Err != nil ||
+				(s.holdWarnings && s.rec.plan != nil && s.rec.plan.FollowsPrevious)
 			s.noteScoped(bc, s.rec.plan, &res)
 			if res.Err == nil && s.pendingTxWrite >= 0 && s.inTransaction() {
 				// A sharded write went through: the transaction now
@@ -1354,7 +1359,10 @@ func (s *Session) writeOK() error {
 // the active master's last flags, with a transaction sharding has not yet
 // started on any cluster shown as open.
 func (s *Session) status() uint16 {
-	st := protocol.StatusAutocommit
+	// Without a master connection the session is in no transaction and
+	// has autocommit on (either would pin one); NO_BACKSLASH_ESCAPES
+	// follows its sql_mode, as the last backend reply showed it.
+	st := protocol.StatusAutocommit | s.lastStatus&protocol.StatusNoBackslashEscape
 	if s.master != nil {
 		st = s.master.status &^ protocol.StatusMoreResultsExists
 	}
