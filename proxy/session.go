@@ -75,9 +75,11 @@ type Session struct {
 	// session's goroutine, read by the switchover's.
 	masterBusy atomic.Uint64
 
-	// last ran the session's previous statement: SHOW WARNINGS and the
-	// like must ask it.
-	last *BackendConn
+	// diagFrom holds the diagnostics (warnings, errors) a SHOW WARNINGS
+	// would show: the connection that ran the session's previous
+	// statement, or an earlier one when the statements after it named no
+	// table and raised nothing.
+	diagFrom *BackendConn
 
 	schema     string
 	lastStatus uint16 // status flags of the last final OK/EOF any backend sent
@@ -828,14 +830,19 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		s.ranOn(res, err)
 		s.rec.note(bc.backend, &res)
 		if err == nil {
-			s.last = bc
 			// SHOW WARNINGS / @@error_count may ask about this one. A
 			// question about the previous statement (SHOW COUNT(*)
 			// WARNINGS, SELECT @@warning_count, SHOW WARNINGS itself)
-			// leaves the server's diagnostics area as it was, so the
-			// warnings stay held for the question after it.
-			s.holdWarnings = res.Warnings > 0 || res.Err != nil ||
-				(s.holdWarnings && s.rec.plan != nil && s.rec.plan.FollowsPrevious)
+			// leaves the server's diagnostics area as it was, and so does
+			// a statement that names no table and raises nothing: the
+			// warnings stay held, where they are (diagFrom), for the
+			// question after it.
+			keep := s.holdWarnings && s.rec.plan != nil && res.Warnings == 0 && res.Err == nil &&
+				(s.rec.plan.FollowsPrevious || s.rec.plan.NoTables)
+			if !keep {
+				s.diagFrom = bc
+			}
+			s.holdWarnings = res.Warnings > 0 || res.Err != nil || keep
 			s.noteScoped(bc, s.rec.plan, &res)
 			if res.Err == nil && s.pendingTxWrite >= 0 && s.inTransaction() {
 				// A sharded write went through: the transaction now

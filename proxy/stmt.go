@@ -66,7 +66,7 @@ type backendStmt struct {
 // (funcsMayWrite). Should a write still reach a replica, the connection's
 // read-only access mode refuses it and the master runs it (exchange).
 func (s *Session) route(plan *router.Plan) router.Target {
-	if plan.FollowsPrevious && s.last != nil && s.last == s.replica && !s.inTransaction() && !s.lexDoubt(plan) {
+	if plan.FollowsPrevious && s.diagFrom != nil && s.diagFrom == s.replica && !s.inTransaction() && !s.lexDoubt(plan) {
 		return router.TargetReplica
 	}
 	// A session with temporary tables, or with session state sluice did
@@ -461,9 +461,10 @@ func (s *Session) comStmtClose(p []byte) error {
 // forgetConn drops what the session's statements know about bc, which is
 // leaving the session (its statements die with its reset).
 func (s *Session) forgetConn(bc *BackendConn) {
-	if s.last == bc {
-		s.last = nil
+	if s.diagFrom == bc {
+		s.diagFrom = nil
 	}
+
 	for _, st := range s.stmts {
 		if st.cursor == bc {
 			st.cursor = nil

@@ -83,6 +83,8 @@ type analysis struct {
 	localName string
 	// scoped: the connection-scoped values the statement reads or sets.
 	scoped *Scoped
+	// noTables: a SELECT, SET or DO that names no table.
+	noTables bool
 	// previous: the statement asks about the previous statement's
 	// diagnostics (SHOW WARNINGS, @@warning_count), which only the
 	// connection that ran it can answer.
@@ -132,6 +134,8 @@ func analyze(sql string, flags textFlags) analysis {
 		parserPool.Put(p)
 	}
 	if flags&(flagConditional|flagTiDBComment|flagHazard) != 0 {
+		// The server may see a table the parser did not.
+		a.noTables = false
 		// The server may execute more or less than the TiDB lexer saw: never send such a
 		// text to a replica on the strength of our reading of it.
 		if a.kind == KindRead {
@@ -263,6 +267,7 @@ func analyzeParsed(stmts []ast.StmtNode, err error, sql string) analysis {
 		}
 		a.local, a.localName = localFuncOf(stmts[0])
 		a.scoped = scopedOf(stmts[0], sql)
+		a.noTables = namesNoTable(stmts[0])
 		return a
 	default:
 		// Its SETs and USEs are not tracked one by one.
@@ -761,3 +766,29 @@ func localFuncOf(stmt ast.StmtNode) (LocalFunc, string) {
 	}
 	return lf, name
 }
+
+// namesNoTable reports whether stmt is a SELECT, SET or DO that names no
+// table. MariaDB keeps the previous statement's warnings and errors across
+// such a statement when it raises none of its own ("the list of messages
+// is reset for each new statement that uses a table").
+func namesNoTable(stmt ast.StmtNode) bool {
+	switch stmt.(type) {
+	case *ast.SelectStmt, *ast.SetOprStmt, *ast.SetStmt, *ast.DoStmt:
+	default:
+		return false
+	}
+	var f tableFinder
+	stmt.Accept(&f)
+	return !f.found
+}
+
+type tableFinder struct{ found bool }
+
+func (f *tableFinder) Enter(n ast.Node) (ast.Node, bool) {
+	if _, ok := n.(*ast.TableName); ok {
+		f.found = true
+	}
+	return n, f.found
+}
+
+func (*tableFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }

@@ -201,6 +201,10 @@ type Plan struct {
 	// serving someone else. LocalName is the result's column name.
 	Local     LocalFunc
 	LocalName string
+	// NoTables: a SELECT, SET or DO that names no table. Raising no
+	// warning or error itself, it leaves the previous statement's
+	// diagnostics in place on the server, for a SHOW WARNINGS after it.
+	NoTables bool
 	// Scoped lists the values of the client's own connection the
 	// statement reads (LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS(),
 	// CONNECTION_ID()) and where; nil for most statements.
@@ -471,6 +475,7 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		Local:           a.local,
 		LocalName:       a.localName,
 		Scoped:          a.scoped,
+		NoTables:        a.noTables,
 		Txn:             a.txn,
 		Release:         a.release,
 	}

@@ -71,3 +71,23 @@ func TestScopedRewrite(t *testing.T) {
 		t.Error("rewrote a skipped read")
 	}
 }
+
+func TestNoTables(t *testing.T) {
+	r := New(100)
+	for sql, want := range map[string]bool{
+		"SELECT 1":                          true,
+		"SET @w = 1":                        true,
+		"DO 1 + 1":                          true,
+		"SELECT @@version, NOW()":           true,
+		"SELECT * FROM t":                   false,
+		"SELECT (SELECT MAX(a) FROM t)":     false,
+		"SET @x = (SELECT COUNT(*) FROM t)": false,
+		"UPDATE t SET a = 1":                false,
+		"SHOW WARNINGS":                     false,
+		"SELECT 1 /*!50000 FROM t */":       false,
+	} {
+		if got := r.Classify(sql).NoTables; got != want {
+			t.Errorf("%s: NoTables %v, want %v", sql, got, want)
+		}
+	}
+}
