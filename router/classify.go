@@ -235,6 +235,11 @@ func analyzeParsed(stmts []ast.StmtNode, err error, sql string) analysis {
 			}
 			return a
 		}
+		if w := leadingWords(sql, 2); singleStatementText(sql) && (wordsAre(w, "SHOW", "WARNINGS") || wordsAre(w, "SHOW", "ERRORS")) {
+			// SHOW WARNINGS LIMIT n, which the parser rejects: a question
+			// about the previous statement like any SHOW WARNINGS.
+			return analysis{kind: KindWrite, readOnly: true, previous: true, recognized: true}
+		}
 		// Keep the message only: the parser's error carries a stack trace.
 		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %s", ErrParse, err), pins: pinsOfText(sql) | PinUntracked}
 	}

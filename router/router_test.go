@@ -238,7 +238,7 @@ func TestShowDescribeExplain(t *testing.T) {
 		{"SHOW SLAVE STATUS", read()},
 		{"SHOW VARIABLES WHERE Value = @x", write()},
 		{"SHOW WARNINGS", write()},
-		{"SHOW WARNINGS LIMIT 5", unparsed()}, // TiDB lacks SHOW WARNINGS LIMIT
+		{"SHOW WARNINGS LIMIT 5", write()}, // TiDB lacks SHOW WARNINGS LIMIT: recognized by its words
 		{"SHOW COUNT(*) WARNINGS", write()},
 		{"SHOW ERRORS", write()},
 		{"SHOW PROFILES", write()},
@@ -855,6 +855,7 @@ func TestFollowsPrevious(t *testing.T) {
 		"SHOW WARNINGS":                            true,
 		"SHOW ERRORS":                              true,
 		"SHOW COUNT(*) WARNINGS":                   true,
+		"SHOW WARNINGS LIMIT 2":                    true,
 		"SELECT @@warning_count":                   true,
 		"SELECT @@session.error_count":             true,
 		"SELECT @@warning_count, @x":               false,

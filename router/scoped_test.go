@@ -91,3 +91,12 @@ func TestNoTables(t *testing.T) {
 		}
 	}
 }
+
+func TestShowWarningsLimitFollowsPrevious(t *testing.T) {
+	r := New(100)
+	for _, sql := range []string{"SHOW WARNINGS LIMIT 1", "show errors limit 0, 2", "SHOW WARNINGS"} {
+		if p := r.Classify(sql); !p.FollowsPrevious || p.ParseErr != nil || p.Pins != 0 {
+			t.Errorf("%s: FollowsPrevious %v, ParseErr %v, Pins %v", sql, p.FollowsPrevious, p.ParseErr, p.Pins)
+		}
+	}
+}
