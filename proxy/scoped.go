@@ -88,13 +88,13 @@ func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.R
 	foundOnBC := false
 	if plan != nil {
 		switch {
-		case res.Columns && (strings.HasPrefix(plan.Digest, "show warnings") || strings.HasPrefix(plan.Digest, "show errors")):
+		case plan.Found == router.FoundKept:
 			// SHOW WARNINGS and SHOW ERRORS leave FOUND_ROWS() alone;
 			// SHOW COUNT(*) WARNINGS, a SELECT of @@warning_count to the
 			// server, sets it like any other result.
 		case res.Columns:
 			sc.foundRows, sc.prevFound = res.Rows, true
-		case res.Err == nil && setsFoundRows(plan.Digest):
+		case res.Err == nil && plan.Found == router.FoundBySelect:
 			// FOUND_ROWS() is now the count of the statement's SELECT,
 			// which only bc knows.
 			sc.prevFound, foundOnBC = true, true
@@ -103,7 +103,7 @@ func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.R
 		}
 		// A text the router could not parse is opaque, unless the server
 		// refused it too: one statement that failed changed nothing.
-		opaque := plan.Multi || plan.ParseErr != nil && res.Err == nil || strings.HasPrefix(plan.Digest, "call ")
+		opaque := plan.Multi || plan.ParseErr != nil && res.Err == nil || plan.Call
 		if opaque || plan.Pins&router.PinFoundRows != 0 || foundOnBC {
 			sc.prevStale = true
 		} else if res.Err == nil || res.Packets > 0 {
@@ -142,20 +142,6 @@ func (s *Session) noteScoped(bc *BackendConn, plan *router.Plan, res *protocol.R
 			}
 		}
 	}
-}
-
-// setsFoundRows reports whether a statement of digest that returns no
-// result set still sets FOUND_ROWS() on the server: one with a SELECT of
-// its own (INSERT or REPLACE ... SELECT, CREATE TABLE ... SELECT, a SET
-// from a subquery, SELECT ... INTO), as MariaDB does. DO, UPDATE and
-// DELETE leave it alone whatever their subqueries.
-func setsFoundRows(digest string) bool {
-	for _, p := range [...]string{"insert ", "replace ", "create ", "set ", "select "} {
-		if strings.HasPrefix(digest, p) {
-			return strings.Contains(digest, "select ")
-		}
-	}
-	return false
 }
 
 // answeredLocally accounts for a statement sluice answered itself with a
@@ -209,7 +195,7 @@ func (s *Session) scopedText(bc *BackendConn, p []byte, plan *router.Plan, invis
 // text, a text the parser rejected (sluice sees no reads in it either), or
 // one the server may read otherwise than the parser did (doubt).
 func invisibleLID(plan *router.Plan, doubt bool) bool {
-	return doubt || plan.Multi || plan.ParseErr != nil || strings.HasPrefix(plan.Digest, "call ")
+	return doubt || plan.Multi || plan.ParseErr != nil || plan.Call
 }
 
 // scopedValues gathers the session's values for the reads of sc that bc

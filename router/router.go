@@ -201,6 +201,11 @@ type Plan struct {
 	// serving someone else. LocalName is the result's column name.
 	Local     LocalFunc
 	LocalName string
+	// Found is what the statement does to the server's FOUND_ROWS(), as
+	// far as its text tells (FoundRowsEffect); Call marks CALL, whose
+	// procedure may change any connection-scoped value.
+	Found FoundRowsEffect
+	Call  bool
 	// NoTables: a SELECT, SET or DO that names no table. Raising no
 	// warning or error itself, it leaves the previous statement's
 	// diagnostics in place on the server, for a SHOW WARNINGS after it.
@@ -476,6 +481,8 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		LocalName:       a.localName,
 		Scoped:          a.scoped,
 		NoTables:        a.noTables,
+		Found:           foundRowsEffectOf(digest),
+		Call:            strings.HasPrefix(digest, "call "),
 		Txn:             a.txn,
 		Release:         a.release,
 	}
@@ -504,4 +511,34 @@ func (r *Router) ClassifyText(b []byte) (*Plan, string) {
 	}
 	sql := string(b)
 	return r.miss(sql, true), sql
+}
+
+// FoundRowsEffect is what a statement does to FOUND_ROWS() on the server.
+type FoundRowsEffect uint8
+
+const (
+	// FoundFromResult: a result set sets it to its rows; a statement
+	// without one leaves it.
+	FoundFromResult FoundRowsEffect = iota
+	// FoundKept: SHOW WARNINGS and SHOW ERRORS leave it, result or not.
+	FoundKept
+	// FoundBySelect: a statement that selects without returning rows
+	// (INSERT or REPLACE ... SELECT, CREATE TABLE ... SELECT, SELECT ...
+	// INTO, a SET from a subquery) sets it to what it selected, which
+	// only its connection knows. DO, UPDATE and DELETE leave it, whatever
+	// their subqueries, as MariaDB does.
+	FoundBySelect
+)
+
+// foundRowsEffectOf tells a statement's FoundRowsEffect from its digest.
+func foundRowsEffectOf(digest string) FoundRowsEffect {
+	if strings.HasPrefix(digest, "show warnings") || strings.HasPrefix(digest, "show errors") {
+		return FoundKept
+	}
+	for _, p := range [...]string{"insert ", "replace ", "create ", "set ", "select "} {
+		if strings.HasPrefix(digest, p) && strings.Contains(digest, "select ") {
+			return FoundBySelect
+		}
+	}
+	return FoundFromResult
 }
