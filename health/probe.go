@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -208,6 +209,9 @@ type worker struct {
 	// between Statuses, not built again each probe.
 	funcs    Functions
 	funcsSig string
+	// schemas is the last schema list read (a master's), kept the same
+	// way.
+	schemas Schemas
 }
 
 // run probes each time it is triggered, reporting each finished probe with
@@ -436,8 +440,43 @@ func (w *worker) read() (*Status, error) {
 	}
 	if w.b.Role == RoleMaster {
 		w.readFunctions(c, st)
+		w.readSchemas(c, st)
 	}
 	return st, nil
+}
+
+// readSchemas fills st.Schemas with the schemas the service account sees
+// (SHOW DATABASES). Like readFunctions it never fails the probe: a refusal
+// leaves Schemas nil, a failure keeps the last list read.
+func (w *worker) readSchemas(c *client.Conn, st *Status) {
+	r, err := c.Execute("SHOW DATABASES")
+	var refused *mysql.MyError
+	switch {
+	case errors.As(err, &refused):
+		w.schemas = nil
+		return
+	case err != nil:
+		st.Schemas = w.schemas
+		w.closeConn()
+		return
+	}
+	if r.Resultset == nil {
+		return
+	}
+	same := w.schemas != nil && len(w.schemas) == r.RowNumber()
+	for row := 0; same && row < r.RowNumber(); row++ {
+		v, _ := r.GetString(row, 0)
+		same = w.schemas.Has(v)
+	}
+	if !same {
+		l := make(Schemas, r.RowNumber())
+		for row := range r.RowNumber() {
+			l[row], _ = r.GetString(row, 0)
+		}
+		slices.Sort(l)
+		w.schemas = l
+	}
+	st.Schemas = w.schemas
 }
 
 // functionsQuery lists the stored functions and what each declares it does

@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -61,6 +62,10 @@ type Status struct {
 	// does with data; nil on replicas and when the server would not say.
 	// It is shared between Statuses and must not be modified.
 	Functions Functions
+	// Schemas are the schemas a master's service account sees, sorted;
+	// nil on replicas and when the server would not say. Shared between
+	// Statuses: must not be modified.
+	Schemas Schemas
 
 	// Lag is the replication lag the prober estimates; -1 when unknown
 	// (not replicating). See LagNote for how it was found.
@@ -184,4 +189,14 @@ func gtidAhead(f Flavor, a, b string) bool {
 		return false
 	}
 	return !gb.Contains(ga)
+}
+
+// Schemas is a sorted list of schema names.
+type Schemas []string
+
+// Has reports whether the list holds name, compared as the server compares
+// schema names with lower_case_table_names = 0 (exactly).
+func (l Schemas) Has(name string) bool {
+	_, ok := slices.BinarySearch(l, name)
+	return ok
 }

@@ -354,6 +354,13 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 	if db == "" {
 		return nil
 	}
+	if st := s.cluster.Master.Status(); st != nil && st.Schemas.Has(db) {
+		// The master's last probe saw it: no backend connection needed,
+		// so a login (a driver's cancel connection among them) does not
+		// queue behind busy pools.
+		s.schema = db
+		return nil
+	}
 	// Ask the pool for a connection as the session will want it: one that
 	// already has db selected proves the schema exists at no cost.
 	prev := s.schema

@@ -474,3 +474,51 @@ func TestThreadPlanNeverForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCancelWhilePoolsAreBusy: a driver's cancel connection logs in with
+// the application's default schema while the one pooled master connection
+// runs the statement to cancel (pool_size = 1, no replicas). The login
+// must not wait for a pooled connection to check the schema (the master's
+// probe lists it), so the cancel reaches the statement, which ends with
+// 1317 instead of running its 30 s.
+func TestCancelWhilePoolsAreBusy(t *testing.T) {
+	masterOnly := *env.topo
+	masterOnly.Replicas = nil
+	srv, err := startProxyWith(&masterOnly, sandbox.SluiceOptions{ClusterKeys: []string{"pool_size = 1", `pool_wait_timeout = "40s"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	addr := srv.Addr().String()
+	o := env.topo.Opts
+	victim, vid := rawLoginAs(t, addr, o.AppUser, o.AppPassword)
+	_ = victim.NetConn().SetDeadline(time.Now().Add(60 * time.Second))
+	done := make(chan error, 1)
+	go func() {
+		_, err := rawQuery(t, victim, "SELECT SLEEP(30) /* busy-pool */")
+		done <- err
+	}()
+	eventually(t, ctxT(t), "the statement running on the master", func() error {
+		var n int
+		if err := mustRoot(t, env.topo.Master).QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(30) /* busy-pool */'").Scan(&n); err != nil || n == 0 {
+			return fmt.Errorf("not yet (%v)", err)
+		}
+		return nil
+	})
+	// The cancel connection, as Connector/J opens it: the same URL,
+	// default schema included.
+	c := rawDial(t, addr)
+	_ = c.NetConn().SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := protocol.ClientHandshake(c, protocol.ClientConfig{User: o.AppUser, Password: o.AppPassword, Database: "sluice_test",
+		Capabilities: protocol.BackendCapabilities | protocol.ClientConnectWithDB}); err != nil {
+		t.Fatalf("the cancel connection's login: %v", err)
+	}
+	if _, err := rawQuery(t, c, fmt.Sprintf("KILL QUERY %d", vid)); err != nil {
+		t.Fatalf("KILL QUERY %d: %v", vid, err)
+	}
+	err = <-done
+	var se *protocol.SQLError
+	if !errors.As(err, &se) || se.Code != protocol.ErQueryInterrupted {
+		t.Fatalf("the cancelled statement ended with %v, want ERR %d", err, protocol.ErQueryInterrupted)
+	}
+}

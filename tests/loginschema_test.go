@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +68,10 @@ func killServiceThreads(t *testing.T, servers []*sql.DB) {
 // the pool hands them out unchecked), and a client logs in at once naming
 // a schema they do not have selected. The login's schema check finds its connection dead and
 // is retried, as a read is: the login succeeds rather than failing with
-// 2013 (issue 19, item 12).
+// 2013 (issue 19, item 12). A schema the master's probe lists needs no
+// backend connection at login, so the schema named here exists on the
+// replicas only (created there without binary logging): the check must
+// ask a pooled replica connection.
 func TestLoginSchemaCheckSurvivesKilledPool(t *testing.T) {
 	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{ClusterKeys: []string{"pool_size = 2"}})
 	if err != nil {
@@ -86,17 +91,38 @@ func TestLoginSchemaCheckSurvivesKilledPool(t *testing.T) {
 		})
 		return err
 	}
-	for round := range 5 {
-		// Each login borrows a replica connection for its schema check
-		// and gives it back with that schema selected.
-		for i := range 4 {
-			if err := login("sluice_test"); err != nil {
-				t.Fatalf("round %d, login %d before the kill: %v", round, i, err)
+	for _, r := range replicas {
+		c, err := r.Conn(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{"SET SESSION sql_log_bin = 0", "CREATE DATABASE IF NOT EXISTS replica_only19"} {
+			if _, err := c.ExecContext(ctxT(t), q); err != nil {
+				t.Fatal(err)
 			}
 		}
+		t.Cleanup(func() {
+			_, _ = c.ExecContext(context.Background(), "DROP DATABASE IF EXISTS replica_only19")
+			c.Close()
+		})
+	}
+	app := appDBAt(t, srv.Addr().String())
+	for round := range 5 {
+		// Reads fill the replica pools with connections that have
+		// sluice_test selected.
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var one int
+				_ = app.QueryRowContext(ctxT(t), "SELECT 1 FROM sluice_test.idle_kill LIMIT 1").Scan(&one)
+			}()
+		}
+		wg.Wait()
 		killServiceThreads(t, replicas)
 		// Another schema: the check must select it on the connection.
-		if err := login("mysql"); err != nil {
+		if err := login("replica_only19"); err != nil {
 			t.Fatalf("round %d: a login naming a schema right after the pooled replica connections were killed: %v", round, err)
 		}
 	}
