@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -592,6 +593,14 @@ func (s *Session) comQuery(p []byte) error {
 		return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
 			"sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
 	}
+	doubt := s.lexDoubt(plan)
+	if (plan.Opaque || doubt) && !answeredBySluice(plan) && router.UnsureConnectionCommand(unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)) {
+		// sluice cannot tell what this text does with connection ids.
+		e := protocol.NewError(protocol.ErNotSupportedYet,
+			"sluice does not run this text: it cannot be sure how the server reads it (it does not parse it, it holds several statements, or the session's sql_mode or character set changes its reading), and it may address connections by backend thread ids (KILL, the process list, SHOW EXPLAIN FOR) or run dynamic SQL it cannot read; send such a statement on its own, in plain text")
+		s.noteResult(protocol.RelayResult{Err: e})
+		return s.client.WriteErr(e)
+	}
 	if plan.Local != router.LocalNone {
 		// KILL and the process list: sessioncmds.go.
 		q, done, err := s.sessionCommand(plan, p)
@@ -625,7 +634,6 @@ func (s *Session) comQuery(p []byte) error {
 	target := s.route(plan)
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
-	doubt := s.lexDoubt(plan)
 	if doubt {
 		// Under the session's sql_mode or character set the server may
 		// read other statements in the text than the router saw: route()

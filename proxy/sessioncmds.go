@@ -54,6 +54,11 @@ func (s *Session) sessionCommand(plan *router.Plan, p []byte) (q []byte, done bo
 			s.noteResult(protocol.RelayResult{})
 		}
 		return nil, true, err
+	case router.LocalDynamicSQL:
+		e := protocol.NewError(protocol.ErNotSupportedYet,
+			"sluice does not run PREPARE ... FROM a variable: it cannot read the statement, which could address connections by backend thread ids (KILL, the process list); prepare the text itself (PREPARE s FROM '...')")
+		s.noteResult(protocol.RelayResult{Err: e})
+		return nil, true, s.client.WriteErr(e)
 	case router.LocalThreadPlan:
 		e := protocol.NewError(protocol.ErNotSupportedYet,
 			"sluice does not show another connection's statement plan: connection ids are sluice session ids, which name no backend thread (SHOW EXPLAIN FOR, SHOW ANALYZE FOR, EXPLAIN FOR CONNECTION)")
@@ -66,6 +71,14 @@ func (s *Session) sessionCommand(plan *router.Plan, p []byte) (q []byte, done bo
 		}
 		return nil, true, s.showProcesslist(plan, plan.Local == router.LocalShowFullProcesslist, p[1:])
 	case router.LocalProcesslistTable:
+		if strings.HasPrefix(plan.Digest, "create ") || strings.HasPrefix(plan.Digest, "alter ") {
+			// A view stores its query: rewritten, it would store the
+			// session list of this moment, shown to whoever reads it.
+			e := protocol.NewError(protocol.ErNotSupportedYet,
+				"sluice does not store a definition that reads information_schema.PROCESSLIST: it answers the process list from its own sessions when a statement runs, which a stored view or table definition cannot do")
+			s.noteResult(protocol.RelayResult{Err: e})
+			return nil, true, s.client.WriteErr(e)
+		}
 		derived := processlistDerived(s.processList("Filling schema table", p[1:]))
 		out, ok, err := router.RewriteProcesslist(string(p[1:]), s.lexModes(), s.schema, derived)
 		if err != nil {
@@ -84,7 +97,7 @@ func (s *Session) sessionCommand(plan *router.Plan, p []byte) (q []byte, done bo
 // execution would reach a backend as it is.
 func preparedSessionCommand(plan *router.Plan) *protocol.SQLError {
 	switch plan.Local {
-	case router.LocalKill, router.LocalShowProcesslist, router.LocalShowFullProcesslist, router.LocalProcesslistTable, router.LocalThreadPlan:
+	case router.LocalKill, router.LocalShowProcesslist, router.LocalShowFullProcesslist, router.LocalProcesslistTable, router.LocalThreadPlan, router.LocalDynamicSQL:
 		return &protocol.SQLError{Code: ErUnsupportedPS, State: "HY000",
 			Message: "This command is not supported in the prepared statement protocol yet: sluice answers KILL and the process list in text queries only"}
 	}
@@ -489,4 +502,15 @@ func processlistDerived(rows []processRow) string {
 		b.WriteString(",0") // TID
 	}
 	return b.String()
+}
+
+// answeredBySluice reports whether sluice answers or refuses plan itself,
+// never sending its text to a backend (KILL, SHOW EXPLAIN FOR, PREPARE
+// from a variable).
+func answeredBySluice(plan *router.Plan) bool {
+	switch plan.Local {
+	case router.LocalKill, router.LocalThreadPlan, router.LocalDynamicSQL:
+		return true
+	}
+	return false
 }

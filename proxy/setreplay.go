@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -230,16 +231,29 @@ func (s *Session) afterRelease(bc *BackendConn, res protocol.RelayResult) {
 	s.replay.quit = true
 }
 
-// refuseDefaultRole answers SET DEFAULT ROLE for the current account with
-// an ERR: on a server it changes the client's own account's default role
-// for its next logins, and nothing in the session; run by sluice it would
-// change the default role of the service account every backend connection
-// logs in with, giving the role to every later session of every user.
-// The client's accounts live on the auth server, where it can be set.
+// refuseDefaultRole answers with an ERR a statement that would change the
+// account it runs as (router.SelfAccountStatement): SET DEFAULT ROLE or
+// SET PASSWORD for the current account, ALTER / DROP / RENAME USER of it
+// or of a service account. On a server the current account is the
+// client's own; run by sluice it is the service account every backend
+// connection logs in with: a default role would reach every later session
+// of every user, a new password or a dropped account would lock sluice out
+// of the backend. The client's accounts live on the auth server.
 func (s *Session) refuseDefaultRole(plan *router.Plan, text []byte) (bool, error) {
-	if plan.ParseErr == nil || len(text) < len("SET DEFAULT ROLE") || !router.DefaultRoleOfSelf(string(text)) {
+	d := plan.Digest
+	if !strings.HasPrefix(d, "set default role") && !strings.HasPrefix(d, "set password") &&
+		!strings.HasPrefix(d, "alter user") && !strings.HasPrefix(d, "drop user") && !strings.HasPrefix(d, "rename user") {
+		return false, nil
+	}
+	cfg := s.srv.config()
+	users := make([]string, 0, len(cfg.Clusters))
+	for i := range cfg.Clusters {
+		users = append(users, cfg.Clusters[i].User)
+	}
+	what, self := router.SelfAccountStatement(string(text), users)
+	if !self {
 		return false, nil
 	}
 	return true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-		"sluice: SET DEFAULT ROLE for the current account would change the default role of sluice's service account, not of %s; set it on the auth server, or name the account with FOR", s.user))
+		"sluice: %s of the current account (or of sluice's service account) would change the account sluice's backend connections use, not %s's; change %s's account on the auth server, or name another account with FOR", what, s.user, s.user))
 }

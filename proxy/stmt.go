@@ -91,6 +91,13 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	if e := preparedSessionCommand(plan); e != nil {
 		return s.client.WriteErr(e)
 	}
+	if (plan.Opaque || s.lexDoubt(plan)) && router.UnsureConnectionCommand(sql) {
+		return s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
+			"sluice does not prepare this text: it cannot be sure how the server reads it, and it may address connections by backend thread ids (KILL, the process list) or run dynamic SQL"))
+	}
+	if refused, err := s.refuseDefaultRole(plan, p[1:]); refused {
+		return err
+	}
 	s.pin(plan.Pins &^ router.PinFoundRows) // see comQuery
 	if s.lexDoubt(plan) {
 		// The server may prepare another statement than the router read:

@@ -85,6 +85,9 @@ type analysis struct {
 	scoped *Scoped
 	// noTables: a SELECT, SET or DO that names no table.
 	noTables bool
+	// opaque: the server may read the text otherwise than the parser did
+	// (executable comments, /*T! */, bytes the lexers disagree on).
+	opaque bool
 	// previous: the statement asks about the previous statement's
 	// diagnostics (SHOW WARNINGS, @@warning_count), which only the
 	// connection that ran it can answer.
@@ -135,7 +138,7 @@ func analyze(sql string, flags textFlags) analysis {
 	}
 	if flags&(flagConditional|flagTiDBComment|flagHazard) != 0 {
 		// The server may see a table the parser did not.
-		a.noTables = false
+		a.noTables, a.opaque = false, true
 		// The server may execute more or less than the TiDB lexer saw: never send such a
 		// text to a replica on the strength of our reading of it.
 		if a.kind == KindRead {

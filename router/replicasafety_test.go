@@ -425,24 +425,41 @@ func TestCommitRelease(t *testing.T) {
 	}
 }
 
-// TestDefaultRoleOfSelf: SET DEFAULT ROLE without FOR (or FOR
-// CURRENT_USER) would change the service account's default role.
-func TestDefaultRoleOfSelf(t *testing.T) {
+// TestSelfAccountStatement: statements that would change or lock out the
+// account they run as (on a backend, the service account "sluice").
+func TestSelfAccountStatement(t *testing.T) {
 	for sql, want := range map[string]bool{
-		"SET DEFAULT ROLE r":                    true,
-		"set default role `r` ":                 true,
-		"SET DEFAULT ROLE NONE":                 true,
-		"SET DEFAULT ROLE 'r' /* FOR u */":      true,
-		"SET DEFAULT ROLE r FOR CURRENT_USER":   true,
-		"SET DEFAULT ROLE r FOR current_user()": true,
-		"SET DEFAULT ROLE r FOR u":              false,
-		"SET DEFAULT ROLE `r` FOR 'u'@'%'":      false,
-		"SET DEFAULT ROLE 'for' FOR `app`":      false,
-		"SET ROLE r":                            false,
-		"SET time_zone = 'SET DEFAULT ROLE r'":  false,
+		"SET DEFAULT ROLE r":                          true,
+		"set default role `r` ":                       true,
+		"SET DEFAULT ROLE NONE":                       true,
+		"SET DEFAULT ROLE 'r' /* FOR u */":            true,
+		"SET DEFAULT ROLE r # FOR u\n":                true,
+		"SET DEFAULT ROLE r -- FOR u":                 true,
+		"SET DEFAULT ROLE r FOR CURRENT_USER":         true,
+		"SET DEFAULT ROLE r FOR current_user()":       true,
+		"SET DEFAULT ROLE r FOR sluice":               true,
+		"SET DEFAULT ROLE r FOR 'sluice'@'%'":         true,
+		"SET DEFAULT ROLE r FOR u":                    false,
+		"SET DEFAULT ROLE `r` FOR 'u'@'%'":            false,
+		"SET DEFAULT ROLE 'for' FOR `app`":            false,
+		"SET PASSWORD = PASSWORD('x')":                true,
+		"SET PASSWORD = PASSWORD('FOR')":              true,
+		"set password /*!50000 = */ password('x')":    true,
+		"SET PASSWORD FOR CURRENT_USER() = 'x'":       true,
+		"SET PASSWORD FOR 'bob'@'%' = PASSWORD('x')":  false,
+		"ALTER USER CURRENT_USER() IDENTIFIED BY 'x'": true,
+		"ALTER USER bob, USER() ACCOUNT LOCK":         true,
+		"ALTER USER IF EXISTS 'sluice'@'%' LOCK":      true,
+		"ALTER USER bob IDENTIFIED BY 'sluice'":       false,
+		"DROP USER sluice":                            true,
+		"DROP USER IF EXISTS bob, 'sluice'@'%'":       true,
+		"DROP USER bob":                               false,
+		"RENAME USER sluice TO x":                     true,
+		"SET ROLE r":                                  false,
+		"SET time_zone = 'SET DEFAULT ROLE r'":        false,
 	} {
-		if got := DefaultRoleOfSelf(sql); got != want {
-			t.Errorf("DefaultRoleOfSelf(%q) = %v, want %v", sql, got, want)
+		if _, got := SelfAccountStatement(sql, []string{"sluice"}); got != want {
+			t.Errorf("SelfAccountStatement(%q) = %v, want %v", sql, got, want)
 		}
 	}
 }

@@ -206,6 +206,11 @@ type Plan struct {
 	// procedure may change any connection-scoped value.
 	Found FoundRowsEffect
 	Call  bool
+	// Opaque: the proxy cannot be sure it read the text as the server
+	// will: the parser rejected it, it holds several statements, or the
+	// server may run more or less of it (executable comments, /*T! */,
+	// bytes the lexers disagree on). See UnsureConnectionCommand.
+	Opaque bool
 	// NoTables: a SELECT, SET or DO that names no table. Raising no
 	// warning or error itself, it leaves the previous statement's
 	// diagnostics in place on the server, for a SHOW WARNINGS after it.
@@ -481,6 +486,7 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		LocalName:       a.localName,
 		Scoped:          a.scoped,
 		NoTables:        a.noTables,
+		Opaque:          a.opaque || a.multi || a.parseErr != nil,
 		Found:           foundRowsEffectOf(digest),
 		Call:            strings.HasPrefix(digest, "call "),
 		Txn:             a.txn,

@@ -41,6 +41,10 @@ const (
 	// refuses it, never forwards it to a backend, where the number names
 	// an unrelated thread.
 	LocalThreadPlan
+	// LocalDynamicSQL: PREPARE ... FROM a variable, whose text the proxy
+	// cannot read: it may be a KILL or a look at the process list by
+	// backend thread ids. The proxy refuses it.
+	LocalDynamicSQL
 )
 
 // killText reports whether any statement of sql starts with the KILL
@@ -118,6 +122,9 @@ func sessionCommandOf(stmt ast.StmtNode) LocalFunc {
 	case *ast.KillStmt:
 		return LocalKill
 	case *ast.PrepareStmt:
+		if s.SQLVar != nil {
+			return LocalDynamicSQL
+		}
 		if killText(s.SQLText) {
 			return LocalKill
 		}
@@ -227,7 +234,7 @@ func (k *killScanner) word(w string) bool {
 // rest returns what is left, without trailing blanks, comments and one ;.
 func (k *killScanner) rest() string {
 	k.skip()
-	r := strings.TrimRight(k.s[k.i:], " \t\r\n\f\v")
+	r := strings.TrimRight(withoutComments(k.s[k.i:]), " \t\r\n\f\v")
 	r = strings.TrimSuffix(r, "*/") // the end of an executable comment
 	r = strings.TrimRight(r, " \t\r\n\f\v")
 	r = strings.TrimSuffix(r, ";")
@@ -592,4 +599,75 @@ func hasAlias(rest string) bool {
 		return false
 	}
 	return strings.EqualFold(w[0], "AS") || !notAliases[strings.ToUpper(w[0])]
+}
+
+// connectionWords are the words of statements about connections by id and
+// of dynamic SQL, in any letter case, as whole words.
+var connectionWords = regexp.MustCompile(`(?i)\b(KILL|PROCESSLIST|PREPARE|IMMEDIATE)\b|\bSHOW\s+(EXPLAIN|ANALYZE)\b|\bFOR\s+CONNECTION\b`)
+
+// literalDynamic matches dynamic SQL whose text is a string literal
+// (PREPARE s FROM '...', EXECUTE IMMEDIATE '...'), which
+// UnsureConnectionCommand can read.
+var literalDynamic = regexp.MustCompile(`(?i)\b(PREPARE\s+\S+\s+FROM|EXECUTE\s+IMMEDIATE)\s*(\S)`)
+
+// UnsureConnectionCommand reports whether a text the proxy cannot be sure
+// it read as the server will (Plan.Opaque, or a session whose sql_mode or
+// character set casts doubt on it) may hold a statement about connections
+// by id (KILL, the process list, SHOW EXPLAIN FOR) or dynamic SQL whose
+// text is not a literal there to read (PREPARE ... FROM @v, EXECUTE
+// IMMEDIATE CONCAT(...)). Such a text must not reach a backend: the ids
+// are sluice's, and the service account may kill or see any thread. The
+// words are searched anywhere in the text, literals and comments too:
+// erring towards a refusal only costs such rare texts.
+func UnsureConnectionCommand(sql string) bool {
+	for _, m := range connectionWords.FindAllStringSubmatch(sql, -1) {
+		switch strings.ToUpper(m[1]) {
+		case "PREPARE", "IMMEDIATE":
+			continue // judged below by their argument
+		}
+		return true
+	}
+	for _, m := range literalDynamic.FindAllStringSubmatch(sql, -1) {
+		if q := m[2]; q != "'" && q != "\"" {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutComments is s with its plain comments (/* */, # and -- to the end
+// of the line) replaced by a space; quoted text and executable comments
+// stay as they are.
+func withoutComments(s string) string {
+	if !strings.Contains(s, "/*") && !strings.Contains(s, "#") && !strings.Contains(s, "--") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			end := skipQuoted(s, i, c, c != '`')
+			b.WriteString(s[i:end])
+			i = end
+		case c == '/' && strings.HasPrefix(s[i:], "/*") && !executableCommentAt(s, i):
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				return b.String()
+			}
+			b.WriteByte(' ')
+			i += 2 + end + 2
+		case lineCommentAt(s, i):
+			end := strings.IndexByte(s[i:], '\n')
+			if end < 0 {
+				return b.String()
+			}
+			b.WriteByte(' ')
+			i += end + 1
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
 }

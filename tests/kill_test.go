@@ -522,3 +522,64 @@ func TestCancelWhilePoolsAreBusy(t *testing.T) {
 		t.Fatalf("the cancelled statement ended with %v, want ERR %d", err, protocol.ErQueryInterrupted)
 	}
 }
+
+// TestConnectionCommandsNeverReachBackends: statements whose effect on
+// connections by id sluice cannot see, or which would change the account
+// every backend connection uses, are refused with 1235 before reaching a
+// backend, where the service account could kill or list any thread (the
+// hostile review of issue 19): dynamic SQL from a variable or an
+// expression, KILL and the process list in text the parser does not read
+// as the server does, SET PASSWORD / ALTER USER / SET DEFAULT ROLE of the
+// current account (a comment cannot hide a FOR), a view over the process
+// list. A KILL with a trailing comment is still a KILL (1094 for an id of
+// no session, as MariaDB).
+func TestConnectionCommandsNeverReachBackends(t *testing.T) {
+	addr := killSluice(t)
+	o := env.topo.Opts
+	c, _ := rawLoginAs(t, addr, o.AppUser, o.AppPassword)
+	if _, err := rawQuery(t, c, "USE sluice_test"); err != nil {
+		t.Fatal(err)
+	}
+	before := serviceHash(t)
+	for _, q := range []string{
+		"EXECUTE IMMEDIATE 'KILL 5'",
+		"EXECUTE IMMEDIATE CONCAT('KI', 'LL 5')",
+		"PREPARE s FROM @q",
+		"PREPARE s FROM CONCAT('KI', 'LL 5')",
+		"SELECT id, info FROM information_schema.PROCESSLIST /*T! */",
+		"SHOW FULL PROCESSLIST /*T! */",
+		"SELECT id, info FROM information_schema.PROCESSLIST LIMIT ROWS EXAMINED 1000",
+		"SHOW EXPLAIN FOR 5",
+		"SET DEFAULT ROLE r19kill # FOR x\n",
+		"SET PASSWORD = PASSWORD('owned')",
+		"SET PASSWORD FOR CURRENT_USER() = PASSWORD('owned')",
+		"ALTER USER CURRENT_USER() IDENTIFIED BY 'owned'",
+		"ALTER USER '" + o.ServiceUser + "'@'%' ACCOUNT LOCK",
+		"CREATE OR REPLACE VIEW pv19 AS SELECT id, info FROM information_schema.PROCESSLIST",
+	} {
+		_, err := rawQuery(t, c, q)
+		var se *protocol.SQLError
+		if !errors.As(err, &se) || se.Code != protocol.ErNotSupportedYet {
+			t.Errorf("%q: %v, want ERR %d", q, err, protocol.ErNotSupportedYet)
+		}
+	}
+	if after := serviceHash(t); after != before {
+		t.Errorf("the service account's password hash changed: %s -> %s", before, after)
+	}
+	for _, q := range []string{"KILL QUERY 999999 /* action='cancel' */", "KILL 999999 # c\n"} {
+		_, err := rawQuery(t, c, q)
+		var se *protocol.SQLError
+		if !errors.As(err, &se) || se.Code != 1094 {
+			t.Errorf("%q: %v, want ERR 1094", q, err)
+		}
+	}
+}
+
+// serviceHash is the service account's password hash on the master.
+func serviceHash(t *testing.T) string {
+	var h string
+	if err := mustRoot(t, env.topo.Master).QueryRowContext(ctxT(t), "SELECT Password FROM mysql.user WHERE User = ? LIMIT 1", env.topo.Opts.ServiceUser).Scan(&h); err != nil {
+		t.Fatalf("reading the service account's hash: %v", err)
+	}
+	return h
+}
