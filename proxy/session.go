@@ -660,10 +660,25 @@ func (s *Session) comQuery(p []byte) error {
 	if s.key.localFiles {
 		resp = protocol.ResponseResultLocalInfile
 	}
-	if invisible := invisibleLID(plan, doubt); plan.Scoped != nil || invisible {
+	// A question about a previous statement that ended clean (no
+	// warning, no error) must find the diagnostics area empty, as on the
+	// session's own server connection; a pooled connection holds what
+	// its last statement left.
+	clearDiag := plan.FollowsPrevious && !s.holdWarnings
+	if invisible := invisibleLID(plan, doubt); plan.Scoped != nil || invisible || clearDiag {
 		// It reads values of the client's own connection: see scoped.go.
 		clientSeq := s.client.Seq()
 		return s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
+			if clearDiag {
+				// A statement that reads a table and raises nothing
+				// empties the diagnostics area.
+				if _, err := bc.queryValue("SELECT 1 FROM information_schema.ENGINES LIMIT 0"); err != nil {
+					return protocol.RelayResult{}, err
+				}
+				if plan.Scoped == nil && !invisible {
+					return s.send(bc, p, clientSeq, resp)
+				}
+			}
 			q, err := s.scopedText(bc, p, plan, invisible)
 			if err != nil {
 				return protocol.RelayResult{}, err

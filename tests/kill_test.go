@@ -489,6 +489,14 @@ func TestCancelWhilePoolsAreBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
+	// The master's probe lists the schema once its first round has run.
+	eventually(t, ctxT(t), "the master's probe listing sluice_test", func() error {
+		c := srv.Topology().Current().Cluster("main")
+		if st := c.Master.Status(); st == nil || !st.Schemas.Has("sluice_test") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 	addr := srv.Addr().String()
 	o := env.topo.Opts
 	victim, vid := rawLoginAs(t, addr, o.AppUser, o.AppPassword)
