@@ -48,15 +48,19 @@ func TestShardOf(t *testing.T) {
 }
 
 // TestPlacementChecker: the checker finds a row put into the wrong
-// physical table and a hash-rule key present in two places, and nothing
-// else among correctly placed rows.
+// physical table, a hash-rule key present in two places, and two text keys
+// that the column's collation holds equal ('Anna', 'anna ') in two places,
+// and nothing else among correctly placed rows (collation-equal keys in one
+// place are fine).
 func TestPlacementChecker(t *testing.T) {
 	ctx := ctxT(t)
 	mod := &rule{schema: "chk", table: "m", key: "k", algo: "mod", clusters: clusterNames, tables: 2, columns: "k BIGINT NOT NULL"}
 	hash := &rule{schema: "chk", table: "h", key: "k", algo: "hash", clusters: clusterNames, tables: 1, columns: "k BIGINT NOT NULL"}
+	text := &rule{schema: "chk", table: "s", key: "k", algo: "hash", clusters: clusterNames, tables: 1,
+		columns: "k VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL"}
 	for _, name := range clusterNames {
 		stmts := []string{"CREATE DATABASE chk"}
-		for _, r := range []*rule{mod, hash} {
+		for _, r := range []*rule{mod, hash, text} {
 			for s := range r.shards() {
 				if r.cluster(s) == name {
 					stmts = append(stmts, fmt.Sprintf("CREATE TABLE chk.%s (%s)", r.physical(s), r.columns))
@@ -80,23 +84,30 @@ func TestPlacementChecker(t *testing.T) {
 		}
 	}
 	c1, c2 := env.clusters[clusterNames[0]].Master, env.clusters[clusterNames[1]].Master
-	if err := c1.Exec(ctx, "INSERT INTO chk.m_0 VALUES (6)", "INSERT INTO chk.h VALUES (1), (2)"); err != nil {
+	if err := c1.Exec(ctx, "INSERT INTO chk.m_0 VALUES (6)", "INSERT INTO chk.h VALUES (1), (2)",
+		"INSERT INTO chk.s VALUES ('Anna'), ('bob'), ('BOB ')"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c2.Exec(ctx, "INSERT INTO chk.h VALUES (3), (2)"); err != nil {
+	if err := c2.Exec(ctx, "INSERT INTO chk.h VALUES (3), (2)", "INSERT INTO chk.s VALUES ('anna '), ('carl')"); err != nil {
 		t.Fatal(err)
 	}
-	problems, rows, err := checkPlacement(ctx, []*rule{mod, hash}, env.clusters)
+	problems, rows, err := checkPlacement(ctx, []*rule{mod, hash, text}, env.clusters, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows["chk.m"] != 9 || rows["chk.h"] != 4 {
-		t.Errorf("rows read %v, want chk.m 9 and chk.h 4", rows)
+	if rows["chk.m"] != 9 || rows["chk.h"] != 4 || rows["chk.s"] != 5 {
+		t.Errorf("rows read %v, want chk.m 9, chk.h 4 and chk.s 5", rows)
 	}
 	// The misplaced 6 is reported as misplaced and as found twice.
-	if len(problems) != 3 || !strings.Contains(problems[0], "k = 6 is on cluster c1 table m_0; the rule says cluster c2 table m_0") ||
+	if len(problems) != 4 || !strings.Contains(problems[0], "k = 6 is on cluster c1 table m_0; the rule says cluster c2 table m_0") ||
 		!strings.Contains(problems[1], "k = 6 is both on cluster c1 table m_0 and on cluster c2 table m_0") ||
-		!strings.Contains(problems[2], "k = 2 is both on cluster c1 table h and on cluster c2 table h") {
-		t.Errorf("problems:\n%s\nwant the misplaced k = 6 (twice) and the doubled k = 2", strings.Join(problems, "\n"))
+		!strings.Contains(problems[2], "k = 2 is both on cluster c1 table h and on cluster c2 table h") ||
+		!strings.Contains(problems[3], `k = "anna " (equal to "Anna" under the column's collation) is both on cluster c1 table s and on cluster c2 table s`) {
+		t.Errorf("problems:\n%s\nwant the misplaced k = 6 (twice), the doubled k = 2 and the collation-equal 'Anna' / 'anna '", strings.Join(problems, "\n"))
+	}
+	// Compared by text, 'Anna' and 'anna ' are two keys.
+	problems, _, err = checkPlacement(ctx, []*rule{text}, env.clusters, false)
+	if err != nil || len(problems) != 0 {
+		t.Errorf("by text: problems %v (err %v), want none", problems, err)
 	}
 }
