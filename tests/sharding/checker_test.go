@@ -111,3 +111,53 @@ func TestPlacementChecker(t *testing.T) {
 		t.Errorf("by text: problems %v (err %v), want none", problems, err)
 	}
 }
+
+// TestCompareByCollation: the comparison holds two spellings of one group
+// equal only in the columns the statement names, only when the reference
+// server's collation says they are equal, and still tells different rows,
+// order and column types apart.
+func TestCompareByCollation(t *testing.T) {
+	ctx := ctxT(t)
+	ref := refDB(t, diffSchema, false)
+	w := newWeigher(ref)
+	q := func(sql string, colls map[int]string, ordered, types bool) result {
+		t.Helper()
+		r := runWith(ctx, ref, stmt{sql: sql, colls: colls, ordered: ordered, types: types}, w)
+		if r.err != nil {
+			t.Fatalf("%s: %v", sql, r.err)
+		}
+		return r
+	}
+	cases := []struct {
+		a, b  string
+		colls map[int]string
+		same  bool
+	}{
+		{"SELECT 'Anna' AS v, 1 AS n", "SELECT 'anna  ' AS v, 1 AS n", map[int]string{0: collName}, true},
+		{"SELECT 'Anna' AS v, 1 AS n", "SELECT 'anna  ' AS v, 1 AS n", nil, false},
+		{"SELECT 'Anna' AS v, 1 AS n", "SELECT 'Anne' AS v, 1 AS n", map[int]string{0: collName}, false},
+		{"SELECT 'smile😀' AS v, 1 AS n", "SELECT 'SMILE🎉' AS v, 1 AS n", map[int]string{0: collName}, true},
+		{"SELECT 'Zürich' AS v, 1 AS n", "SELECT 'zyrich ' AS v, 1 AS n", map[int]string{0: collCity}, true},
+		{"SELECT 'Zürich' AS v, 1 AS n", "SELECT 'zurich' AS v, 1 AS n", map[int]string{0: collCity}, false},
+		{"SELECT 'Straße' AS v, 1 AS n", "SELECT 'STRASSE' AS v, 1 AS n", map[int]string{0: collTitle}, true},
+		{"SELECT 'a' AS v, 1 AS n", "SELECT 'a ' AS v, 1 AS n", map[int]string{0: collCode}, true},
+		{"SELECT 'a' AS v, 1 AS n", "SELECT 'A' AS v, 1 AS n", map[int]string{0: collCode}, false},
+		{"SELECT 'Anna' AS v, 1 AS n", "SELECT 'anna' AS v, 2 AS n", map[int]string{0: collName}, false},
+		{"SELECT NULL AS v, 1 AS n", "SELECT '' AS v, 1 AS n", map[int]string{0: collCode}, false},
+		{"SELECT 'x' AS v, 1 AS n", "SELECT 'y' AS v, 1 AS n", map[int]string{0: anyValue}, true},
+	}
+	for _, c := range cases {
+		if got := same(q(c.a, c.colls, false, false), q(c.b, c.colls, false, false)); got != c.same {
+			t.Errorf("%s vs %s with collations %v: same = %v, want %v", c.a, c.b, c.colls, got, c.same)
+		}
+	}
+	if same(q("SELECT 1 AS n UNION ALL SELECT 2", nil, true, false), q("SELECT 2 AS n UNION ALL SELECT 1", nil, true, false)) {
+		t.Error("rows in another order compare equal under a total ORDER BY")
+	}
+	if !same(q("SELECT 1 AS n UNION ALL SELECT 2", nil, false, false), q("SELECT 2 AS n UNION ALL SELECT 1", nil, false, false)) {
+		t.Error("rows in another order differ without an ORDER BY")
+	}
+	if same(q("SELECT CAST(1 AS DECIMAL(10,2)) AS d", nil, false, true), q("SELECT CAST(1 AS DECIMAL(12,2)) AS d", nil, false, true)) {
+		t.Error("DECIMAL(10,2) and DECIMAL(12,2) compare equal when types are compared")
+	}
+}

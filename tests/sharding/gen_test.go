@@ -417,7 +417,7 @@ var (
 		{"øle", "Øle", "ole", "OLE "},
 		{"li", "Li", "LI"}, {"lì", "Lí"},
 	}
-	cities = []string{"Malmö", "malmo", "MALMÖ ", "Åre", "are", "ÅRE", "Ärla", "ärla ", "Zürich", "Yrich", "zurich",
+	cities = []string{"Malmö", "malmo", "MALMÖ ", "Åre", "are", "ÅRE", "Ärla", "ärla ", "Zürich", "Zyrich", "zurich",
 		"Öland", "oland", "Oslo", "oslo ", "Aachen", "aachen", "Zagreb"}
 	titles = []string{"Dr.", "dr.", "DR. ", "Straße", "STRASSE", "strasse", "Æther", "aether", "ÆTHER ", "Ⅻ", "xii",
 		"🎉 party", "🎈 party", "Ça va", "ca va"}
