@@ -355,6 +355,9 @@ func TestDifferential(t *testing.T) {
 			if s.tag != "" {
 				what += ", may be refused as " + s.tag
 			}
+			if s.session != "" {
+				what += ", in a session after " + s.session
+			}
 			t.Errorf("%s protocol, statement %d [%s] (seed %d):\n  %s\n  sluice:    %v\n  reference: %v", proto, n, what, seed, clip(s), got, want)
 			if mismatches == most {
 				t.Fatalf("stopping after %d mismatches (seed %d; replay with -shard.seed=%d SLUICE_SHARD_ONLY=%q)",

@@ -30,6 +30,8 @@ type stmt struct {
 	afterPrev bool
 	// types: compare column type names and decimal sizes as well.
 	types bool
+	// session is the SET in effect for the statement (in an episode), for messages.
+	session string
 	// colls maps result columns whose spelling the server may take from
 	// any row of a group (GROUP BY, DISTINCT, MIN/MAX over a text column)
 	// to their collation: those columns compare by the reference server's
@@ -732,7 +734,7 @@ func (g *gen) modeEpisode() []stmt {
 	for range 2 + r.IntN(3) {
 		ep = append(ep, pool[r.IntN(len(pool))])
 	}
-	return append(ep, stmt{sql: "SET SESSION sql_mode = '" + g.baseMode + "'", write: true})
+	return inSession(append(ep, stmt{sql: "SET SESSION sql_mode = '" + g.baseMode + "'", write: true}))
 }
 
 // ordersRule is the differential schema's orders rule (mod by uid).
@@ -782,9 +784,19 @@ func (g *gen) userVarEpisode() []stmt {
 	for range 2 + r.IntN(3) {
 		ep = append(ep, pool[r.IntN(len(pool))]())
 	}
+	ep = inSession(ep)
 	if r.IntN(3) == 0 {
-		ep = append(ep, stmt{sql: fmt.Sprintf("SET @s = '%s'", strings.TrimSpace(strings.ToLower(g.personName()))), write: true},
-			stmt{sql: "SELECT pid, name FROM people WHERE name = @s", tag: "uservar"})
+		ep = append(ep, inSession([]stmt{{sql: fmt.Sprintf("SET @s = '%s'", strings.TrimSpace(strings.ToLower(g.personName()))), write: true},
+			{sql: "SELECT pid, name FROM people WHERE name = @s", tag: "uservar"}})...)
+	}
+	return ep
+}
+
+// inSession marks the statements after an episode's first (its SET) as
+// running under that SET.
+func inSession(ep []stmt) []stmt {
+	for i := 1; i < len(ep); i++ {
+		ep[i].session = ep[0].sql
 	}
 	return ep
 }
@@ -842,7 +854,7 @@ func (g *gen) divPrecisionEpisode() []stmt {
 	for range 2 + r.IntN(3) {
 		ep = append(ep, pool[r.IntN(len(pool))])
 	}
-	return append(ep, stmt{sql: "SET SESSION div_precision_increment = 4", write: true})
+	return inSession(append(ep, stmt{sql: "SET SESSION div_precision_increment = 4", write: true}))
 }
 
 // hexStmts write hex literals (0x.. and X'..') as keys, in arithmetic and
