@@ -48,15 +48,19 @@ func TestShardOf(t *testing.T) {
 }
 
 // TestPlacementChecker: the checker finds a row put into the wrong
-// physical table and a hash-rule key present in two places, and nothing
-// else among correctly placed rows.
+// physical table, a hash-rule key present in two places, and two text keys
+// that the column's collation holds equal ('Anna', 'anna ') in two places,
+// and nothing else among correctly placed rows (collation-equal keys in one
+// place are fine).
 func TestPlacementChecker(t *testing.T) {
 	ctx := ctxT(t)
 	mod := &rule{schema: "chk", table: "m", key: "k", algo: "mod", clusters: clusterNames, tables: 2, columns: "k BIGINT NOT NULL"}
 	hash := &rule{schema: "chk", table: "h", key: "k", algo: "hash", clusters: clusterNames, tables: 1, columns: "k BIGINT NOT NULL"}
+	text := &rule{schema: "chk", table: "s", key: "k", algo: "hash", clusters: clusterNames, tables: 1,
+		columns: "k VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL"}
 	for _, name := range clusterNames {
 		stmts := []string{"CREATE DATABASE chk"}
-		for _, r := range []*rule{mod, hash} {
+		for _, r := range []*rule{mod, hash, text} {
 			for s := range r.shards() {
 				if r.cluster(s) == name {
 					stmts = append(stmts, fmt.Sprintf("CREATE TABLE chk.%s (%s)", r.physical(s), r.columns))
@@ -80,23 +84,80 @@ func TestPlacementChecker(t *testing.T) {
 		}
 	}
 	c1, c2 := env.clusters[clusterNames[0]].Master, env.clusters[clusterNames[1]].Master
-	if err := c1.Exec(ctx, "INSERT INTO chk.m_0 VALUES (6)", "INSERT INTO chk.h VALUES (1), (2)"); err != nil {
+	if err := c1.Exec(ctx, "INSERT INTO chk.m_0 VALUES (6)", "INSERT INTO chk.h VALUES (1), (2)",
+		"INSERT INTO chk.s VALUES ('Anna'), ('bob'), ('BOB ')"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c2.Exec(ctx, "INSERT INTO chk.h VALUES (3), (2)"); err != nil {
+	if err := c2.Exec(ctx, "INSERT INTO chk.h VALUES (3), (2)", "INSERT INTO chk.s VALUES ('anna '), ('carl')"); err != nil {
 		t.Fatal(err)
 	}
-	problems, rows, err := checkPlacement(ctx, []*rule{mod, hash}, env.clusters)
+	problems, rows, err := checkPlacement(ctx, []*rule{mod, hash, text}, env.clusters, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows["chk.m"] != 9 || rows["chk.h"] != 4 {
-		t.Errorf("rows read %v, want chk.m 9 and chk.h 4", rows)
+	if rows["chk.m"] != 9 || rows["chk.h"] != 4 || rows["chk.s"] != 5 {
+		t.Errorf("rows read %v, want chk.m 9, chk.h 4 and chk.s 5", rows)
 	}
 	// The misplaced 6 is reported as misplaced and as found twice.
-	if len(problems) != 3 || !strings.Contains(problems[0], "k = 6 is on cluster c1 table m_0; the rule says cluster c2 table m_0") ||
+	if len(problems) != 4 || !strings.Contains(problems[0], "k = 6 is on cluster c1 table m_0; the rule says cluster c2 table m_0") ||
 		!strings.Contains(problems[1], "k = 6 is both on cluster c1 table m_0 and on cluster c2 table m_0") ||
-		!strings.Contains(problems[2], "k = 2 is both on cluster c1 table h and on cluster c2 table h") {
-		t.Errorf("problems:\n%s\nwant the misplaced k = 6 (twice) and the doubled k = 2", strings.Join(problems, "\n"))
+		!strings.Contains(problems[2], "k = 2 is both on cluster c1 table h and on cluster c2 table h") ||
+		!strings.Contains(problems[3], `k = "anna " (equal to "Anna" under the column's collation) is both on cluster c1 table s and on cluster c2 table s`) {
+		t.Errorf("problems:\n%s\nwant the misplaced k = 6 (twice), the doubled k = 2 and the collation-equal 'Anna' / 'anna '", strings.Join(problems, "\n"))
+	}
+	// Compared by text, 'Anna' and 'anna ' are two keys.
+	problems, _, err = checkPlacement(ctx, []*rule{text}, env.clusters, false)
+	if err != nil || len(problems) != 0 {
+		t.Errorf("by text: problems %v (err %v), want none", problems, err)
+	}
+}
+
+// TestCompareByCollation: the comparison holds two spellings of one group
+// equal only in the columns the statement names, only when the reference
+// server's collation says they are equal, and still tells different rows,
+// order and column types apart.
+func TestCompareByCollation(t *testing.T) {
+	ctx := ctxT(t)
+	ref := refDB(t, diffSchema, false)
+	w := newWeigher(ref)
+	q := func(sql string, colls map[int]string, ordered, types bool) result {
+		t.Helper()
+		r := runWith(ctx, ref, stmt{sql: sql, colls: colls, ordered: ordered, types: types}, w)
+		if r.err != nil {
+			t.Fatalf("%s: %v", sql, r.err)
+		}
+		return r
+	}
+	cases := []struct {
+		a, b  string
+		colls map[int]string
+		same  bool
+	}{
+		{"SELECT 'Anna' AS v, 1 AS n", "SELECT 'anna  ' AS v, 1 AS n", map[int]string{0: collName}, true},
+		{"SELECT 'Anna' AS v, 1 AS n", "SELECT 'anna  ' AS v, 1 AS n", nil, false},
+		{"SELECT 'Anna' AS v, 1 AS n", "SELECT 'Anne' AS v, 1 AS n", map[int]string{0: collName}, false},
+		{"SELECT 'smile😀' AS v, 1 AS n", "SELECT 'SMILE🎉' AS v, 1 AS n", map[int]string{0: collName}, true},
+		{"SELECT 'Zürich' AS v, 1 AS n", "SELECT 'zyrich ' AS v, 1 AS n", map[int]string{0: collCity}, true},
+		{"SELECT 'Zürich' AS v, 1 AS n", "SELECT 'zurich' AS v, 1 AS n", map[int]string{0: collCity}, false},
+		{"SELECT 'Straße' AS v, 1 AS n", "SELECT 'STRASSE' AS v, 1 AS n", map[int]string{0: collTitle}, true},
+		{"SELECT 'a' AS v, 1 AS n", "SELECT 'a ' AS v, 1 AS n", map[int]string{0: collCode}, true},
+		{"SELECT 'a' AS v, 1 AS n", "SELECT 'A' AS v, 1 AS n", map[int]string{0: collCode}, false},
+		{"SELECT 'Anna' AS v, 1 AS n", "SELECT 'anna' AS v, 2 AS n", map[int]string{0: collName}, false},
+		{"SELECT NULL AS v, 1 AS n", "SELECT '' AS v, 1 AS n", map[int]string{0: collCode}, false},
+		{"SELECT 'x' AS v, 1 AS n", "SELECT 'y' AS v, 1 AS n", map[int]string{0: anyValue}, true},
+	}
+	for _, c := range cases {
+		if got := same(q(c.a, c.colls, false, false), q(c.b, c.colls, false, false)); got != c.same {
+			t.Errorf("%s vs %s with collations %v: same = %v, want %v", c.a, c.b, c.colls, got, c.same)
+		}
+	}
+	if same(q("SELECT 1 AS n UNION ALL SELECT 2", nil, true, false), q("SELECT 2 AS n UNION ALL SELECT 1", nil, true, false)) {
+		t.Error("rows in another order compare equal under a total ORDER BY")
+	}
+	if !same(q("SELECT 1 AS n UNION ALL SELECT 2", nil, false, false), q("SELECT 2 AS n UNION ALL SELECT 1", nil, false, false)) {
+		t.Error("rows in another order differ without an ORDER BY")
+	}
+	if same(q("SELECT CAST(1 AS DECIMAL(10,2)) AS d", nil, false, true), q("SELECT CAST(1 AS DECIMAL(12,2)) AS d", nil, false, true)) {
+		t.Error("DECIMAL(10,2) and DECIMAL(12,2) compare equal when types are compared")
 	}
 }

@@ -23,6 +23,7 @@ type rule struct {
 	dateUnit           string
 	idColumn           string
 	columns            string // the column list of CREATE TABLE, without parentheses
+	options            string // table options after the column list (e.g. a default charset)
 }
 
 // shards is P, the number of physical tables.
@@ -115,6 +116,19 @@ const (
 	logsColumns      = "lid BIGINT NOT NULL PRIMARY KEY, day DATE NOT NULL, level TINYINT NOT NULL, msg VARCHAR(64) NOT NULL"
 	countriesColumns = "code CHAR(2) NOT NULL PRIMARY KEY, name VARCHAR(32) NOT NULL, region VARCHAR(16) NOT NULL"
 	notesColumns     = "id INT NOT NULL PRIMARY KEY, body VARCHAR(64) NOT NULL, n INT NOT NULL"
+	// peopleColumns hold one text column per collation the merges must
+	// honour: the key name (utf8mb4_general_ci, where every emoji weighs
+	// the same), city in the table's default latin1_swedish_ci, title in
+	// utf8mb4_unicode_ci, code in utf8mb4_bin (PAD SPACE: 'a' = 'a '), an
+	// ENUM whose positions do not follow its text, a SET, and a DOUBLE.
+	peopleColumns = "pid BIGINT NOT NULL PRIMARY KEY, " +
+		"name VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL, " +
+		"city VARCHAR(32) NOT NULL, " +
+		"title VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL, " +
+		"code VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, " +
+		"mood ENUM('zeta','alpha','mid','','Beta') NOT NULL, perks SET('x','b','a') NOT NULL, " +
+		"score DOUBLE NULL, qty INT NOT NULL, cc CHAR(2) NOT NULL, KEY (name)"
+	peopleOptions = "DEFAULT CHARSET=latin1"
 )
 
 // Schemas: the differential test owns diffSchema (its data must match the
@@ -136,7 +150,8 @@ const defaultCluster = "c2"
 
 // rulesFor returns the shard rules of one schema: orders by uid mod over
 // both clusters x 4 tables with a global id column, items by a hash of
-// item_id, events by ranges of eid, logs by the month of day.
+// item_id, events by ranges of eid, logs by the month of day, people by a
+// hash of a utf8mb4_general_ci name.
 func rulesFor(schema string) []*rule {
 	return []*rule{
 		{schema: schema, table: "orders", key: "uid", algo: "mod", clusters: clusterNames, tables: 4,
@@ -147,7 +162,14 @@ func rulesFor(schema string) []*rule {
 			boundaries: []int64{0, 1000, 2000, 3000, eventsEnd}, columns: eventsColumns},
 		{schema: schema, table: "logs", key: "day", algo: "date", dateUnit: "month", clusters: clusterNames, tables: 3,
 			columns: logsColumns},
+		{schema: schema, table: "people", key: "name", algo: "hash", clusters: clusterNames, tables: 2,
+			columns: peopleColumns, options: peopleOptions},
 	}
+}
+
+// createSQL is the CREATE TABLE of schema.table with r's columns and options.
+func (r *rule) createSQL(table string) string {
+	return strings.TrimSpace(fmt.Sprintf("CREATE TABLE %s.%s (%s) %s", r.schema, table, r.columns, r.options))
 }
 
 // ghostRule is a rule whose physical tables are never created: statements
@@ -198,7 +220,7 @@ func createLayout(ctx context.Context, clusters map[string]*sandbox.Topology, re
 		for _, r := range allRules() {
 			for s := range r.shards() {
 				if r.cluster(s) == name {
-					stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s.%s (%s)", r.schema, r.physical(s), r.columns))
+					stmts = append(stmts, r.createSQL(r.physical(s)))
 				}
 			}
 		}
@@ -210,7 +232,7 @@ func createLayout(ctx context.Context, clusters map[string]*sandbox.Topology, re
 		"CREATE TABLE " + diffSchema + ".countries (" + countriesColumns + ")",
 		"CREATE TABLE " + diffSchema + ".notes (" + notesColumns + ")"}
 	for _, r := range rulesFor(diffSchema) {
-		stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s.%s (%s)", r.schema, r.table, r.columns))
+		stmts = append(stmts, r.createSQL(r.table))
 	}
 	return ref.Exec(ctx, stmts...)
 }
@@ -222,60 +244,88 @@ type placement struct {
 
 // checkPlacement reads every physical table of every rule on every cluster
 // master and returns one problem per row that is not where its rule says
-// (for hash rules: a key found in two places), and the number of rows read
-// per rule ("schema.table"). clusters maps the rule's cluster names to their
-// topologies.
-func checkPlacement(ctx context.Context, rules []*rule, clusters map[string]*sandbox.Topology) (problems []string, rows map[string]int, err error) {
+// (for hash rules: a key found in two places, where keys that the column's
+// collation holds equal, such as 'Anna' and 'anna ', count as one key), and
+// the number of rows read per rule ("schema.table"). clusters maps the
+// rule's cluster names to their topologies. With byCollation false, hash
+// keys are one key only when their text is the same.
+func checkPlacement(ctx context.Context, rules []*rule, clusters map[string]*sandbox.Topology, byCollation bool) (problems []string, rows map[string]int, err error) {
 	rows = map[string]int{}
 	for _, r := range rules {
 		seen := map[string]placement{}
+		spelled := map[string]string{} // identity -> the first spelling met
 		for s := range r.shards() {
 			topo := clusters[r.cluster(s)]
 			db, err := topo.Master.RootDB()
 			if err != nil {
 				return nil, nil, err
 			}
-			keys, err := readKeys(ctx, db, r, s)
+			keys, err := readKeys(ctx, db, r, s, byCollation)
 			if err != nil {
 				return nil, nil, err
 			}
 			here := placement{r.cluster(s), r.physical(s)}
 			for _, k := range keys {
 				rows[r.schema+"."+r.table]++
-				want, err := r.shardOf(k)
+				want, err := r.shardOf(k.text)
 				if err != nil {
 					problems = append(problems, fmt.Sprintf("%s.%s on %s: %v", r.schema, here.table, here.cluster, err))
 					continue
 				}
 				if want >= 0 && want != s {
 					problems = append(problems, fmt.Sprintf("%s.%s: %s = %s is on cluster %s table %s; the rule says cluster %s table %s (shard %d)",
-						r.schema, r.table, r.key, k, here.cluster, here.table, r.cluster(want), r.physical(want), want))
+						r.schema, r.table, r.key, k.text, here.cluster, here.table, r.cluster(want), r.physical(want), want))
 				}
-				if prev, ok := seen[k]; ok && prev != here {
-					problems = append(problems, fmt.Sprintf("%s.%s: %s = %s is both on cluster %s table %s and on cluster %s table %s",
-						r.schema, r.table, r.key, k, prev.cluster, prev.table, here.cluster, here.table))
+				if prev, ok := seen[k.id]; ok && prev != here {
+					what := fmt.Sprintf("%s = %s", r.key, k.text)
+					if first := spelled[k.id]; first != k.text {
+						what = fmt.Sprintf("%s = %q (equal to %q under the column's collation)", r.key, k.text, first)
+					}
+					problems = append(problems, fmt.Sprintf("%s.%s: %s is both on cluster %s table %s and on cluster %s table %s",
+						r.schema, r.table, what, prev.cluster, prev.table, here.cluster, here.table))
 				}
-				seen[k] = here
+				if _, ok := spelled[k.id]; !ok {
+					spelled[k.id] = k.text
+				}
+				seen[k.id] = here
 			}
 		}
 	}
 	return problems, rows, nil
 }
 
-// readKeys returns the key column of every row of shard s's table, in the
-// server's text form.
-func readKeys(ctx context.Context, db *sql.DB, r *rule, s int) ([]string, error) {
-	q := fmt.Sprintf("SELECT CAST(`%s` AS CHAR) FROM `%s`.`%s`", r.key, r.schema, r.physical(s))
+// storedKey is one row's shard key: its text as the server prints it, and
+// the identity under which two rows hold the same key.
+type storedKey struct {
+	text, id string
+}
+
+// readKeys returns the key column of every row of shard s's table. For a
+// hash rule (when byCollation) the identity is the server's collation weight of the key
+// without trailing spaces (every text key of the tests has a PAD SPACE
+// collation), so the server, not Go, says which keys are equal; for the
+// other rules it is the text.
+func readKeys(ctx context.Context, db *sql.DB, r *rule, s int, byCollation bool) ([]storedKey, error) {
+	id := "NULL"
+	if r.algo == "hash" && byCollation {
+		id = fmt.Sprintf("HEX(WEIGHT_STRING(RTRIM(`%s`)))", r.key)
+	}
+	q := fmt.Sprintf("SELECT CAST(`%s` AS CHAR), %s FROM `%s`.`%s`", r.key, id, r.schema, r.physical(s))
 	res, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("%s on %s: %w", q, r.cluster(s), err)
 	}
 	defer res.Close()
-	var keys []string
+	var keys []storedKey
 	for res.Next() {
-		var k string
-		if err := res.Scan(&k); err != nil {
+		var k storedKey
+		var w sql.NullString
+		if err := res.Scan(&k.text, &w); err != nil {
 			return nil, err
+		}
+		k.id = k.text
+		if w.Valid {
+			k.id = w.String
 		}
 		keys = append(keys, k)
 	}
