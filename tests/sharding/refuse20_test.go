@@ -294,6 +294,8 @@ func TestIssue20UnparsedNamingShardedTable(t *testing.T) {
 		{"SELECT uid FROM Orders ORDER BY uid OFFSET 1 ROWS FETCH FIRST 3 ROWS ONLY", "orders"},
 		{"PREPARE u20s FROM 'UPDATE tickets SET n = n + 1'", "tickets"},
 		{"PREPARE u20s FROM @u20text", "variable"},
+		{"EXECUTE IMMEDIATE 'UPDATE tickets SET n = n + 1'", "tickets"},
+		{"EXECUTE IMMEDIATE @u20text", "dynamic SQL"},
 	} {
 		u20Refused(t, p.sl, 1235, tc.q, tc.table)
 	}
