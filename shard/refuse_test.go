@@ -46,6 +46,12 @@ func TestRefuseHalfUnderstood(t *testing.T) {
 		"PREPARE s FROM 'SELECT * FROM orders'",
 		"PREPARE s FROM @q",
 		"SELECT 1; SELECT * FROM config",
+		// A WITH name that is also a rule's table: the inner WITH does not
+		// reach the outer orders, and a CTE's own body reads the table;
+		// collect does not scope WITH names, so every such text is refused.
+		"SELECT COUNT(*) FROM orders WHERE uid IN (WITH orders AS (SELECT 1 AS uid) SELECT uid FROM orders)",
+		"WITH orders AS (SELECT * FROM orders) SELECT COUNT(*) FROM orders",
+		"WITH config AS (SELECT 1 AS k) SELECT * FROM config",
 	}
 	for _, q := range refused {
 		_, err := r.Prepare("pay", q)

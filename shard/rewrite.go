@@ -172,6 +172,9 @@ type collected struct {
 	// broadcastName is the first broadcast table found, as written.
 	broadcastName string
 	unsharded     []string
+	// cteShadow is a common table expression's name that is also the name
+	// of a sharded or broadcast table of the current database.
+	cteShadow string
 	// userVar is the first user variable the statement reads or assigns
 	// ("@name"), "" when none: user variables live on the session's
 	// connection to the default cluster only.
@@ -225,6 +228,13 @@ func (r *Rules) collect(stmt ast.StmtNode, schema string) collected {
 		s := tn.Schema.L
 		if s == "" {
 			if ctes[tn.Name.L] {
+				// A common table expression of that name may be in scope
+				// here, or not (the WITH of another query block): when a
+				// rule's table has the name too, which one the server
+				// reads is not told by this walk.
+				if ru, bc := r.lookup(schema, tn.Name.L); (ru != nil || bc) && c.cteShadow == "" {
+					c.cteShadow = tn.Name.O
+				}
 				continue
 			}
 			s = schema

@@ -247,6 +247,9 @@ func (r *Rules) CheckDefault(schema, sql string) error {
 			return err
 		}
 		c := r.collect(st, schema)
+		if c.cteShadow != "" {
+			return cteShadowError(c.cteShadow)
+		}
 		if len(c.order) > 0 {
 			return fmt.Errorf("%w: %s naming sharded table %s runs on the default cluster only", ErrUnsupported, stmtName(st), c.order[0].Name.O)
 		}

@@ -464,6 +464,9 @@ func (r *Rules) prepare(schema, sql string) (*Template, error) {
 	if len(stmts) != 1 {
 		for _, st := range stmts {
 			c := r.collect(st, strings.ToLower(schema))
+			if c.cteShadow != "" {
+				return nil, cteShadowError(c.cteShadow)
+			}
 			name := c.broadcastName
 			if len(c.order) > 0 {
 				name = c.order[0].Name.O
@@ -476,10 +479,17 @@ func (r *Rules) prepare(schema, sql string) (*Template, error) {
 	}
 	b := &builder{r: r, sql: sql, schema: strings.ToLower(schema)}
 	t, err := b.build(stmts[0])
+	if n := b.c.cteShadow; n != "" {
+		return nil, cteShadowError(n)
+	}
 	if t != nil {
 		t.userVar = b.c.userVar
 	}
 	return t, err
+}
+
+func cteShadowError(name string) error {
+	return fmt.Errorf("%w: a common table expression is named %s like a sharded or broadcast table; rename it", ErrUnsupported, name)
 }
 
 // parse parses sql with a pooled parser. The parser's literal driver
