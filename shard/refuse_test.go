@@ -174,3 +174,25 @@ func TestSelectIntoOneShard(t *testing.T) {
 		t.Errorf("SELECT INTO OUTFILE over every shard: %v, want ErrUnsupported", err)
 	}
 }
+
+// FuzzCheckDefault: no input panics, and a text that holds no rule's name
+// as a token is never refused.
+func FuzzCheckDefault(f *testing.F) {
+	for _, s := range []string{"UPDATE orders SET a = 1 WHERE 'a' SOUNDS LIKE 'a'", "SET @q := (SELECT COUNT(*) FROM orders)",
+		"SELECT 1; UPDATE `Config` SET v = 1", "PREPARE s FROM 'SELECT * FROM orders'", "WITH orders AS (SELECT 1) SELECT * FROM orders"} {
+		f.Add(s)
+	}
+	r, err := New(testConfig())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		err := r.CheckDefault("pay", sql)
+		if err != nil && r.mayName(sql) == "" {
+			t.Errorf("CheckDefault(%q) refused a text naming no rule's table: %v", sql, err)
+		}
+		if err != nil && !errors.Is(err, ErrUnsupported) {
+			t.Errorf("CheckDefault(%q): %v does not wrap ErrUnsupported", sql, err)
+		}
+	})
+}
