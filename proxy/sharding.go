@@ -42,6 +42,13 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
+	if plan.Opaque {
+		// The parser's reading may differ from the server's: it cannot
+		// place a text that may name a sharded table.
+		if err := s.srv.shards().CheckOpaque(sql); err != nil {
+			return nil, true, s.refuseShard(err)
+		}
+	}
 	if plan.Kind == router.KindSet || plan.ParseErr != nil {
 		// The default cluster runs it as it is (and reports a syntax
 		// error), unless it may reach a sharded table: then no one cluster

@@ -225,6 +225,19 @@ func plainName(n string) bool {
 	return n != ""
 }
 
+// CheckOpaque returns an error wrapping ErrUnsupported and naming the
+// table when sql, a text the proxy cannot be sure it reads as the server
+// will (executable comments such as /*M! ... */, which the server runs and
+// the parser skips or reads otherwise, several statements, bytes the two
+// lexers split differently), may name a sharded or broadcast table: what
+// the parser found in it says nothing sure about where it must run.
+func (r *Rules) CheckOpaque(sql string) error {
+	if n := r.mayName(sql); n != "" {
+		return fmt.Errorf("%w: sluice cannot be sure it reads this text as the server will (it does not parse it, it holds several statements, or executable comments /*! */ or /*M! */), and the text may name table %s, which is sharded or broadcast", ErrUnsupported, n)
+	}
+	return nil
+}
+
 // CheckDefault returns an error wrapping ErrUnsupported and naming the
 // table when sql, which the proxy means to send unchanged to the default
 // cluster without a Template (a text its parser rejects, a SET), may reach

@@ -296,8 +296,25 @@ func TestIssue20UnparsedNamingShardedTable(t *testing.T) {
 		{"PREPARE u20s FROM @u20text", "variable"},
 		{"EXECUTE IMMEDIATE 'UPDATE tickets SET n = n + 1'", "tickets"},
 		{"EXECUTE IMMEDIATE @u20text", "dynamic SQL"},
+		// Executable comments: the server runs what the parser skips
+		// (/*M! */) or reads otherwise.
+		{"SELECT COUNT(*) FROM countries /*M! , tickets */", "tickets"},
+		{"SELECT COUNT(*) FROM plain /*M! , orders */", "orders"},
+		{"UPDATE plain /*M! , tickets */ SET plain.qty = plain.qty + 1 /*M! , tickets.n = tickets.n + 1 */", "tickets"},
+		{"SELECT COUNT(*) FROM countries /*!99999 , orders */", "orders"},
 	} {
 		u20Refused(t, p.sl, 1235, tc.q, tc.table)
+	}
+	// Prepared through the protocol, an executable comment is no safer.
+	bin := u20Sessions(t, true)
+	for _, tc := range []struct{ q, table string }{
+		{"SELECT COUNT(*) FROM countries /*M! , tickets */ WHERE country = ?", "tickets"},
+		{"UPDATE orders SET qty = qty + 1 WHERE uid = ? AND 'a' SOUNDS LIKE 'a'", "orders"},
+	} {
+		before := u20Snapshot(t)
+		_, err := bin.sl.ExecContext(ctxT(t), tc.q, "DE")
+		checkErr(t, "prepared", tc.q, err, 1235, tc.table)
+		u20Unchanged(t, tc.q, before)
 	}
 	// The session is still usable, and @t was never set on it.
 	p.same("SELECT @t")
