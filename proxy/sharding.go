@@ -38,27 +38,80 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	switch plan.Kind {
 	case router.KindTxn:
 		return nil, true, s.shardTxn(p, plan, sql)
-	case router.KindUse, router.KindSet:
+	case router.KindUse:
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
-	if plan.ParseErr != nil {
-		// The default cluster's server reports the syntax error.
+	if plan.Opaque {
+		// The parser's reading may differ from the server's: it cannot
+		// place a text that may name a sharded table.
+		if err := s.srv.shards().CheckOpaque(sql); err != nil {
+			return nil, true, s.refuseShard(err)
+		}
+	}
+	if plan.Kind == router.KindSet || plan.ParseErr != nil {
+		// The default cluster runs it as it is (and reports a syntax
+		// error), unless it may reach a sharded table: then no one cluster
+		// can answer it.
+		if err := s.srv.shards().CheckDefault(s.schema, sql); err != nil {
+			return nil, true, s.refuseShard(err)
+		}
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
 	tpl, err := s.srv.shards().Prepare(s.schema, sql)
 	if err != nil {
-		return nil, true, s.client.WriteErr(shardError(err))
+		return nil, true, s.refuseShard(err)
 	}
 	if tpl.Local() == shard.LocalNextID {
 		return nil, true, s.answerNextID(tpl)
 	}
 	route, err := tpl.Route(nil)
+	if err == nil {
+		route, err = s.userVarRoute(tpl, route)
+	}
 	if err != nil {
-		return nil, true, s.client.WriteErr(shardError(err))
+		return nil, true, s.refuseShard(err)
 	}
 	return s.runRoute(p, plan, sql, route, nil)
+}
+
+// refuseShard answers the client with the ERR of a planning error and
+// notes it as the statement's result.
+func (s *Session) refuseShard(err error) error {
+	e := shardError(err)
+	s.noteResult(protocol.RelayResult{Err: e})
+	return s.client.WriteErr(e)
+}
+
+// userVarRoute checks a Route of a statement that reads or assigns a user
+// variable: the variable exists only on the session's connection to the
+// default cluster, so the statement may run there alone. A broadcast read
+// is narrowed to the default cluster's copy; any other Route reaching
+// another cluster, or several Parts, is refused naming the variable.
+func (s *Session) userVarRoute(tpl *shard.Template, route *shard.Route) (*shard.Route, error) {
+	v := tpl.UserVar()
+	if v == "" {
+		return route, nil
+	}
+	def := s.srv.defaultCluster()
+	if route.AnyOne {
+		for i := range route.Parts {
+			if route.Parts[i].Cluster == def {
+				return &shard.Route{Parts: route.Parts[i : i+1], Write: route.Write}, nil
+			}
+		}
+	}
+	if len(route.Parts) == 1 && route.Parts[0].Cluster == def {
+		return route, nil
+	}
+	names := s.srv.shards().Clusters()
+	where := "cluster " + names[route.Parts[0].Cluster]
+	if len(route.Parts) > 1 {
+		where = fmt.Sprintf("%d shards", len(route.Parts))
+	}
+	return nil, fmt.Errorf("%w: the statement uses user variable %s, which exists on the default cluster %s only, and would run on %s; pass the value as a literal or a parameter",
+		shard.ErrUnsupported, v, names[def], where)
 }
 
 // answerNextID answers SELECT NEXT_ID('table'[, key]) with a new global id.
@@ -428,6 +481,9 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 			"Incorrect arguments to mysqld_stmt_execute: %v", err))
 	}
 	route, err := st.shard.Route(args)
+	if err == nil {
+		route, err = s.userVarRoute(st.shard, route)
+	}
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}

@@ -111,6 +111,11 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		// Prepare one physical text (they all have the same parameters
 		// and columns) on its cluster; executions route by their values.
 		var err error
+		if plan.Opaque {
+			if err = s.srv.shards().CheckOpaque(sql); err != nil {
+				return s.client.WriteErr(shardError(err))
+			}
+		}
 		if tpl, err = s.srv.shards().Prepare(s.schema, sql); err != nil {
 			return s.client.WriteErr(shardError(err))
 		}

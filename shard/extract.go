@@ -390,6 +390,10 @@ type blockTables struct {
 	refs map[string]*rule
 	// rules are the sharded tables' rules in the block.
 	rules []*rule
+	// derived: the block reads a derived table too.
+	derived bool
+	// names maps a qualifier to the table's name as written, for messages.
+	names map[string]string
 }
 
 func (b *blockTables) role(c *ast.ColumnName) colRole {

@@ -169,7 +169,16 @@ type collected struct {
 	sharded   map[*ast.TableName]*rule
 	order     []*ast.TableName
 	broadcast int
-	unsharded []string
+	// broadcastName is the first broadcast table found, as written.
+	broadcastName string
+	unsharded     []string
+	// cteShadow is a common table expression's name that is also the name
+	// of a sharded or broadcast table of the current database.
+	cteShadow string
+	// userVar is the first user variable the statement reads or assigns
+	// ("@name"), "" when none: user variables live on the session's
+	// connection to the default cluster only.
+	userVar string
 }
 
 type visitor struct {
@@ -204,6 +213,14 @@ func (r *Rules) collect(stmt ast.StmtNode, schema string) collected {
 			if !skip[x] {
 				names = append(names, x)
 			}
+		case *ast.VariableExpr:
+			if !x.IsSystem && c.userVar == "" {
+				c.userVar = "@" + x.Name
+			}
+		case *ast.VariableAssignment:
+			if !x.IsSystem && c.userVar == "" {
+				c.userVar = "@" + x.Name
+			}
 		}
 		return false
 	})
@@ -211,6 +228,13 @@ func (r *Rules) collect(stmt ast.StmtNode, schema string) collected {
 		s := tn.Schema.L
 		if s == "" {
 			if ctes[tn.Name.L] {
+				// A common table expression of that name may be in scope
+				// here, or not (the WITH of another query block): when a
+				// rule's table has the name too, which one the server
+				// reads is not told by this walk.
+				if ru, bc := r.lookup(schema, tn.Name.L); (ru != nil || bc) && c.cteShadow == "" {
+					c.cteShadow = tn.Name.O
+				}
 				continue
 			}
 			s = schema
@@ -221,6 +245,9 @@ func (r *Rules) collect(stmt ast.StmtNode, schema string) collected {
 			c.sharded[tn] = ru
 			c.order = append(c.order, tn)
 		case bc:
+			if c.broadcast == 0 {
+				c.broadcastName = tn.Name.O
+			}
 			c.broadcast++
 		default:
 			c.unsharded = append(c.unsharded, tn.Name.O)
@@ -230,6 +257,32 @@ func (r *Rules) collect(stmt ast.StmtNode, schema string) collected {
 	return c
 }
 
+// hiddenSQL returns an error wrapping ErrUnsupported when stmt carries SQL
+// the server parses later, which collect cannot see into: PREPARE from a
+// string that may name a sharded or broadcast table, or from a variable,
+// whose text sluice cannot know.
+func (r *Rules) hiddenSQL(stmt ast.StmtNode) error {
+	p, ok := stmt.(*ast.PrepareStmt)
+	if !ok {
+		return nil
+	}
+	if p.SQLVar != nil {
+		return fmt.Errorf("%w: PREPARE %s FROM @%s: sluice cannot see which tables the variable's statement names, and some tables are sharded", ErrUnsupported, p.Name, p.SQLVar.Name)
+	}
+	if n := r.mayName(p.SQLText); n != "" {
+		return fmt.Errorf("%w: PREPARE %s: its statement may name table %s, which is sharded or broadcast, and would run on the default cluster only; prepare it through the protocol (COM_STMT_PREPARE) instead", ErrUnsupported, p.Name, n)
+	}
+	return nil
+}
+
+// stmtName is a short name of a statement's kind for messages.
+func stmtName(stmt ast.StmtNode) string {
+	n := strings.TrimPrefix(fmt.Sprintf("%T", stmt), "*ast.")
+	return strings.ToUpper(strings.TrimSuffix(n, "Stmt"))
+}
+
+// isRead reports a statement that changes nothing: a SELECT (without INTO
+// OUTFILE, which writes a file on the server), UNION, SHOW or EXPLAIN.
 func isRead(stmt ast.StmtNode) bool {
 	switch s := stmt.(type) {
 	case *ast.SelectStmt:
@@ -376,6 +429,15 @@ func (b *builder) scopes(t *Template, stmt ast.StmtNode) error {
 	if _, ok := stmt.(*ast.SetOprStmt); ok {
 		single = "UNION"
 	}
+	if sel, ok := stmt.(*ast.SelectStmt); ok && sel.SelectIntoOpt != nil {
+		// Each shard would write its own file on its own server.
+		single = "SELECT ... INTO"
+	}
+	// outer is the first outer join that keeps the rows of tables that
+	// are not sharded (a broadcast table, a derived table) on its
+	// preserved side while a sharded table is on the other: every shard
+	// returns those rows, matched or not, so only one shard may run it.
+	var outer string
 	var err error
 	walk(stmt, func(n ast.Node) bool {
 		if err != nil {
@@ -400,6 +462,13 @@ func (b *builder) scopes(t *Template, stmt ast.StmtNode) error {
 		var sharded []string
 		b.blockRefs(refs.TableRefs, blk, &sharded)
 		if len(blk.rules) == 0 {
+			if n == stmt && !isRead(stmt) {
+				// It changes tables that are not sharded by what a
+				// subquery finds in a sharded one: one cluster's copy
+				// of a broadcast table would change, by its shards' rows.
+				err = fmt.Errorf("%w: %s of %s, which is not sharded, with a subquery on sharded table %s: the copies of a broadcast table would differ", ErrUnsupported, stmtName(stmt), blk.list(), t.ru.lower)
+				return true
+			}
 			return false
 		}
 		if len(sharded) > 1 {
@@ -407,11 +476,26 @@ func (b *builder) scopes(t *Template, stmt ast.StmtNode) error {
 				return true
 			}
 		}
-		if u, ok := n.(*ast.UpdateStmt); ok {
-			for _, a := range u.List {
+		if outer == "" {
+			outer = b.outerJoinKeeps(refs.TableRefs)
+		}
+		switch x := n.(type) {
+		case *ast.UpdateStmt:
+			for _, a := range x.List {
 				if blk.role(a.Column) == roleKey {
 					err = fmt.Errorf("%w: UPDATE sets %s of %s: the row would move to another shard", ErrShardKeyUpdate, a.Column.Name.O, t.ru.lower)
 					return true
+				}
+				if err = b.sharedTarget(t, blk, a.Column.Table.L, a.Column.Name.O); err != nil {
+					return true
+				}
+			}
+		case *ast.DeleteStmt:
+			if x.IsMultiTable && x.Tables != nil {
+				for _, tn := range x.Tables.Tables {
+					if err = b.sharedTarget(t, blk, tn.Name.L, ""); err != nil {
+						return true
+					}
 				}
 			}
 		}
@@ -427,13 +511,129 @@ func (b *builder) scopes(t *Template, stmt ast.StmtNode) error {
 	if len(t.scopes) > 1 && single == "" {
 		single = "subquery or derived table"
 	}
-	if single != "" {
+	switch {
+	case single != "":
 		t.scatterErr = fmt.Errorf("%w: %s on sharded table %s that does not reach exactly one shard", ErrUnsupported, single, t.ru.lower)
+	case outer != "":
+		t.scatterErr = fmt.Errorf("%w: %s: every shard of %s would return the unmatched rows of the outer side, so the statement must reach exactly one shard (give the key of %s in WHERE, or put the sharded table on the outer side)",
+			ErrUnsupported, outer, t.ru.lower, t.ru.lower)
 	}
 	if len(t.scopes) == 0 {
 		t.scopes = []*cond{condAllNode}
 	}
 	return nil
+}
+
+// sharedTarget returns an error when a multi-table UPDATE or DELETE changes
+// a table of blk that is not sharded (a broadcast table): each cluster's
+// copy would change by the rows of its own shards only, and the copies
+// would differ. q is the assigned column's qualifier or the deleted
+// table's name ("" for an unqualified column, which may belong to any of
+// the block's tables); col names the column.
+func (b *builder) sharedTarget(t *Template, blk *blockTables, q, col string) error {
+	if q != "" {
+		if ru, ok := blk.refs[q]; !ok || ru != nil {
+			return nil
+		}
+		if col != "" {
+			return fmt.Errorf("%w: UPDATE sets %s.%s, a column of %s, which is not sharded, joined with sharded table %s: its copies on the clusters would differ", ErrUnsupported, q, col, blk.names[q], t.ru.lower)
+		}
+		return fmt.Errorf("%w: DELETE from %s, which is not sharded, joined with sharded table %s: its copies on the clusters would differ", ErrUnsupported, blk.names[q], t.ru.lower)
+	}
+	names := make([]string, 0, len(blk.refs))
+	for name := range blk.refs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if blk.refs[name] == nil {
+			return fmt.Errorf("%w: UPDATE of sharded table %s joined with %s sets column %s without a table name: sluice cannot tell that it is not a column of %s, which is not sharded; qualify the column", ErrUnsupported, t.ru.lower, blk.names[name], col, blk.names[name])
+		}
+	}
+	if blk.derived {
+		return fmt.Errorf("%w: UPDATE of sharded table %s joined with a derived table sets column %s without a table name; qualify the column", ErrUnsupported, t.ru.lower, col)
+	}
+	return nil
+}
+
+// list names the block's tables for a message.
+func (blk *blockTables) list() string {
+	var out []string
+	for _, n := range blk.names {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), ", ")
+}
+
+// outerJoinKeeps describes the first LEFT or RIGHT JOIN of a FROM clause
+// whose preserved side holds no sharded table while the other side holds
+// one, "" when there is none.
+func (b *builder) outerJoinKeeps(n ast.ResultSetNode) string {
+	j, ok := n.(*ast.Join)
+	if !ok {
+		return ""
+	}
+	if j.Left != nil {
+		if d := b.outerJoinKeeps(j.Left); d != "" {
+			return d
+		}
+	}
+	if j.Right == nil {
+		return ""
+	}
+	if d := b.outerJoinKeeps(j.Right); d != "" {
+		return d
+	}
+	keep, null, how := j.Left, j.Right, "LEFT JOIN"
+	switch j.Tp {
+	case ast.LeftJoin:
+	case ast.RightJoin:
+		keep, null, how = j.Right, j.Left, "RIGHT JOIN"
+	default:
+		return ""
+	}
+	if b.sideSharded(keep) || !b.sideSharded(null) {
+		return ""
+	}
+	var names []string
+	b.sideNames(keep, &names)
+	return fmt.Sprintf("%s keeping every row of %s", how, strings.Join(names, ", "))
+}
+
+// sideSharded reports whether one side of a join holds a sharded table
+// itself (not in a derived table: a sharded table there makes the
+// statement single-shard anyway).
+func (b *builder) sideSharded(n ast.ResultSetNode) bool {
+	switch x := n.(type) {
+	case *ast.Join:
+		return x.Left != nil && b.sideSharded(x.Left) || x.Right != nil && b.sideSharded(x.Right)
+	case *ast.TableSource:
+		tn, ok := x.Source.(*ast.TableName)
+		return ok && b.c.sharded[tn] != nil
+	}
+	return false
+}
+
+// sideNames lists the tables of one side of a join for a message.
+func (b *builder) sideNames(n ast.ResultSetNode, out *[]string) {
+	switch x := n.(type) {
+	case *ast.Join:
+		if x.Left != nil {
+			b.sideNames(x.Left, out)
+		}
+		if x.Right != nil {
+			b.sideNames(x.Right, out)
+		}
+	case *ast.TableSource:
+		if tn, ok := x.Source.(*ast.TableName); ok {
+			*out = append(*out, tn.Name.O)
+		} else if x.AsName.O != "" {
+			*out = append(*out, "derived table "+x.AsName.O)
+		} else {
+			*out = append(*out, "a derived table")
+		}
+	}
 }
 
 // blockRefs records the tables of a FROM clause, not descending into
@@ -450,6 +650,7 @@ func (b *builder) blockRefs(n ast.ResultSetNode, blk *blockTables, sharded *[]st
 	case *ast.TableSource:
 		tn, ok := x.Source.(*ast.TableName)
 		if !ok {
+			blk.derived = true
 			return
 		}
 		q := x.AsName.L
@@ -458,6 +659,10 @@ func (b *builder) blockRefs(n ast.ResultSetNode, blk *blockTables, sharded *[]st
 		}
 		ru := b.c.sharded[tn]
 		blk.refs[q] = ru
+		if blk.names == nil {
+			blk.names = make(map[string]string)
+		}
+		blk.names[q] = tn.Name.O
 		if ru != nil {
 			blk.rules = append(blk.rules, ru)
 			*sharded = append(*sharded, q)

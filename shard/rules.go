@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/pingcap/tidb/pkg/parser/ast"
+
 	"github.com/sluice-proxy/sluice/conf"
 )
 
@@ -23,10 +25,13 @@ type Rules struct {
 	sharded      map[tableKey]*rule
 	broadcast    map[tableKey]bool
 	// names holds the lower-case names of sharded and broadcast tables,
-	// to tell whether a text the parser rejects may name one.
-	names []string
-	ids   *IDGenerator
-	cache templateCache
+	// to tell whether a text the parser rejects may name one; labels their
+	// "schema.table", plain whether a name is all identifier bytes.
+	names  []string
+	labels []string
+	plain  []bool
+	ids    *IDGenerator
+	cache  templateCache
 }
 
 // tableKey is a lower-case schema and table name.
@@ -122,7 +127,7 @@ func New(cfg *conf.Config) (*Rules, error) {
 		}
 		ru.lower = k.schema + "." + k.table
 		r.sharded[k] = ru
-		r.names = append(r.names, k.table)
+		r.addName(k, s.Schema+"."+s.Table)
 	}
 	for i, b := range cfg.Broadcast {
 		k := tableKey{strings.ToLower(b.Schema), strings.ToLower(b.Table)}
@@ -130,9 +135,16 @@ func New(cfg *conf.Config) (*Rules, error) {
 			return nil, fmt.Errorf("shard: broadcast[%d] (%s.%s): table is also sharded", i, b.Schema, b.Table)
 		}
 		r.broadcast[k] = true
-		r.names = append(r.names, k.table)
+		r.addName(k, b.Schema+"."+b.Table)
 	}
 	return r, nil
+}
+
+// addName records a sharded or broadcast table for mayName.
+func (r *Rules) addName(k tableKey, label string) {
+	r.names = append(r.names, k.table)
+	r.labels = append(r.labels, label)
+	r.plain = append(r.plain, plainName(k.table))
 }
 
 // Enabled reports whether any table is sharded or broadcast; without, every
@@ -163,16 +175,104 @@ func (r *Rules) lookup(schema, table string) (*rule, bool) {
 	return nil, r.broadcast[k]
 }
 
-// mayName reports whether sql may name a sharded or broadcast table: a
-// case-insensitive search for their names, for texts the parser rejects.
-func (r *Rules) mayName(sql string) bool {
+// mayName returns the "schema.table" of a sharded or broadcast table whose
+// name sql may hold as an identifier token, or "" when it holds none; it is
+// for texts sluice does not read as the server will (the parser rejects
+// them, or they carry SQL as a string). A name matches in any letter case,
+// quoted or not, qualified or not, inside strings and comments too: a false
+// match only costs a refusal, a missed one would send the statement to a
+// cluster that holds a part of the table. A neighbouring non-ASCII byte or
+// a leading digit counts as a boundary, since the server may read the text
+// in a character set or lexer state where it is one.
+func (r *Rules) mayName(sql string) string {
+	if len(r.names) == 0 {
+		return ""
+	}
 	l := strings.ToLower(sql)
-	for _, n := range r.names {
-		if strings.Contains(l, n) {
-			return true
+	for i, n := range r.names {
+		for from := 0; from < len(l); {
+			j := strings.Index(l[from:], n)
+			if j < 0 {
+				break
+			}
+			j += from
+			end := j + len(n)
+			if !r.plain[i] || (j == 0 || !identLetter(l[j-1])) && (end == len(l) || !identByte(l[end])) {
+				return r.labels[i]
+			}
+			from = j + 1
 		}
 	}
-	return false
+	return ""
+}
+
+// identByte reports an ASCII byte the server reads as part of an unquoted
+// identifier; identLetter the same without digits.
+func identByte(c byte) bool { return identLetter(c) || c >= '0' && c <= '9' }
+
+func identLetter(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '$'
+}
+
+// plainName reports a name made of identifier bytes only, whose matches
+// mayName checks for token boundaries; any other name matches anywhere.
+func plainName(n string) bool {
+	for i := 0; i < len(n); i++ {
+		if !identByte(n[i]) {
+			return false
+		}
+	}
+	return n != ""
+}
+
+// CheckOpaque returns an error wrapping ErrUnsupported and naming the
+// table when sql, a text the proxy cannot be sure it reads as the server
+// will (executable comments such as /*M! ... */, which the server runs and
+// the parser skips or reads otherwise, several statements, bytes the two
+// lexers split differently), may name a sharded or broadcast table: what
+// the parser found in it says nothing sure about where it must run.
+func (r *Rules) CheckOpaque(sql string) error {
+	if n := r.mayName(sql); n != "" {
+		return fmt.Errorf("%w: sluice cannot be sure it reads this text as the server will (it does not parse it, it holds several statements, or executable comments /*! */ or /*M! */), and the text may name table %s, which is sharded or broadcast", ErrUnsupported, n)
+	}
+	return nil
+}
+
+// CheckDefault returns an error wrapping ErrUnsupported and naming the
+// table when sql, which the proxy means to send unchanged to the default
+// cluster without a Template (a text its parser rejects, a SET), may reach
+// a sharded table, or a broadcast table other than for reading it. It
+// returns nil when the default cluster answers the text exactly.
+func (r *Rules) CheckDefault(schema, sql string) error {
+	// Every table the parser finds is a token of the text: a text without
+	// one of the rules' names needs no parse.
+	n := r.mayName(sql)
+	if n == "" {
+		return nil
+	}
+	stmts, err := parse(sql)
+	if err != nil {
+		return fmt.Errorf("%w: sluice cannot parse this statement, and its text may name table %s, which is sharded or broadcast (sluice cannot tell which shards it needs)", ErrUnsupported, n)
+	}
+	schema = strings.ToLower(schema)
+	for _, st := range stmts {
+		if err := r.hiddenSQL(st); err != nil {
+			return err
+		}
+		c := r.collect(st, schema)
+		if c.cteShadow != "" {
+			return cteShadowError(c.cteShadow)
+		}
+		if len(c.order) > 0 {
+			return fmt.Errorf("%w: %s naming sharded table %s runs on the default cluster only", ErrUnsupported, stmtName(st), c.order[0].Name.O)
+		}
+		if c.broadcast > 0 && !isRead(st) {
+			if _, set := st.(*ast.SetStmt); !set {
+				return fmt.Errorf("%w: %s naming broadcast table %s would change one copy only", ErrUnsupported, stmtName(st), c.broadcastName)
+			}
+		}
+	}
+	return nil
 }
 
 // Prepare returns the Template of sql as run with the session's current

@@ -88,6 +88,10 @@ type Template struct {
 	all        atomic.Pointer[Route]
 	ins        *insertPlan
 
+	// userVar is a user variable the statement reads or assigns ("@q"):
+	// it may run on the default cluster only (see UserVar).
+	userVar string
+
 	// Local statements.
 	local     LocalKind
 	localCol  string
@@ -105,6 +109,12 @@ type limitPlan struct {
 	onParts   bool
 	fromParam bool
 }
+
+// UserVar returns a user variable the statement reads or assigns, "" when
+// none. User variables exist on the session's connection to the default
+// cluster only: the proxy must refuse a Route of such a statement that
+// reaches any other cluster, or several Parts.
+func (t *Template) UserVar() string { return t.userVar }
 
 // Params returns the number of parameter markers of the statement.
 func (t *Template) Params() int { return t.params }
@@ -440,22 +450,46 @@ func (r *Rules) passTemplate(sql string, params int) *Template {
 func (r *Rules) prepare(schema, sql string) (*Template, error) {
 	stmts, err := parse(sql)
 	if err != nil {
-		if r.mayName(sql) {
+		if n := r.mayName(sql); n != "" {
 			// Keep the message only: the parser's error carries a stack.
-			return nil, fmt.Errorf("%w: cannot parse a statement that may name a sharded or broadcast table: %s", ErrUnsupported, err.Error())
+			return nil, fmt.Errorf("%w: sluice cannot parse this statement, and its text may name table %s, which is sharded or broadcast: %s", ErrUnsupported, n, err.Error())
 		}
 		return r.passTemplate(sql, 0), nil
 	}
+	for _, st := range stmts {
+		if err := r.hiddenSQL(st); err != nil {
+			return nil, err
+		}
+	}
 	if len(stmts) != 1 {
 		for _, st := range stmts {
-			if c := r.collect(st, strings.ToLower(schema)); len(c.sharded) > 0 || c.broadcast > 0 {
-				return nil, fmt.Errorf("%w: several statements in one text naming sharded or broadcast tables", ErrUnsupported)
+			c := r.collect(st, strings.ToLower(schema))
+			if c.cteShadow != "" {
+				return nil, cteShadowError(c.cteShadow)
+			}
+			name := c.broadcastName
+			if len(c.order) > 0 {
+				name = c.order[0].Name.O
+			}
+			if name != "" {
+				return nil, fmt.Errorf("%w: several statements in one text, one naming table %s, which is sharded or broadcast; send them one by one", ErrUnsupported, name)
 			}
 		}
 		return r.passTemplate(sql, 0), nil
 	}
 	b := &builder{r: r, sql: sql, schema: strings.ToLower(schema)}
-	return b.build(stmts[0])
+	t, err := b.build(stmts[0])
+	if n := b.c.cteShadow; n != "" {
+		return nil, cteShadowError(n)
+	}
+	if t != nil {
+		t.userVar = b.c.userVar
+	}
+	return t, err
+}
+
+func cteShadowError(name string) error {
+	return fmt.Errorf("%w: a common table expression is named %s like a sharded or broadcast table; rename it", ErrUnsupported, name)
 }
 
 // parse parses sql with a pooled parser. The parser's literal driver

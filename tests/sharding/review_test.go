@@ -142,6 +142,12 @@ func startRev() (string, error) {
 	if _, err := db.ExecContext(ctx, "INSERT INTO t (id, k, name, bname, amt, dt, f, n) VALUES "+strings.Join(revRows, ", ")); err != nil {
 		return "", fmt.Errorf("loading rev.t through sluice: %w", err)
 	}
+	// Other sessions read from the replicas: they must have the rows.
+	for _, tp := range clusterTopos() {
+		if err := tp.WaitReplicated(ctx); err != nil {
+			return "", err
+		}
+	}
 	return addr, nil
 }
 
