@@ -754,23 +754,16 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		return fail(protocol.NewError(protocol.ErUnknownError,
 			"sluice: the merge expects %d visible columns of %d", m.Visible, len(defs)))
 	}
-	// The merged result's header: the visible columns, AVG shown with the
-	// decimals the server would give it.
+	// The merged result's header: the visible columns as the first Part
+	// describes them. Every aggregate, AVG included, is computed by the
+	// Parts under the session's settings, so its definition (type, length,
+	// scale) is the server's own.
 	s.scratch = protocol.AppendLenEncInt(s.scratch[:0], uint64(visible))
 	if err := s.client.WritePacket(s.scratch); err != nil {
 		return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
 	}
 	for j := range visible {
-		def := defs[j]
-		for _, a := range m.Aggregates {
-			if a.Column == j && a.Func == shard.AggAvg {
-				c := shard.AvgColumn(cols[j])
-				if err := protocol.PatchColumnDecimals(def, c.Type, c.Decimals); err == nil {
-					colDefs[j].Type, colDefs[j].Decimals = c.Type, c.Decimals
-				}
-			}
-		}
-		if err := s.client.WritePacket(def); err != nil {
+		if err := s.client.WritePacket(defs[j]); err != nil {
 			return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
 		}
 	}

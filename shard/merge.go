@@ -47,8 +47,18 @@ func (m *Merge) Run(cols []Column, parts []RowSource, maxRows int, emit func(Row
 	}
 	r := &runner{m: m, cols: cols, parts: parts, maxRows: maxRows}
 	r.kinds = make([]cmpKind, len(cols))
+	r.wt = make([]int32, len(cols))
+	for i := range r.wt {
+		r.wt[i] = -1
+	}
+	for i, w := range m.Weights {
+		r.wt[w.Column] = int32(i)
+	}
 	for i, c := range cols {
-		r.kinds[i] = columnKind(c)
+		r.kinds[i] = columnKind(c, r.wt[i] >= 0 && m.Weights[r.wt[i]].Position > 0)
+	}
+	if err := r.checkWeights(); err != nil {
+		return err
 	}
 	r.out = sink{emit: emit, visible: m.Visible, offset: max(m.Offset, 0), limit: m.Limit, r: r}
 	if m.Distinct {
@@ -89,9 +99,75 @@ func (m *Merge) check(cols []Column) error {
 		if a.Column < 0 || a.Column >= n || a.Func > AggAvg {
 			return fmt.Errorf("%w: aggregate %d on column %d of %d", ErrMergeSpec, a.Func, a.Column, n)
 		}
-		if a.Func == AggAvg && (a.CountColumn < 0 || a.CountColumn >= n) {
-			return fmt.Errorf("%w: AVG count column %d of %d", ErrMergeSpec, a.CountColumn, n)
+		if a.Func == AggAvg && (a.CountColumn < 0 || a.CountColumn >= n || a.SumColumn < 0 || a.SumColumn >= n) {
+			return fmt.Errorf("%w: AVG sum and count columns %d, %d of %d", ErrMergeSpec, a.SumColumn, a.CountColumn, n)
 		}
+	}
+	for _, w := range m.Weights {
+		if w.Column < 0 || w.Column >= n || w.Weight < 0 || w.Weight >= n || w.Pad < 0 || w.Pad >= n || w.Position < 0 || w.Position >= n {
+			return fmt.Errorf("%w: sort key columns %+v of %d", ErrMergeSpec, w, n)
+		}
+	}
+	return nil
+}
+
+// checkWeights refuses a merge that would have to compare a text column
+// it has no sort key for: comparing the text itself would be a guess at
+// its collation.
+func (r *runner) checkWeights() error {
+	m := r.m
+	need := func(c int, what string) error {
+		if r.kinds[c] == kindWeight && r.wt[c] < 0 {
+			return fmt.Errorf("%w: %s compares text column %d without the server's sort key", ErrUnsupported, what, c+1)
+		}
+		return nil
+	}
+	for _, k := range m.OrderBy {
+		if err := need(k.Column, "ORDER BY"); err != nil {
+			return err
+		}
+	}
+	for _, c := range m.GroupBy {
+		if err := need(c, "GROUP BY"); err != nil {
+			return err
+		}
+	}
+	for _, a := range m.Aggregates {
+		if a.Func == AggMin || a.Func == AggMax {
+			if err := need(a.Column, "MIN or MAX"); err != nil {
+				return err
+			}
+		}
+	}
+	if m.Distinct {
+		for c := range m.Visible {
+			if err := need(c, "DISTINCT"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// parseCol parses column c of row for comparison: text by its sort key
+// and pad, ENUM and SET by their position, others by their value.
+func (r *runner) parseCol(row Row, c int, kv *keyVal) error {
+	k := r.kinds[c]
+	if row[c] == nil || (k != kindWeight && k != kindPosition) {
+		return parseKey(k, row[c], kv)
+	}
+	w := &r.m.Weights[r.wt[c]]
+	if k == kindPosition {
+		if err := parseKey(kindUint, row[w.Position], kv); err != nil || kv.null {
+			return fmt.Errorf("%w: the position of an ENUM or SET value %q is %q", ErrMergeInput, row[c], row[w.Position])
+		}
+		return nil
+	}
+	*kv = keyVal{b: row[w.Weight], frac: row[w.Pad]}
+	if kv.b == nil || kv.frac == nil {
+		// WEIGHT_STRING gives NULL for a sort key longer than
+		// max_allowed_packet.
+		return fmt.Errorf("%w: the server gave no sort key for a value of column %d (%d bytes)", ErrUnsupported, c+1, len(row[c]))
 	}
 	return nil
 }
@@ -101,7 +177,9 @@ type runner struct {
 	m       *Merge
 	cols    []Column
 	kinds   []cmpKind
+	wt      []int32 // index into m.Weights per column, -1 for none
 	parts   []RowSource
+	kv      keyVal
 	maxRows int
 	out     sink
 	keyBuf  []byte
@@ -127,11 +205,11 @@ func (r *runner) tooMany(what string) error {
 
 // appendRowKey appends the comparison key of the columns idx of row.
 func (r *runner) appendRowKey(dst []byte, row Row, idx []int) ([]byte, error) {
-	var err error
 	for _, c := range idx {
-		if dst, err = appendKey(dst, r.kinds[c], row[c]); err != nil {
+		if err := r.parseCol(row, c, &r.kv); err != nil {
 			return dst, fmt.Errorf("column %d: %w", c, err)
 		}
+		dst = appendKey(dst, r.kinds[c], &r.kv)
 	}
 	return dst, nil
 }
@@ -188,9 +266,10 @@ func (s *sink) seen(row Row) (bool, error) {
 	if s.resetDistinct {
 		s.sortKey = s.sortKey[:0]
 		for _, k := range r.m.OrderBy {
-			if s.sortKey, err = appendKey(s.sortKey, r.kinds[k.Column], row[k.Column]); err != nil {
+			if err := r.parseCol(row, k.Column, &r.kv); err != nil {
 				return false, fmt.Errorf("column %d: %w", k.Column, err)
 			}
+			s.sortKey = appendKey(s.sortKey, r.kinds[k.Column], &r.kv)
 		}
 		if string(s.sortKey) != string(s.prevSortKey) {
 			clear(s.distinct)
@@ -295,7 +374,7 @@ func (h *kheap) pull(i int) (bool, error) {
 	ob := h.r.m.OrderBy
 	keys := h.keys[i*len(ob) : (i+1)*len(ob)]
 	for j, k := range ob {
-		if err := parseKey(h.r.kinds[k.Column], row[k.Column], &keys[j]); err != nil {
+		if err := h.r.parseCol(row, k.Column, &keys[j]); err != nil {
 			return false, fmt.Errorf("part %d column %d: %w", i, k.Column, err)
 		}
 	}

@@ -875,6 +875,14 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	case sel.Fields == nil:
 		return unsupported("a SELECT without fields")
 	}
+	if sel.Distinct {
+		for _, f := range sel.Fields.Fields {
+			if f.WildCard != nil {
+				// Each text column needs its sort key beside it.
+				return unsupported("DISTINCT with *")
+			}
+		}
+	}
 	fields := sel.Fields.Fields
 	m := &Merge{Limit: -1, Distinct: sel.Distinct}
 	wild := -1
@@ -911,6 +919,22 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		hiddenText = append(hiddenText, restoreExpr(e))
 		return hiddenBase + len(hidden) - 1
 	}
+	// weigh adds the hidden sort key columns of column col, whose
+	// expression is e, once per column; position adds e+0 for an ENUM or
+	// SET sorted by its position.
+	weights := make(map[int]int)
+	weigh := func(col int, e ast.ExprNode, position bool) {
+		i, ok := weights[col]
+		if !ok {
+			i = len(m.Weights)
+			weights[col] = i
+			m.Weights = append(m.Weights, Weight{Column: col, Weight: addHidden(weightExpr(e)), Pad: addHidden(padExpr(e))})
+		}
+		if position && m.Weights[i].Position == 0 {
+			m.Weights[i].Position = addHidden(positionExpr(e))
+		}
+	}
+	aliases := aliasesOf(fields)
 	// aggregate records column col (a field or a hidden column) as the
 	// aggregate e, rewriting AVG.
 	aggregate := func(col int, e *ast.AggregateFuncExpr, field *ast.SelectField) error {
@@ -928,21 +952,24 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 				return unsupported("SUM(DISTINCT)")
 			}
 			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggSum})
-		case ast.AggFuncMin:
-			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggMin})
-		case ast.AggFuncMax:
-			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggMax})
+		case ast.AggFuncMin, ast.AggFuncMax:
+			f := AggMin
+			if strings.ToLower(e.F) == ast.AggFuncMax {
+				f = AggMax
+			}
+			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: f})
+			// MIN and MAX compare ENUM and SET as text.
+			weigh(col, e, false)
 		case ast.AggFuncAvg:
 			if e.Distinct {
 				return unsupported("AVG(DISTINCT)")
 			}
-			if field.AsName.L == "" && col < hiddenBase {
-				// The client still sees the column named as it wrote it.
-				field.AsName = ast.NewCIStr(fieldText(field, b.sql))
-			}
-			field.Expr = &ast.AggregateFuncExpr{F: ast.AggFuncSum, Args: e.Args}
+			// The Parts still compute AVG, whose column definition the
+			// client gets as the server sends it; the merge computes its
+			// value from the hidden SUM and COUNT.
+			sum := addHidden(&ast.AggregateFuncExpr{F: ast.AggFuncSum, Args: e.Args})
 			cnt := addHidden(&ast.AggregateFuncExpr{F: ast.AggFuncCount, Args: e.Args})
-			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggAvg, CountColumn: cnt})
+			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggAvg, SumColumn: sum, CountColumn: cnt})
 		default:
 			return unsupported(strings.ToUpper(e.F))
 		}
@@ -955,7 +982,10 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 			}
 		}
 	}
-	resolve := func(e ast.ExprNode) (int, error) {
+	// resolve finds or adds the column of a GROUP BY (group) or ORDER BY
+	// item. A bare name is an alias first in ORDER BY but a column first
+	// in GROUP BY; names inside an expression are columns first in both.
+	resolve := func(e ast.ExprNode, group bool) (int, error) {
 		switch x := e.(type) {
 		case *ast.PositionExpr:
 			if x.P != nil || x.N < 1 || x.N > known {
@@ -965,9 +995,25 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		case *ast.ColumnNameExpr:
 			if x.Name.Table.L == "" {
 				for i := range known {
-					if fields[i].AsName.L == x.Name.Name.L {
+					if fields[i].AsName.L != x.Name.Name.L {
+						continue
+					}
+					c, same := fields[i].Expr.(*ast.ColumnNameExpr)
+					if !group || same && c.Name.Name.L == x.Name.Name.L {
 						return i, nil
 					}
+					// GROUP BY an alias that may also be a column of
+					// the tables: the server takes the column.
+					if aggregateIn(fields[i].Expr) != nil {
+						return 0, unsupported("GROUP BY the alias of an aggregate")
+					}
+					s := restoreExpr(outerName(x.Name.Name))
+					for h, t := range hiddenText {
+						if t == s {
+							return hiddenBase + h, nil
+						}
+					}
+					return addHidden(outerName(x.Name.Name)), nil
 				}
 			}
 			for i := range known {
@@ -1005,15 +1051,46 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		if aggregateIn(e) != nil {
 			return 0, unsupported("an aggregate inside an ORDER BY expression")
 		}
-		return addHidden(e), nil
+		e2, aggAlias, err := withAliases(e, aliases)
+		switch {
+		case err != nil || e2 == nil:
+			return 0, unsupported("an expression naming an alias (" + s + ")")
+		case aggAlias != "":
+			return 0, unsupported("an expression naming the alias of an aggregate (" + aggAlias + ")")
+		}
+		if e2 != e {
+			s2 := restoreExpr(e2)
+			for i, h := range hiddenText {
+				if h == s2 {
+					return hiddenBase + i, nil
+				}
+			}
+		}
+		return addHidden(e2), nil
+	}
+	// exprOf is the expression of column col, a field or a hidden column.
+	exprOf := func(col int) ast.ExprNode {
+		if col >= hiddenBase {
+			return hidden[col-hiddenBase].Expr
+		}
+		return fields[col].Expr
+	}
+	// key adds the sort keys of a GROUP BY or ORDER BY column; COUNT, SUM
+	// and AVG are numbers and MIN and MAX have theirs.
+	key := func(col int) {
+		if _, agg := exprOf(col).(*ast.AggregateFuncExpr); !agg {
+			weigh(col, exprOf(col), true)
+		}
 	}
 	if sel.GroupBy != nil {
 		for _, it := range sel.GroupBy.Items {
-			c, err := resolve(it.Expr)
+			c, err := resolve(it.Expr, true)
 			if err != nil {
 				return err
 			}
 			m.GroupBy = append(m.GroupBy, c)
+			m.GroupDesc = append(m.GroupDesc, it.Desc)
+			key(c)
 		}
 	}
 	if sel.OrderBy != nil {
@@ -1021,11 +1098,19 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 			if v, ok := it.Expr.(*test_driver.ValueExpr); ok && v.Kind() == test_driver.KindNull {
 				continue // ORDER BY NULL
 			}
-			c, err := resolve(it.Expr)
+			c, err := resolve(it.Expr, false)
 			if err != nil {
 				return err
 			}
 			m.OrderBy = append(m.OrderBy, SortKey{Column: c, Desc: it.Desc})
+			key(c)
+		}
+	}
+	if m.Distinct {
+		for i, f := range fields {
+			if _, agg := f.Expr.(*ast.AggregateFuncExpr); !agg {
+				weigh(i, f.Expr, false)
+			}
 		}
 	}
 	if l := sel.Limit; l != nil {
@@ -1088,7 +1173,15 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	for i := range m.Aggregates {
 		m.Aggregates[i].Column = fix(m.Aggregates[i].Column)
 		if m.Aggregates[i].Func == AggAvg {
+			m.Aggregates[i].SumColumn = fix(m.Aggregates[i].SumColumn)
 			m.Aggregates[i].CountColumn = fix(m.Aggregates[i].CountColumn)
+		}
+	}
+	for i := range m.Weights {
+		w := &m.Weights[i]
+		w.Column, w.Weight, w.Pad = fix(w.Column), fix(w.Weight), fix(w.Pad)
+		if w.Position != 0 {
+			w.Position = fix(w.Position)
 		}
 	}
 	sel.Fields.Fields = append(fields, hidden...)
