@@ -292,7 +292,7 @@ func (r *runner) final(st *aggState, a Aggregate, arena *byteArena) ([]byte, err
 			}
 			b = appendFloat(arena.tail(), f/float64(st.cnt), int(col.Decimals))
 		case r.kinds[a.Column] == kindDecimal && !sumFloat:
-			b = st.dec.appendQuo(arena.tail(), st.cnt, int32(col.Decimals))
+			b = st.dec.appendQuo(arena.tail(), st.cnt, int32(col.Decimals), avgTruncates(col.Decimals))
 		default:
 			return nil, fmt.Errorf("%w: AVG column %d of type %#x over a SUM of type %#x", ErrMergeInput, a.Column, col.Type, r.cols[a.SumColumn].Type)
 		}
@@ -447,12 +447,12 @@ func (d *decAcc) appendText(dst []byte, scale int32) []byte {
 }
 
 // appendQuo appends sum / n with scale digits after the point, rounded
-// half away from zero as the server rounds AVG.
-func (d *decAcc) appendQuo(dst []byte, n int64, scale int32) []byte {
+// half away from zero, or truncated toward zero when trunc is set.
+func (d *decAcc) appendQuo(dst []byte, n int64, scale int32, trunc bool) []byte {
 	if d.b == nil && scale >= d.scale && scale-d.scale < int32(len(pow10)) {
 		if num, ok := mulInt64(d.n, pow10[scale-d.scale]); ok {
 			q, rem := num/n, absInt64(num%n)
-			if rem >= n-rem { // half or more: away from zero
+			if !trunc && rem >= n-rem { // half or more: away from zero
 				if num < 0 {
 					q--
 				} else {
@@ -470,8 +470,21 @@ func (d *decAcc) appendQuo(dst []byte, n int64, scale int32) []byte {
 	} else {
 		den.Mul(den, bigPow10(d.scale-scale))
 	}
+	if trunc {
+		neg := num.Sign() < 0
+		return appendScaled(dst, neg, new(big.Int).Abs(new(big.Int).Quo(num, den)).Append(nil, 10), scale)
+	}
 	return appendBig(dst, quoRound(num, den), scale)
 }
+
+// avgTruncates reports whether MariaDB truncates, rather than rounds, an
+// AVG of DECIMAL scale decimals: it divides to whole groups of nine
+// fraction digits (the sum's scale plus div_precision_increment, rounded
+// up to a multiple of nine) and rounds that to the column's scale, so when
+// the scale is itself a multiple of nine below the cap of 38 nothing is
+// left to round by and the quotient is cut (AVG of 3 and 4 is 3 under
+// div_precision_increment = 0).
+func avgTruncates(decimals byte) bool { return decimals%9 == 0 && decimals < 38 }
 
 // quoRound returns num / den (den > 0) rounded half away from zero.
 func quoRound(num, den *big.Int) *big.Int {

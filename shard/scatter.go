@@ -40,16 +40,20 @@ func positionExpr(e ast.ExprNode) ast.ExprNode {
 	return &ast.BinaryOperationExpr{Op: opcode.Plus, L: paren(e), R: ast.NewValueExpr(0, "", "")}
 }
 
-// outerName is (SELECT name): in the select list, a subquery resolves an
-// unqualified name first as a column of the outer tables and then as an
-// alias of the outer select list, as the server resolves a name in GROUP
-// BY, or inside an ORDER BY expression, while a bare select field names
-// columns only.
+// outerName is (SELECT name WHERE RAND() IS NOT NULL): in the select
+// list, a subquery resolves an unqualified name first as a column of the
+// outer tables and then as an alias of the outer select list, as the
+// server resolves a name in GROUP BY, or inside an ORDER BY expression,
+// while a bare select field names columns only. RAND() keeps MariaDB's
+// subquery cache away: keyed by the name's value compared in its
+// collation, it would answer a row holding 'a' with the 'a ' of an
+// earlier row.
 func outerName(name ast.CIStr) ast.ExprNode {
 	return &ast.SubqueryExpr{Query: &ast.SelectStmt{
 		Kind:           ast.SelectStmtKindSelect,
 		SelectStmtOpts: &ast.SelectStmtOpts{SQLCache: true},
 		Fields:         &ast.FieldList{Fields: []*ast.SelectField{{Expr: &ast.ColumnNameExpr{Name: &ast.ColumnName{Name: name}}}}},
+		Where:          &ast.IsNullExpr{Not: true, Expr: funcCall(ast.Rand)},
 	}}
 }
 
