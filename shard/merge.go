@@ -46,16 +46,15 @@ func (m *Merge) Run(cols []Column, parts []RowSource, maxRows int, emit func(Row
 		return err
 	}
 	r := &runner{m: m, cols: cols, parts: parts, maxRows: maxRows}
-	r.kinds = make([]cmpKind, len(cols))
-	r.wt = make([]int32, len(cols))
-	for i := range r.wt {
-		r.wt[i] = -1
+	r.col = make([]colRule, len(cols))
+	for i := range r.col {
+		r.col[i].wt = -1
 	}
 	for i, w := range m.Weights {
-		r.wt[w.Column] = int32(i)
+		r.col[w.Column].wt = int32(i)
 	}
 	for i, c := range cols {
-		r.kinds[i] = columnKind(c, r.wt[i] >= 0 && m.Weights[r.wt[i]].Position > 0)
+		r.col[i].kind = columnKind(c, r.col[i].wt >= 0 && m.Weights[r.col[i].wt].Position > 0)
 	}
 	if err := r.checkWeights(); err != nil {
 		return err
@@ -117,7 +116,7 @@ func (m *Merge) check(cols []Column) error {
 func (r *runner) checkWeights() error {
 	m := r.m
 	need := func(c int, what string) error {
-		if r.kinds[c] == kindWeight && r.wt[c] < 0 {
+		if r.col[c].kind == kindWeight && r.col[c].wt < 0 {
 			return fmt.Errorf("%w: %s compares text column %d without the server's sort key", ErrUnsupported, what, c+1)
 		}
 		return nil
@@ -152,11 +151,11 @@ func (r *runner) checkWeights() error {
 // parseCol parses column c of row for comparison: text by its sort key
 // and pad, ENUM and SET by their position, others by their value.
 func (r *runner) parseCol(row Row, c int, kv *keyVal) error {
-	k := r.kinds[c]
+	k := r.col[c].kind
 	if row[c] == nil || (k != kindWeight && k != kindPosition) {
 		return parseKey(k, row[c], kv)
 	}
-	w := &r.m.Weights[r.wt[c]]
+	w := &r.m.Weights[r.col[c].wt]
 	if k == kindPosition {
 		if err := parseKey(kindUint, row[w.Position], kv); err != nil || kv.null {
 			return fmt.Errorf("%w: the position of an ENUM or SET value %q is %q", ErrMergeInput, row[c], row[w.Position])
@@ -176,8 +175,7 @@ func (r *runner) parseCol(row Row, c int, kv *keyVal) error {
 type runner struct {
 	m       *Merge
 	cols    []Column
-	kinds   []cmpKind
-	wt      []int32 // index into m.Weights per column, -1 for none
+	col     []colRule // per column
 	parts   []RowSource
 	kv      keyVal
 	maxRows int
@@ -209,9 +207,15 @@ func (r *runner) appendRowKey(dst []byte, row Row, idx []int) ([]byte, error) {
 		if err := r.parseCol(row, c, &r.kv); err != nil {
 			return dst, fmt.Errorf("column %d: %w", c, err)
 		}
-		dst = appendKey(dst, r.kinds[c], &r.kv)
+		dst = appendKey(dst, r.col[c].kind, &r.kv)
 	}
 	return dst, nil
+}
+
+// colRule is how the merge compares one column.
+type colRule struct {
+	kind cmpKind
+	wt   int32 // index into Merge.Weights, -1 for none
 }
 
 // sink applies Distinct, Offset and Limit to the merged rows and emits
@@ -269,7 +273,7 @@ func (s *sink) seen(row Row) (bool, error) {
 			if err := r.parseCol(row, k.Column, &r.kv); err != nil {
 				return false, fmt.Errorf("column %d: %w", k.Column, err)
 			}
-			s.sortKey = appendKey(s.sortKey, r.kinds[k.Column], &r.kv)
+			s.sortKey = appendKey(s.sortKey, r.col[k.Column].kind, &r.kv)
 		}
 		if string(s.sortKey) != string(s.prevSortKey) {
 			clear(s.distinct)
@@ -387,7 +391,7 @@ func (h *kheap) less(a, b int) bool {
 	ob := h.r.m.OrderBy
 	n := len(ob)
 	for j, k := range ob {
-		c := compareKeys(h.r.kinds[k.Column], &h.keys[a*n+j], &h.keys[b*n+j])
+		c := compareKeys(h.r.col[k.Column].kind, &h.keys[a*n+j], &h.keys[b*n+j])
 		if c != 0 {
 			if k.Desc {
 				return c > 0

@@ -101,8 +101,8 @@ func (r *runner) group() error {
 				return err
 			}
 			g.row[a.Column] = v
-			if st := &g.aggs[j]; (a.Func == AggMin || a.Func == AggMax) && r.kinds[a.Column] == kindWeight && st.seen {
-				w := &m.Weights[r.wt[a.Column]]
+			if st := &g.aggs[j]; (a.Func == AggMin || a.Func == AggMax) && r.col[a.Column].kind == kindWeight && st.seen {
+				w := &m.Weights[r.col[a.Column].wt]
 				g.row[w.Weight], g.row[w.Pad] = st.bestW, st.bestPad
 			}
 		}
@@ -153,7 +153,7 @@ func (r *runner) sortGroups(groups []group, order []SortKey) error {
 	}
 	slices.SortStableFunc(perm, func(a, b int32) int {
 		for j, k := range order {
-			c := compareKeys(r.kinds[k.Column], &keys[int(a)*n+j], &keys[int(b)*n+j])
+			c := compareKeys(r.col[k.Column].kind, &keys[int(a)*n+j], &keys[int(b)*n+j])
 			if c != 0 {
 				if k.Desc {
 					return -c
@@ -207,7 +207,7 @@ func (r *runner) fold(st *aggState, a Aggregate, row Row, tmp *keyVal) error {
 			return nil
 		}
 		st.seen = true
-		if r.kinds[sumCol] == kindFloat {
+		if r.col[sumCol].kind == kindFloat {
 			f, err := strconv.ParseFloat(string(v), 64)
 			if err != nil {
 				return fmt.Errorf("%w: SUM column %d value %q is not a number", ErrMergeInput, sumCol, v)
@@ -222,7 +222,7 @@ func (r *runner) fold(st *aggState, a Aggregate, row Row, tmp *keyVal) error {
 		if v == nil {
 			return nil
 		}
-		k := r.kinds[a.Column]
+		k := r.col[a.Column].kind
 		if err := r.parseCol(row, a.Column, tmp); err != nil {
 			return fmt.Errorf("column %d: %w", a.Column, err)
 		}
@@ -265,11 +265,11 @@ func (r *runner) final(st *aggState, a Aggregate, arena *byteArena) ([]byte, err
 		if !st.seen {
 			return nil, nil
 		}
-		if r.kinds[a.Column] == kindFloat {
+		if r.col[a.Column].kind == kindFloat {
 			b = appendFloat(arena.tail(), st.f, int(col.Decimals))
 		} else {
 			scale := st.dec.scale
-			if r.kinds[a.Column] == kindDecimal {
+			if r.col[a.Column].kind == kindDecimal {
 				scale = int32(col.Decimals)
 			}
 			b = st.dec.appendText(arena.tail(), scale)
@@ -280,9 +280,9 @@ func (r *runner) final(st *aggState, a Aggregate, arena *byteArena) ([]byte, err
 		if !st.seen || st.cnt == 0 {
 			return nil, nil
 		}
-		sumFloat := r.kinds[a.SumColumn] == kindFloat
+		sumFloat := r.col[a.SumColumn].kind == kindFloat
 		switch {
-		case r.kinds[a.Column] == kindFloat:
+		case r.col[a.Column].kind == kindFloat:
 			f := st.f
 			if !sumFloat {
 				var err error
@@ -291,7 +291,7 @@ func (r *runner) final(st *aggState, a Aggregate, arena *byteArena) ([]byte, err
 				}
 			}
 			b = appendFloat(arena.tail(), f/float64(st.cnt), int(col.Decimals))
-		case r.kinds[a.Column] == kindDecimal && !sumFloat:
+		case r.col[a.Column].kind == kindDecimal && !sumFloat:
 			b = st.dec.appendQuo(arena.tail(), st.cnt, int32(col.Decimals), avgTruncates(col.Decimals))
 		default:
 			return nil, fmt.Errorf("%w: AVG column %d of type %#x over a SUM of type %#x", ErrMergeInput, a.Column, col.Type, r.cols[a.SumColumn].Type)

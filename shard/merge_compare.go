@@ -52,9 +52,6 @@ const (
 	// notFixedDecimals and above mean a FLOAT or DOUBLE has no fixed
 	// scale (MySQL sends 31, MariaDB 39).
 	notFixedDecimals = 31
-	// maxDecimalScale caps the scale of the AVG the merge computes, as
-	// MySQL caps DECIMAL scales at 30.
-	maxDecimalScale = 30
 )
 
 // cmpKind is how the values of one column compare.
