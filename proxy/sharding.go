@@ -739,6 +739,13 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		}
 	}
 	if failed != nil {
+		if m := route.Merge; m != nil && m.HasPositions() && failed.Code == erIllegalParamTypes && strings.Contains(failed.Message, " and int for operation '+'") {
+			// The hidden position column (expr+0) of a sort key whose
+			// type has no number (UUID, INET6, geometry): sluice cannot
+			// tell its order.
+			failed = protocol.NewError(protocol.ErNotSupportedYet,
+				"sluice: ORDER BY or GROUP BY over several shards of a column whose type sluice cannot order (%s)", failed.Message)
+		}
 		return fail(failed)
 	}
 	merge := route.Merge
@@ -812,6 +819,10 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	s.scratch = protocol.AppendEOF(s.scratch[:0], 0, s.status())
 	return s.client.WritePacketFlush(s.scratch)
 }
+
+// erIllegalParamTypes is MariaDB's error for an operator applied to types
+// that have no such operation (ER_ILLEGAL_PARAMETER_DATA_TYPES2_FOR_OPERATION).
+const erIllegalParamTypes uint16 = 4078
 
 // passThrough is the Merge of a single Part's result relayed row by row.
 var passThrough = &shard.Merge{Visible: -1, Limit: -1}

@@ -157,9 +157,15 @@ func (r *runner) parseCol(row Row, c int, kv *keyVal) error {
 	}
 	w := &r.m.Weights[r.col[c].wt]
 	if k == kindPosition {
-		if err := parseKey(kindUint, row[w.Position], kv); err != nil || kv.null {
+		if err := parseKey(kindUint, row[w.Position], kv); err == nil && !kv.null {
+			return nil
+		}
+		// The bits of a SET with a 64th member come back as a negative
+		// BIGINT: the same bits.
+		if err := parseKey(kindInt, row[w.Position], kv); err != nil || kv.null {
 			return fmt.Errorf("%w: the position of an ENUM or SET value %q is %q", ErrMergeInput, row[c], row[w.Position])
 		}
+		*kv = keyVal{u: uint64(kv.i)}
 		return nil
 	}
 	*kv = keyVal{b: row[w.Weight], frac: row[w.Pad]}

@@ -1077,9 +1077,17 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	}
 	// key adds the sort keys of a GROUP BY or ORDER BY column; COUNT, SUM
 	// and AVG are numbers and MIN and MAX have theirs.
+	// Only a column is of an ENUM or SET type the server sorts by
+	// position (an expression of one sorts as text), and only a column
+	// gets the position's column: e+0 is an error for types such as
+	// UUID, INET6 and geometry.
 	key := func(col int) {
-		if _, agg := exprOf(col).(*ast.AggregateFuncExpr); !agg {
-			weigh(col, exprOf(col), true)
+		switch e := exprOf(col).(type) {
+		case *ast.AggregateFuncExpr:
+		case *ast.ColumnNameExpr:
+			weigh(col, e, true)
+		default:
+			weigh(col, e, false)
 		}
 	}
 	if sel.GroupBy != nil {

@@ -182,13 +182,13 @@ func TestScatterMerge(t *testing.T) {
 		// expression groups by the column of that name when there is one,
 		// which (SELECT name) resolves as the server does.
 		{"SELECT CHAR_LENGTH(note) AS country, COUNT(*) FROM orders GROUP BY country",
-			"SELECT CHAR_LENGTH(`note`) AS `country`,COUNT(1) AS `COUNT(*)`,(SELECT `country` FROM DUAL WHERE RAND() IS NOT NULL)," + ws("(SELECT `country` FROM DUAL WHERE RAND() IS NOT NULL)") + ",((SELECT `country` FROM DUAL WHERE RAND() IS NOT NULL))+0 FROM `orders_0` AS `orders` GROUP BY `country`",
-			Merge{Visible: 2, Hidden: 4, GroupBy: []int{2}, GroupDesc: []bool{false}, Aggregates: []Aggregate{{Column: 1, Func: AggCount}}, Limit: -1,
-				Weights: []Weight{{Column: 2, Weight: 3, Pad: 4, Position: 5}}}},
+			"SELECT CHAR_LENGTH(`note`) AS `country`,COUNT(1) AS `COUNT(*)`,(SELECT `country` FROM DUAL WHERE RAND() IS NOT NULL)," + ws("(SELECT `country` FROM DUAL WHERE RAND() IS NOT NULL)") + " FROM `orders_0` AS `orders` GROUP BY `country`",
+			Merge{Visible: 2, Hidden: 3, GroupBy: []int{2}, GroupDesc: []bool{false}, Aggregates: []Aggregate{{Column: 1, Func: AggCount}}, Limit: -1,
+				Weights: []Weight{{Column: 2, Weight: 3, Pad: 4}}}},
 		// Item 14: an alias inside an ORDER BY expression.
 		{"SELECT dbl AS x FROM orders ORDER BY x+0",
-			"SELECT `dbl` AS `x`,(SELECT `x` FROM DUAL WHERE RAND() IS NOT NULL)+0," + ws("(SELECT `x` FROM DUAL WHERE RAND() IS NOT NULL)+0") + ",((SELECT `x` FROM DUAL WHERE RAND() IS NOT NULL)+0)+0 FROM `orders_0` AS `orders` ORDER BY `x`+0",
-			Merge{Visible: 1, Hidden: 4, OrderBy: []SortKey{{1, false}}, Limit: -1, Weights: []Weight{{Column: 1, Weight: 2, Pad: 3, Position: 4}}}},
+			"SELECT `dbl` AS `x`,(SELECT `x` FROM DUAL WHERE RAND() IS NOT NULL)+0," + ws("(SELECT `x` FROM DUAL WHERE RAND() IS NOT NULL)+0") + " FROM `orders_0` AS `orders` ORDER BY `x`+0",
+			Merge{Visible: 1, Hidden: 3, OrderBy: []SortKey{{1, false}}, Limit: -1, Weights: []Weight{{Column: 1, Weight: 2, Pad: 3}}}},
 	}
 	for _, tc := range tests {
 		rt := route(t, r, tc.sql)

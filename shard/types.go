@@ -116,6 +116,18 @@ type Merge struct {
 	Offset, Limit int64
 }
 
+// HasPositions reports whether the Parts compute the position (expr+0) of
+// a sort or group key column, which is an error for types without a
+// number, such as UUID, INET6 and geometry.
+func (m *Merge) HasPositions() bool {
+	for _, w := range m.Weights {
+		if w.Position != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // SortKey is one ORDER BY item: a result column and its direction.
 type SortKey struct {
 	Column int

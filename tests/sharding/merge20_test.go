@@ -36,7 +36,7 @@ var m20T = &rule{schema: m20Schema, table: "t", key: "id", algo: "mod", clusters
 		"status ENUM('new','paid','shipped','cancelled','returned') NOT NULL, " +
 		"tags SET('red','green','blue') NOT NULL, " +
 		"qty INT NOT NULL, amount DECIMAL(10,2) NULL, dbl DOUBLE NULL, " +
-		"note VARCHAR(32) NULL, country CHAR(2) CHARACTER SET latin1 NOT NULL"}
+		"note VARCHAR(32) NULL, country CHAR(2) CHARACTER SET latin1 NOT NULL, uu UUID NULL"}
 
 // m20Words are spellings that differ in case, trailing spaces and accents,
 // and the pairs whose order a rough case fold gets wrong ('-x' and '_x',
@@ -472,4 +472,22 @@ func TestMergeOrderByAliasExpression(t *testing.T) {
 		{name: "shadowing alias in an expression is the column", sql: "SELECT -qty AS amount, id FROM t WHERE id >= ? ORDER BY amount+0, id"},
 		{name: "alias of text in an expression", sql: "SELECT gc AS g, id FROM t WHERE id >= ? ORDER BY CONCAT(g, 'x'), id", loose: map[int]string{0: "gc"}},
 	})
+}
+
+// TestMergeRefusesUnorderedType: a sort key of a type sluice cannot order
+// (UUID: no position, and no text order the server sorts by) is refused
+// with 1235 naming what, not answered in a guessed order; the session
+// goes on.
+func TestMergeRefusesUnorderedType(t *testing.T) {
+	addr := m20Setup(t)
+	for _, binary := range []bool{false, true} {
+		sl := conn(t, sluiceDB(t, addr, m20Schema, binary))
+		res := m20Query(ctxT(t), sl, "SELECT id, uu FROM t WHERE id >= ? ORDER BY uu, id")
+		if errCode(res.err) != 1235 || !strings.Contains(res.err.Error(), "cannot order") {
+			t.Errorf("binary %v: ORDER BY a UUID column: %v, want 1235 naming the column type", binary, res)
+		}
+		if res := m20Query(ctxT(t), sl, "SELECT COUNT(*) FROM t WHERE id >= ?"); res.err != nil {
+			t.Errorf("binary %v: the session after the refusal: %v", binary, res.err)
+		}
+	}
 }
