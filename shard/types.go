@@ -79,10 +79,10 @@ type Part struct {
 
 // Merge says how the result sets of a scatter-gather read become one. The
 // Parts' SQL was rewritten for it: columns the merge needs but the client
-// did not ask for (ORDER BY expressions not in the select list, the COUNT
-// that AVG needs) are appended after the client's columns as hidden columns,
-// AVG(x) became SUM(x) with a hidden COUNT(x), and LIMIT n OFFSET m became
-// LIMIT m+n on every Part.
+// did not ask for (ORDER BY expressions not in the select list, the SUM
+// and COUNT that AVG needs, the sort keys of compared values) are appended
+// after the client's columns as hidden columns, and LIMIT n OFFSET m
+// became LIMIT m+n on every Part.
 type Merge struct {
 	// Visible is the number of leading columns the client sees; -1 when
 	// the select list has a * and the count is only known from the result
