@@ -168,13 +168,40 @@ func (r *runner) parseCol(row Row, c int, kv *keyVal) error {
 		*kv = keyVal{u: uint64(kv.i)}
 		return nil
 	}
-	*kv = keyVal{b: row[w.Weight], frac: row[w.Pad]}
-	if kv.b == nil || kv.frac == nil {
+	if row[w.Weight] == nil {
 		// WEIGHT_STRING gives NULL for a sort key longer than
 		// max_allowed_packet.
 		return fmt.Errorf("%w: the server gave no sort key for a value of column %d (%d bytes)", ErrUnsupported, c+1, len(row[c]))
 	}
+	pad, err := padOf(row[w.Pad])
+	if err != nil {
+		return fmt.Errorf("column %d: %w", c+1, err)
+	}
+	*kv = keyVal{b: row[w.Weight], frac: pad}
 	return nil
+}
+
+// maxUnitWeight is the longest sort key of one space in a collation that
+// compares at one level: 1 byte (8-bit character sets), 2 (the _ci and
+// _unicode collations), 3 (utf8mb4_bin). A longer one holds several
+// levels (MariaDB's uca1400 _as_cs collations: accents and case after the
+// base letters), whose PAD SPACE comparison pads each level: a byte-wise
+// comparison of the whole key would be wrong, so such text is refused.
+const maxUnitWeight = 3
+
+// padOf reads a Pad column: 'P' and the sort key of a space for a PAD
+// SPACE collation, 'N' and that key for a NO PAD one. It returns the key
+// the shorter value is padded with, empty for NO PAD.
+func padOf(p []byte) ([]byte, error) {
+	switch {
+	case len(p) == 0 || (p[0] != 'P' && p[0] != 'N'):
+		return nil, fmt.Errorf("%w: pad column %q", ErrMergeInput, p)
+	case len(p)-1 > maxUnitWeight:
+		return nil, fmt.Errorf("%w: text in a collation that compares at several levels (a space weighs %d bytes)", ErrUnsupported, len(p)-1)
+	case p[0] == 'N':
+		return p[1:1], nil
+	}
+	return p[1:], nil
 }
 
 // runner is the state of one Run.

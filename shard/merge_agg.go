@@ -17,7 +17,8 @@ type aggState struct {
 	f    float64
 	dec  decAcc
 	best []byte // MIN, MAX
-	// bestW and bestPad are best's sort key and pad when it is text.
+	// bestW and bestPad are best's sort key and Pad column when it is
+	// text.
 	bestW, bestPad []byte
 }
 
@@ -229,7 +230,8 @@ func (r *runner) fold(st *aggState, a Aggregate, row Row, tmp *keyVal) error {
 		if st.seen {
 			var cur keyVal
 			if k == kindWeight {
-				cur = keyVal{b: st.bestW, frac: st.bestPad}
+				pad, _ := padOf(st.bestPad) // read when it was stored
+				cur = keyVal{b: st.bestW, frac: pad}
 			} else {
 				_ = parseKey(k, st.best, &cur) // parsed when it was stored
 			}
@@ -242,7 +244,7 @@ func (r *runner) fold(st *aggState, a Aggregate, row Row, tmp *keyVal) error {
 		}
 		st.best = keep(st.best, v)
 		if k == kindWeight {
-			st.bestW, st.bestPad = keep(st.bestW, tmp.b), keep(st.bestPad, tmp.frac)
+			st.bestW, st.bestPad = keep(st.bestW, tmp.b), keep(st.bestPad, row[r.m.Weights[r.col[a.Column].wt].Pad])
 		}
 		st.seen = true
 	}

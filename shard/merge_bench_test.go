@@ -95,7 +95,7 @@ func generalCI(v string) []byte {
 // key, with COUNT and AVG (from a hidden SUM and COUNT) over 4 parts of
 // 1,000 rows.
 func BenchmarkMergeGroupBy(b *testing.B) {
-	pad := generalCI(" ")
+	pad := append([]byte("P"), generalCI(" ")...)
 	rs, bs := benchParts(4, 1000, func(p, i int) Row {
 		name := fmt.Sprintf("user-%d", (i*7+p)%100)
 		sum := fmt.Sprintf("%d.%02d", i, p)
@@ -125,7 +125,7 @@ func BenchmarkMergeGroupBy(b *testing.B) {
 // BenchmarkMergeOrderByText: ORDER BY a text column LIMIT 100 over 4 parts
 // of 1,000 sorted rows each, compared by sort key and pad.
 func BenchmarkMergeOrderByText(b *testing.B) {
-	pad := generalCI(" ")
+	pad := append([]byte("P"), generalCI(" ")...)
 	rs, bs := benchParts(4, 1000, func(p, i int) Row {
 		name := fmt.Sprintf("name-%06d", i*4+p)
 		return Row{[]byte(name), []byte(fmt.Sprint(i)), generalCI(name), pad}

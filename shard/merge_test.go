@@ -114,7 +114,7 @@ func collect(t *testing.T, m *Merge, cols []Column, parts []RowSource, maxRows i
 // ci appends to each "v|..." line the sort key and pad of v as a PAD SPACE
 // case-insensitive collation would give them (the test's stand-in for
 // the server's WEIGHT_STRING columns): v upper-cased, trailing spaces
-// kept, and a space as the pad.
+// kept, and a space as the pad of a PAD SPACE collation.
 func ci(lines ...string) []string {
 	out := make([]string, len(lines))
 	for i, l := range lines {
@@ -123,7 +123,7 @@ func ci(lines ...string) []string {
 			out[i] = l + "|NULL|NULL"
 			continue
 		}
-		out[i] = l + "|" + strings.ToUpper(v) + "| "
+		out[i] = l + "|" + strings.ToUpper(v) + "|P "
 	}
 	return out
 }
@@ -650,6 +650,30 @@ func TestPadCompare(t *testing.T) {
 		kb := appendKey(nil, kindWeight, &keyVal{b: b, frac: pad})
 		if (string(ka) == string(kb)) != (tc.want == 0) {
 			t.Errorf("keys of %q and %q (pad %q): equal %v, want %v", tc.a, tc.b, tc.pad, string(ka) == string(kb), tc.want == 0)
+		}
+	}
+}
+
+// TestPadOf: the Pad column's flag picks the padding; a space that weighs
+// more than one unit is a collation of several levels, refused.
+func TestPadOf(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		err  error
+	}{
+		{"P ", " ", nil},
+		{"P\x02\x09", "\x02\x09", nil},
+		{"N\x00\x20", "", nil},
+		{"P\x00\x00\x20", "\x00\x00\x20", nil},
+		{"P\x02\x09\x00\x20\x00\x02", "", ErrUnsupported},
+		{"N\x02\x09\x00\x20", "", ErrUnsupported},
+		{"", "", ErrMergeInput},
+		{"X ", "", ErrMergeInput},
+	} {
+		got, err := padOf([]byte(tc.in))
+		if !errors.Is(err, tc.err) || (err == nil && string(got) != tc.want) {
+			t.Errorf("padOf(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }

@@ -23,16 +23,17 @@ func weightExpr(e ast.ExprNode) ast.ExprNode {
 	return funcCall(ast.WeightString, e)
 }
 
-// padExpr is the sort key the server pads e's sort key with: that of a
-// space in e's collation when the collation is PAD SPACE (e equals e
-// followed by a space), else the empty string. The space and the empty
-// string are cut from e itself so that they carry its collation.
+// padExpr tells how the server pads e's sort key: 'P' when e's collation
+// is PAD SPACE (e equals e followed by a space), else 'N', followed by the
+// sort key of a space in that collation, which also shows whether the
+// collation compares at one level. The space is cut from e itself so that
+// it carries e's collation.
 func padExpr(e ast.ExprNode) ast.ExprNode {
 	withSpace := func() ast.ExprNode { return funcCall(ast.Concat, paren(e), ast.NewValueExpr(" ", "", "")) }
 	cond := &ast.BinaryOperationExpr{Op: opcode.EQ, L: paren(e), R: withSpace()}
-	return weightExpr(funcCall(ast.If, cond,
-		funcCall(ast.Right, withSpace(), ast.NewValueExpr(1, "", "")),
-		funcCall(ast.Left, paren(e), ast.NewValueExpr(0, "", ""))))
+	return funcCall(ast.Concat,
+		funcCall(ast.If, cond, ast.NewValueExpr("P", "", ""), ast.NewValueExpr("N", "", "")),
+		weightExpr(funcCall(ast.Right, withSpace(), ast.NewValueExpr(1, "", ""))))
 }
 
 // positionExpr is e+0: an ENUM's index, a SET's bits.

@@ -149,7 +149,7 @@ func TestScatterMerge(t *testing.T) {
 	// ws is the pair of hidden sort key columns of expression e: its
 	// WEIGHT_STRING and the pad its collation compares with.
 	ws := func(e string) string {
-		return "WEIGHT_STRING(" + e + "),WEIGHT_STRING(IF((" + e + ")=CONCAT((" + e + "), ' '), RIGHT(CONCAT((" + e + "), ' '), 1), LEFT((" + e + "), 0)))"
+		return "WEIGHT_STRING(" + e + "),CONCAT(IF((" + e + ")=CONCAT((" + e + "), ' '), 'P', 'N'), WEIGHT_STRING(RIGHT(CONCAT((" + e + "), ' '), 1)))"
 	}
 	tests := []struct {
 		sql   string

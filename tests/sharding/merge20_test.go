@@ -36,7 +36,8 @@ var m20T = &rule{schema: m20Schema, table: "t", key: "id", algo: "mod", clusters
 		"status ENUM('new','paid','shipped','cancelled','returned') NOT NULL, " +
 		"tags SET('red','green','blue') NOT NULL, " +
 		"qty INT NOT NULL, amount DECIMAL(10,2) NULL, dbl DOUBLE NULL, " +
-		"note VARCHAR(32) NULL, country CHAR(2) CHARACTER SET latin1 NOT NULL, uu UUID NULL"}
+		"note VARCHAR(32) NULL, country CHAR(2) CHARACTER SET latin1 NOT NULL, uu UUID NULL, " +
+		"cs VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_uca1400_as_cs NULL"}
 
 // m20Words are spellings that differ in case, trailing spaces and accents,
 // and the pairs whose order a rough case fold gets wrong ('-x' and '_x',
@@ -72,12 +73,12 @@ func m20Rows(seed uint64, n int) []string {
 	rows := make([]string, n)
 	for i := range rows {
 		vb := pick(m20Latin)
-		rows[i] = fmt.Sprintf("(%d, %s, %s, %s, %s, %s, %s, %s, %s, %d, %s, %s, %s, %s)",
+		rows[i] = fmt.Sprintf("(%d, %s, %s, %s, %s, %s, %s, %s, %s, %d, %s, %s, %s, %s, %s)",
 			i*3+rng.IntN(3), maybe(pick(m20Latin)), maybe(pick(m20Wide)), maybe(pick(m20Wide)), maybe(pick(m20Wide)),
 			maybe(pick(m20Wide)), maybe(vb), pick(m20Enum), pick(m20Sets), rng.IntN(15)-3,
 			maybe(fmt.Sprintf("%d.%02d", rng.IntN(400)-100, rng.IntN(100))),
 			maybe(fmt.Sprintf("%d.%d", rng.IntN(50)-10, []int{0, 25, 5, 75}[rng.IntN(4)])),
-			maybe(q(strings.Repeat("n", rng.IntN(9)))), pick([]string{"SE", "se", "DE", "FI", "fi ", "NO"}))
+			maybe(q(strings.Repeat("n", rng.IntN(9)))), pick([]string{"SE", "se", "DE", "FI", "fi ", "NO"}), maybe(pick(m20Wide)))
 	}
 	return rows
 }
@@ -120,7 +121,7 @@ func startM20(seed uint64) (string, error) {
 		}
 	}
 	rows := m20Rows(seed, 240)
-	const cols = "(id, sv, uc, gc, bn, np, vb, status, tags, qty, amount, dbl, note, country)"
+	const cols = "(id, sv, uc, gc, bn, np, vb, status, tags, qty, amount, dbl, note, country, cs)"
 	if err := env.ref.Master.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+m20Schema,
 		"CREATE TABLE "+m20Schema+".t ("+m20T.columns+")"); err != nil {
 		return "", err
@@ -475,9 +476,9 @@ func TestMergeOrderByAliasExpression(t *testing.T) {
 }
 
 // TestMergeRefusesUnorderedType: a sort key of a type sluice cannot order
-// (UUID: no position, and no text order the server sorts by) is refused
-// with 1235 naming what, not answered in a guessed order; the session
-// goes on.
+// (UUID: no position, and no text order the server sorts by) or text of a
+// collation whose sort keys hold several levels is refused with 1235
+// naming what, not answered in a guessed order; the session goes on.
 func TestMergeRefusesUnorderedType(t *testing.T) {
 	addr := m20Setup(t)
 	for _, binary := range []bool{false, true} {
@@ -485,6 +486,16 @@ func TestMergeRefusesUnorderedType(t *testing.T) {
 		res := m20Query(ctxT(t), sl, "SELECT id, uu FROM t WHERE id >= ? ORDER BY uu, id")
 		if errCode(res.err) != 1235 || !strings.Contains(res.err.Error(), "cannot order") {
 			t.Errorf("binary %v: ORDER BY a UUID column: %v, want 1235 naming the column type", binary, res)
+		}
+		// A collation that compares at several levels (accents, then
+		// case): its sort key cannot be compared byte for byte with
+		// padding.
+		for _, q := range []string{"SELECT cs, COUNT(*) FROM t WHERE id >= ? GROUP BY cs", "SELECT cs, id FROM t WHERE id >= ? ORDER BY cs DESC, id LIMIT 5",
+			"SELECT DISTINCT cs FROM t WHERE id >= ?", "SELECT MIN(cs) FROM t WHERE id >= ?"} {
+			res := m20Query(ctxT(t), sl, q)
+			if errCode(res.err) != 1235 || !strings.Contains(res.err.Error(), "several levels") {
+				t.Errorf("binary %v: %s: %v, want 1235 naming the collation's levels", binary, q, res)
+			}
 		}
 		if res := m20Query(ctxT(t), sl, "SELECT COUNT(*) FROM t WHERE id >= ?"); res.err != nil {
 			t.Errorf("binary %v: the session after the refusal: %v", binary, res.err)
