@@ -104,8 +104,9 @@ func aliasesOf(fields []*ast.SelectField) map[string]*ast.SelectField {
 // withAliases returns a copy of e, a GROUP BY or ORDER BY expression, in
 // which names that are also aliases are resolved as the server resolves
 // them there (column first, then alias), fit for the select list; e itself
-// when it names no alias. A copy is made by parsing e's text again, so the
-// statement's own clause is left as the client wrote it.
+// when it names no alias; nil when no faithful copy can be made. A copy is
+// made by parsing e's text again, so the statement's own clause is left as
+// the client wrote it, and is used only when it restores to the same text.
 func withAliases(e ast.ExprNode, aliases map[string]*ast.SelectField) (ast.ExprNode, string, error) {
 	probe := &aliasSub{aliases: aliases}
 	names := false
@@ -119,7 +120,8 @@ func withAliases(e ast.ExprNode, aliases map[string]*ast.SelectField) (ast.ExprN
 	if !names {
 		return e, "", nil
 	}
-	stmts, err := parse("SELECT " + restoreExpr(e))
+	text := restoreExpr(e)
+	stmts, err := parse("SELECT " + text)
 	if err != nil || len(stmts) != 1 {
 		return nil, "", err
 	}
@@ -128,6 +130,10 @@ func withAliases(e ast.ExprNode, aliases map[string]*ast.SelectField) (ast.ExprN
 		return nil, "", nil
 	}
 	cp := sel.Fields.Fields[0].Expr
+	if restoreExpr(cp) != text {
+		// The copy does not read as the original: no copy.
+		return nil, "", nil
+	}
 	out, _ := cp.Accept(probe)
 	return out.(ast.ExprNode), probe.aggOf, nil
 }
