@@ -854,8 +854,9 @@ func fieldText(f *ast.SelectField, sql string) string {
 const hiddenBase = 1 << 24
 
 // scatterSelect rewrites a top-level SELECT for a multi-shard execution and
-// builds its Merge: AVG becomes SUM plus a hidden COUNT, ORDER BY and GROUP
-// BY expressions missing from the select list become hidden columns, and
+// builds its Merge: AVG gets a hidden SUM and COUNT, ORDER BY and GROUP BY
+// expressions missing from the select list become hidden columns, every
+// value the merge compares gets hidden sort-key columns (scatter.go), and
 // LIMIT becomes a per-Part row count hole.
 func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	unsupported := func(what string) error {
@@ -936,8 +937,8 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	}
 	aliases := aliasesOf(fields)
 	// aggregate records column col (a field or a hidden column) as the
-	// aggregate e, rewriting AVG.
-	aggregate := func(col int, e *ast.AggregateFuncExpr, field *ast.SelectField) error {
+	// aggregate e, with the hidden columns AVG, MIN and MAX need.
+	aggregate := func(col int, e *ast.AggregateFuncExpr) error {
 		if containsMarker(e) {
 			return unsupported("a parameter inside " + restoreExpr(e))
 		}
@@ -977,7 +978,7 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	}
 	for i, f := range fields {
 		if a, ok := f.Expr.(*ast.AggregateFuncExpr); ok {
-			if err := aggregate(i, a, f); err != nil {
+			if err := aggregate(i, a); err != nil {
 				return err
 			}
 		}
@@ -1008,8 +1009,8 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 						return 0, unsupported("GROUP BY the alias of an aggregate")
 					}
 					s := restoreExpr(outerName(x.Name.Name))
-					for h, t := range hiddenText {
-						if t == s {
+					for h, txt := range hiddenText {
+						if txt == s {
 							return hiddenBase + h, nil
 						}
 					}
@@ -1043,7 +1044,7 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 				return 0, unsupported("ORDER BY an aggregate of a query without aggregates")
 			}
 			col := addHidden(a)
-			if err := aggregate(col, a, hidden[len(hidden)-1]); err != nil {
+			if err := aggregate(col, a); err != nil {
 				return 0, err
 			}
 			return col, nil
@@ -1075,12 +1076,11 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		}
 		return fields[col].Expr
 	}
-	// key adds the sort keys of a GROUP BY or ORDER BY column; COUNT, SUM
-	// and AVG are numbers and MIN and MAX have theirs.
-	// Only a column is of an ENUM or SET type the server sorts by
-	// position (an expression of one sorts as text), and only a column
-	// gets the position's column: e+0 is an error for types such as
-	// UUID, INET6 and geometry.
+	// key adds the sort keys of a GROUP BY or ORDER BY column (COUNT, SUM
+	// and AVG are numbers, MIN and MAX have theirs). Only a column can be
+	// an ENUM or SET the server sorts by position (an expression of one
+	// sorts as text), so only a column gets the position's column, whose
+	// e+0 is an error for types such as UUID, INET6 and geometry.
 	key := func(col int) {
 		switch e := exprOf(col).(type) {
 		case *ast.AggregateFuncExpr:
