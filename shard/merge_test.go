@@ -677,3 +677,86 @@ func TestPadOf(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeWeightsRandom: random words split over parts, grouped and made
+// distinct by a stand-in PAD SPACE case-insensitive collation's sort keys
+// (upper case, trailing spaces kept, a space as the pad), against a model
+// that trims and upper-cases.
+func TestMergeWeightsRandom(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x20))
+	words := []string{"a", "A", "a ", "A  ", "b", "B ", "ab", "AB ", "", " ", "a\t", "A\t ", "-x", "_x"}
+	canon := func(w string) string { return strings.TrimRight(strings.ToUpper(w), " ") }
+	cols := []Column{colText, colCount, colBinary, colBinary}
+	wt := []Weight{{Column: 0, Weight: 2, Pad: 3}}
+	for iter := range 200 {
+		k := 1 + rng.IntN(5)
+		parts := make([][]string, k)
+		for range rng.IntN(50) {
+			w := words[rng.IntN(len(words))]
+			i := rng.IntN(k)
+			parts[i] = append(parts[i], w)
+		}
+		lines := func(sorted bool) [][][]*string {
+			var out [][][]*string
+			for _, p := range parts {
+				p := slices.Clone(p)
+				if sorted {
+					slices.SortStableFunc(p, func(a, b string) int {
+						return padCompare([]byte(strings.ToUpper(a)), []byte(strings.ToUpper(b)), []byte(" "))
+					})
+				}
+				var ls []string
+				for _, w := range p {
+					ls = append(ls, w+"|1")
+				}
+				out = append(out, rowsOf(ci(ls...)...))
+			}
+			return out
+		}
+		// The model: classes in first-met order with their counts, and the
+		// classes sorted.
+		var firstMet []string
+		counts := map[string]int{}
+		first := map[string]string{}
+		for _, p := range parts {
+			for _, w := range p {
+				c := canon(w)
+				if _, ok := counts[c]; !ok {
+					firstMet = append(firstMet, c)
+					first[c] = w
+				}
+				counts[c]++
+			}
+		}
+		sorted := slices.Clone(firstMet)
+		slices.SortFunc(sorted, func(a, b string) int { return padCompare([]byte(a), []byte(b), []byte(" ")) })
+
+		rs, _ := sources(lines(false)...)
+		got, err := collect(t, &Merge{Visible: 2, GroupBy: []int{0}, Aggregates: []Aggregate{{Column: 1, Func: AggCount}}, Limit: noLimit, Weights: wt}, cols, rs, unbounded)
+		if err != nil {
+			t.Fatalf("iteration %d (seed %d): %v", iter, seed, err)
+		}
+		var want []string
+		for _, c := range sorted {
+			want = append(want, first[c]+"|"+strconv.Itoa(counts[c]))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (seed %d) GROUP BY:\ngot  %q\nwant %q", iter, seed, got, want)
+		}
+
+		rs, _ = sources(lines(true)...)
+		got, err = collect(t, &Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{Column: 0}}, Limit: noLimit, Weights: wt}, cols, rs, unbounded)
+		if err != nil {
+			t.Fatalf("iteration %d (seed %d): %v", iter, seed, err)
+		}
+		var gotCanon []string
+		for _, g := range got {
+			gotCanon = append(gotCanon, canon(g))
+		}
+		if !slices.Equal(gotCanon, sorted) {
+			t.Fatalf("iteration %d (seed %d) DISTINCT ORDER BY:\ngot  %q\nwant %q", iter, seed, got, sorted)
+		}
+	}
+}
