@@ -795,6 +795,13 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		}
 	}
 	if failed != nil {
+		if m := route.Merge; m != nil && m.HasPositions() && failed.Code == erIllegalParamTypes && strings.Contains(failed.Message, " and int for operation '+'") {
+			// The hidden position column (expr+0) of a sort key whose
+			// type has no number (UUID, INET6, geometry): sluice cannot
+			// tell its order.
+			failed = protocol.NewError(protocol.ErNotSupportedYet,
+				"sluice: ORDER BY or GROUP BY over several shards of a column whose type sluice cannot order (%s)", failed.Message)
+		}
 		return fail(failed)
 	}
 	merge := route.Merge
@@ -810,23 +817,16 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		return fail(protocol.NewError(protocol.ErUnknownError,
 			"sluice: the merge expects %d visible columns of %d", m.Visible, len(defs)))
 	}
-	// The merged result's header: the visible columns, AVG shown with the
-	// decimals the server would give it.
+	// The merged result's header: the visible columns as the first Part
+	// describes them. Every aggregate, AVG included, is computed by the
+	// Parts under the session's settings, so its definition (type, length,
+	// scale) is the server's own.
 	s.scratch = protocol.AppendLenEncInt(s.scratch[:0], uint64(visible))
 	if err := s.client.WritePacket(s.scratch); err != nil {
 		return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
 	}
 	for j := range visible {
-		def := defs[j]
-		for _, a := range m.Aggregates {
-			if a.Column == j && a.Func == shard.AggAvg {
-				c := shard.AvgColumn(cols[j])
-				if err := protocol.PatchColumnDecimals(def, c.Type, c.Decimals); err == nil {
-					colDefs[j].Type, colDefs[j].Decimals = c.Type, c.Decimals
-				}
-			}
-		}
-		if err := s.client.WritePacket(def); err != nil {
+		if err := s.client.WritePacket(defs[j]); err != nil {
 			return fmt.Errorf("%w: %w", protocol.ErrClientIO, err)
 		}
 	}
@@ -875,6 +875,10 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	s.scratch = protocol.AppendEOF(s.scratch[:0], 0, s.status())
 	return s.client.WritePacketFlush(s.scratch)
 }
+
+// erIllegalParamTypes is MariaDB's error for an operator applied to types
+// that have no such operation (ER_ILLEGAL_PARAMETER_DATA_TYPES2_FOR_OPERATION).
+const erIllegalParamTypes uint16 = 4078
 
 // passThrough is the Merge of a single Part's result relayed row by row.
 var passThrough = &shard.Merge{Visible: -1, Limit: -1}

@@ -46,9 +46,18 @@ func (m *Merge) Run(cols []Column, parts []RowSource, maxRows int, emit func(Row
 		return err
 	}
 	r := &runner{m: m, cols: cols, parts: parts, maxRows: maxRows}
-	r.kinds = make([]cmpKind, len(cols))
+	r.col = make([]colRule, len(cols))
+	for i := range r.col {
+		r.col[i].wt = -1
+	}
+	for i, w := range m.Weights {
+		r.col[w.Column].wt = int32(i)
+	}
 	for i, c := range cols {
-		r.kinds[i] = columnKind(c)
+		r.col[i].kind = columnKind(c, r.col[i].wt >= 0 && m.Weights[r.col[i].wt].Position > 0)
+	}
+	if err := r.checkWeights(); err != nil {
+		return err
 	}
 	r.out = sink{emit: emit, visible: m.Visible, offset: max(m.Offset, 0), limit: m.Limit, r: r}
 	if m.Distinct {
@@ -89,19 +98,119 @@ func (m *Merge) check(cols []Column) error {
 		if a.Column < 0 || a.Column >= n || a.Func > AggAvg {
 			return fmt.Errorf("%w: aggregate %d on column %d of %d", ErrMergeSpec, a.Func, a.Column, n)
 		}
-		if a.Func == AggAvg && (a.CountColumn < 0 || a.CountColumn >= n) {
-			return fmt.Errorf("%w: AVG count column %d of %d", ErrMergeSpec, a.CountColumn, n)
+		if a.Func == AggAvg && (a.CountColumn < 0 || a.CountColumn >= n || a.SumColumn < 0 || a.SumColumn >= n) {
+			return fmt.Errorf("%w: AVG sum and count columns %d, %d of %d", ErrMergeSpec, a.SumColumn, a.CountColumn, n)
+		}
+	}
+	for _, w := range m.Weights {
+		if w.Column < 0 || w.Column >= n || w.Weight < 0 || w.Weight >= n || w.Pad < 0 || w.Pad >= n || w.Position < 0 || w.Position >= n {
+			return fmt.Errorf("%w: sort key columns %+v of %d", ErrMergeSpec, w, n)
 		}
 	}
 	return nil
+}
+
+// checkWeights refuses a merge that would have to compare a text column
+// it has no sort key for: comparing the text itself would be a guess at
+// its collation.
+func (r *runner) checkWeights() error {
+	m := r.m
+	need := func(c int, what string) error {
+		if r.col[c].kind == kindWeight && r.col[c].wt < 0 {
+			return fmt.Errorf("%w: %s compares text column %d without the server's sort key", ErrUnsupported, what, c+1)
+		}
+		return nil
+	}
+	for _, k := range m.OrderBy {
+		if err := need(k.Column, "ORDER BY"); err != nil {
+			return err
+		}
+	}
+	for _, c := range m.GroupBy {
+		if err := need(c, "GROUP BY"); err != nil {
+			return err
+		}
+	}
+	for _, a := range m.Aggregates {
+		if a.Func == AggMin || a.Func == AggMax {
+			if err := need(a.Column, "MIN or MAX"); err != nil {
+				return err
+			}
+		}
+	}
+	if m.Distinct {
+		for c := range m.Visible {
+			if err := need(c, "DISTINCT"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// parseCol parses column c of row for comparison: text by its sort key
+// and pad, ENUM and SET by their position, others by their value.
+func (r *runner) parseCol(row Row, c int, kv *keyVal) error {
+	k := r.col[c].kind
+	if row[c] == nil || (k != kindWeight && k != kindPosition) {
+		return parseKey(k, row[c], kv)
+	}
+	w := &r.m.Weights[r.col[c].wt]
+	if k == kindPosition {
+		if err := parseKey(kindUint, row[w.Position], kv); err == nil && !kv.null {
+			return nil
+		}
+		// The bits of a SET with a 64th member come back as a negative
+		// BIGINT: the same bits.
+		if err := parseKey(kindInt, row[w.Position], kv); err != nil || kv.null {
+			return fmt.Errorf("%w: the position of an ENUM or SET value %q is %q", ErrMergeInput, row[c], row[w.Position])
+		}
+		*kv = keyVal{u: uint64(kv.i)}
+		return nil
+	}
+	if row[w.Weight] == nil {
+		// WEIGHT_STRING gives NULL for a sort key longer than
+		// max_allowed_packet.
+		return fmt.Errorf("%w: the server gave no sort key for a value of column %d (%d bytes)", ErrUnsupported, c+1, len(row[c]))
+	}
+	pad, err := padOf(row[w.Pad])
+	if err != nil {
+		return fmt.Errorf("column %d: %w", c+1, err)
+	}
+	*kv = keyVal{b: row[w.Weight], frac: pad}
+	return nil
+}
+
+// maxUnitWeight is the longest sort key of one space in a collation that
+// compares at one level: 1 byte (8-bit character sets), 2 (the _ci and
+// _unicode collations), 3 (utf8mb4_bin). A longer one holds several
+// levels (MariaDB's uca1400 _as_cs collations: accents and case after the
+// base letters), whose PAD SPACE comparison pads each level: a byte-wise
+// comparison of the whole key would be wrong, so such text is refused.
+const maxUnitWeight = 3
+
+// padOf reads a Pad column: 'P' and the sort key of a space for a PAD
+// SPACE collation, 'N' and that key for a NO PAD one. It returns the key
+// the shorter value is padded with, empty for NO PAD.
+func padOf(p []byte) ([]byte, error) {
+	switch {
+	case len(p) == 0 || (p[0] != 'P' && p[0] != 'N'):
+		return nil, fmt.Errorf("%w: pad column %q", ErrMergeInput, p)
+	case len(p)-1 > maxUnitWeight:
+		return nil, fmt.Errorf("%w: text in a collation that compares at several levels (a space weighs %d bytes)", ErrUnsupported, len(p)-1)
+	case p[0] == 'N':
+		return p[1:1], nil
+	}
+	return p[1:], nil
 }
 
 // runner is the state of one Run.
 type runner struct {
 	m       *Merge
 	cols    []Column
-	kinds   []cmpKind
+	col     []colRule // per column
 	parts   []RowSource
+	kv      keyVal
 	maxRows int
 	out     sink
 	keyBuf  []byte
@@ -127,13 +236,19 @@ func (r *runner) tooMany(what string) error {
 
 // appendRowKey appends the comparison key of the columns idx of row.
 func (r *runner) appendRowKey(dst []byte, row Row, idx []int) ([]byte, error) {
-	var err error
 	for _, c := range idx {
-		if dst, err = appendKey(dst, r.kinds[c], row[c]); err != nil {
+		if err := r.parseCol(row, c, &r.kv); err != nil {
 			return dst, fmt.Errorf("column %d: %w", c, err)
 		}
+		dst = appendKey(dst, r.col[c].kind, &r.kv)
 	}
 	return dst, nil
+}
+
+// colRule is how the merge compares one column.
+type colRule struct {
+	kind cmpKind
+	wt   int32 // index into Merge.Weights, -1 for none
 }
 
 // sink applies Distinct, Offset and Limit to the merged rows and emits
@@ -188,9 +303,10 @@ func (s *sink) seen(row Row) (bool, error) {
 	if s.resetDistinct {
 		s.sortKey = s.sortKey[:0]
 		for _, k := range r.m.OrderBy {
-			if s.sortKey, err = appendKey(s.sortKey, r.kinds[k.Column], row[k.Column]); err != nil {
+			if err := r.parseCol(row, k.Column, &r.kv); err != nil {
 				return false, fmt.Errorf("column %d: %w", k.Column, err)
 			}
+			s.sortKey = appendKey(s.sortKey, r.col[k.Column].kind, &r.kv)
 		}
 		if string(s.sortKey) != string(s.prevSortKey) {
 			clear(s.distinct)
@@ -295,7 +411,7 @@ func (h *kheap) pull(i int) (bool, error) {
 	ob := h.r.m.OrderBy
 	keys := h.keys[i*len(ob) : (i+1)*len(ob)]
 	for j, k := range ob {
-		if err := parseKey(h.r.kinds[k.Column], row[k.Column], &keys[j]); err != nil {
+		if err := h.r.parseCol(row, k.Column, &keys[j]); err != nil {
 			return false, fmt.Errorf("part %d column %d: %w", i, k.Column, err)
 		}
 	}
@@ -308,7 +424,7 @@ func (h *kheap) less(a, b int) bool {
 	ob := h.r.m.OrderBy
 	n := len(ob)
 	for j, k := range ob {
-		c := compareKeys(h.r.kinds[k.Column], &h.keys[a*n+j], &h.keys[b*n+j])
+		c := compareKeys(h.r.col[k.Column].kind, &h.keys[a*n+j], &h.keys[b*n+j])
 		if c != 0 {
 			if k.Desc {
 				return c > 0

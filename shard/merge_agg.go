@@ -10,20 +10,6 @@ import (
 	"strconv"
 )
 
-// AvgColumn returns the column an AVG is written as by the merge, given
-// the column of its partial SUM: the SUM's type with 4 more decimals (at
-// most 30), as the server shows AVG. A SUM of FLOAT or DOUBLE without a
-// fixed scale stays without one. The proxy patches the AVG's column
-// definition to match.
-func AvgColumn(sum Column) Column {
-	c := sum
-	if columnKind(sum) == kindFloat && sum.Decimals >= notFixedDecimals {
-		return c
-	}
-	c.Decimals = min(sum.Decimals+4, maxDecimalScale)
-	return c
-}
-
 // aggState is one aggregate's running value in one group.
 type aggState struct {
 	seen bool  // a non-NULL partial arrived
@@ -31,6 +17,21 @@ type aggState struct {
 	f    float64
 	dec  decAcc
 	best []byte // MIN, MAX
+	// bestW and bestPad are best's sort key and Pad column when it is
+	// text.
+	bestW, bestPad []byte
+}
+
+// keep copies v into dst's array; the result is nil only when v is, so an
+// empty string stays an empty string and not NULL.
+func keep(dst, v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	if dst == nil {
+		dst = make([]byte, 0, len(v))
+	}
+	return append(dst[:0], v...)
 }
 
 // aggSlab hands out aggregate states from shared chunks.
@@ -101,6 +102,10 @@ func (r *runner) group() error {
 				return err
 			}
 			g.row[a.Column] = v
+			if st := &g.aggs[j]; (a.Func == AggMin || a.Func == AggMax) && r.col[a.Column].kind == kindWeight && st.seen {
+				w := &m.Weights[r.col[a.Column].wt]
+				g.row[w.Weight], g.row[w.Pad] = st.bestW, st.bestPad
+			}
 		}
 	}
 	order := r.groupOrder()
@@ -121,14 +126,15 @@ func (r *runner) group() error {
 }
 
 // groupOrder is the order of the grouped rows: ORDER BY, else the GROUP
-// BY columns ascending as MariaDB sorts a GROUP BY without ORDER BY.
+// BY columns as MariaDB sorts a GROUP BY without ORDER BY: ascending, or
+// descending for an item written GROUP BY x DESC.
 func (r *runner) groupOrder() []SortKey {
 	if len(r.m.OrderBy) > 0 {
 		return r.m.OrderBy
 	}
 	keys := make([]SortKey, len(r.m.GroupBy))
 	for i, c := range r.m.GroupBy {
-		keys[i] = SortKey{Column: c}
+		keys[i] = SortKey{Column: c, Desc: i < len(r.m.GroupDesc) && r.m.GroupDesc[i]}
 	}
 	return keys
 }
@@ -141,14 +147,14 @@ func (r *runner) sortGroups(groups []group, order []SortKey) error {
 	for gi := range groups {
 		perm[gi] = int32(gi)
 		for j, k := range order {
-			if err := parseKey(r.kinds[k.Column], groups[gi].row[k.Column], &keys[gi*n+j]); err != nil {
+			if err := r.parseCol(groups[gi].row, k.Column, &keys[gi*n+j]); err != nil {
 				return fmt.Errorf("column %d: %w", k.Column, err)
 			}
 		}
 	}
 	slices.SortStableFunc(perm, func(a, b int32) int {
 		for j, k := range order {
-			c := compareKeys(r.kinds[k.Column], &keys[int(a)*n+j], &keys[int(b)*n+j])
+			c := compareKeys(r.col[k.Column].kind, &keys[int(a)*n+j], &keys[int(b)*n+j])
 			if c != 0 {
 				if k.Desc {
 					return -c
@@ -183,7 +189,10 @@ func (r *runner) fold(st *aggState, a Aggregate, row Row, tmp *keyVal) error {
 		}
 		st.seen = true
 	case AggSum, AggAvg:
+		sumCol := a.Column
 		if a.Func == AggAvg {
+			sumCol = a.SumColumn
+			v = row[sumCol]
 			c := row[a.CountColumn]
 			if c != nil {
 				n, ok := parseInt(c)
@@ -199,36 +208,44 @@ func (r *runner) fold(st *aggState, a Aggregate, row Row, tmp *keyVal) error {
 			return nil
 		}
 		st.seen = true
-		if r.kinds[a.Column] == kindFloat {
+		if r.col[sumCol].kind == kindFloat {
 			f, err := strconv.ParseFloat(string(v), 64)
 			if err != nil {
-				return fmt.Errorf("%w: SUM column %d value %q is not a number", ErrMergeInput, a.Column, v)
+				return fmt.Errorf("%w: SUM column %d value %q is not a number", ErrMergeInput, sumCol, v)
 			}
 			st.f += f
 			return nil
 		}
 		if err := st.dec.add(v); err != nil {
-			return fmt.Errorf("SUM column %d: %w", a.Column, err)
+			return fmt.Errorf("SUM column %d: %w", sumCol, err)
 		}
 	case AggMin, AggMax:
 		if v == nil {
 			return nil
 		}
-		k := r.kinds[a.Column]
-		if st.seen {
-			var cur keyVal
-			if err := parseKey(k, v, tmp); err != nil {
-				return fmt.Errorf("column %d: %w", a.Column, err)
-			}
-			_ = parseKey(k, st.best, &cur) // parsed when it was stored
-			c := compareKeys(k, tmp, &cur)
-			if (a.Func == AggMin && c >= 0) || (a.Func == AggMax && c <= 0) {
-				return nil
-			}
-		} else if err := parseKey(k, v, tmp); err != nil {
+		k := r.col[a.Column].kind
+		if err := r.parseCol(row, a.Column, tmp); err != nil {
 			return fmt.Errorf("column %d: %w", a.Column, err)
 		}
-		st.best = append(st.best[:0], v...)
+		if st.seen {
+			var cur keyVal
+			if k == kindWeight {
+				pad, _ := padOf(st.bestPad) // read when it was stored
+				cur = keyVal{b: st.bestW, frac: pad}
+			} else {
+				_ = parseKey(k, st.best, &cur) // parsed when it was stored
+			}
+			c := compareKeys(k, tmp, &cur)
+			if (a.Func == AggMin && c >= 0) || (a.Func == AggMax && c <= 0) {
+				// The first value met stays among equals, as the
+				// server keeps it.
+				return nil
+			}
+		}
+		st.best = keep(st.best, v)
+		if k == kindWeight {
+			st.bestW, st.bestPad = keep(st.bestW, tmp.b), keep(st.bestPad, row[r.m.Weights[r.col[a.Column].wt].Pad])
+		}
 		st.seen = true
 	}
 	return nil
@@ -250,24 +267,36 @@ func (r *runner) final(st *aggState, a Aggregate, arena *byteArena) ([]byte, err
 		if !st.seen {
 			return nil, nil
 		}
-		if r.kinds[a.Column] == kindFloat {
+		if r.col[a.Column].kind == kindFloat {
 			b = appendFloat(arena.tail(), st.f, int(col.Decimals))
 		} else {
 			scale := st.dec.scale
-			if r.kinds[a.Column] == kindDecimal {
+			if r.col[a.Column].kind == kindDecimal {
 				scale = int32(col.Decimals)
 			}
 			b = st.dec.appendText(arena.tail(), scale)
 		}
 	case AggAvg:
+		// The Parts' own AVG column is the server's: its type and scale
+		// (div_precision_increment included) are the ones to write.
 		if !st.seen || st.cnt == 0 {
 			return nil, nil
 		}
-		out := AvgColumn(col)
-		if r.kinds[a.Column] == kindFloat {
-			b = appendFloat(arena.tail(), st.f/float64(st.cnt), int(out.Decimals))
-		} else {
-			b = st.dec.appendQuo(arena.tail(), st.cnt, int32(out.Decimals))
+		sumFloat := r.col[a.SumColumn].kind == kindFloat
+		switch {
+		case r.col[a.Column].kind == kindFloat:
+			f := st.f
+			if !sumFloat {
+				var err error
+				if f, err = strconv.ParseFloat(string(st.dec.appendText(nil, st.dec.scale)), 64); err != nil {
+					return nil, fmt.Errorf("%w: AVG column %d: %w", ErrMergeInput, a.Column, err)
+				}
+			}
+			b = appendFloat(arena.tail(), f/float64(st.cnt), int(col.Decimals))
+		case r.col[a.Column].kind == kindDecimal && !sumFloat:
+			b = st.dec.appendQuo(arena.tail(), st.cnt, int32(col.Decimals), avgTruncates(col.Decimals))
+		default:
+			return nil, fmt.Errorf("%w: AVG column %d of type %#x over a SUM of type %#x", ErrMergeInput, a.Column, col.Type, r.cols[a.SumColumn].Type)
 		}
 	}
 	return arena.commit(b), nil
@@ -420,12 +449,12 @@ func (d *decAcc) appendText(dst []byte, scale int32) []byte {
 }
 
 // appendQuo appends sum / n with scale digits after the point, rounded
-// half away from zero as the server rounds AVG.
-func (d *decAcc) appendQuo(dst []byte, n int64, scale int32) []byte {
+// half away from zero, or truncated toward zero when trunc is set.
+func (d *decAcc) appendQuo(dst []byte, n int64, scale int32, trunc bool) []byte {
 	if d.b == nil && scale >= d.scale && scale-d.scale < int32(len(pow10)) {
 		if num, ok := mulInt64(d.n, pow10[scale-d.scale]); ok {
 			q, rem := num/n, absInt64(num%n)
-			if rem >= n-rem { // half or more: away from zero
+			if !trunc && rem >= n-rem { // half or more: away from zero
 				if num < 0 {
 					q--
 				} else {
@@ -443,8 +472,21 @@ func (d *decAcc) appendQuo(dst []byte, n int64, scale int32) []byte {
 	} else {
 		den.Mul(den, bigPow10(d.scale-scale))
 	}
+	if trunc {
+		neg := num.Sign() < 0
+		return appendScaled(dst, neg, new(big.Int).Abs(new(big.Int).Quo(num, den)).Append(nil, 10), scale)
+	}
 	return appendBig(dst, quoRound(num, den), scale)
 }
+
+// avgTruncates reports whether MariaDB truncates, rather than rounds, an
+// AVG of DECIMAL scale decimals: it divides to whole groups of nine
+// fraction digits (the sum's scale plus div_precision_increment, rounded
+// up to a multiple of nine) and rounds that to the column's scale, so when
+// the scale is itself a multiple of nine below the cap of 38 nothing is
+// left to round by and the quotient is cut (AVG of 3 and 4 is 3 under
+// div_precision_increment = 0).
+func avgTruncates(decimals byte) bool { return decimals%9 == 0 && decimals < 38 }
 
 // quoRound returns num / den (den > 0) rounded half away from zero.
 func quoRound(num, den *big.Int) *big.Int {

@@ -78,15 +78,33 @@ func BenchmarkMergeConcat(b *testing.B) {
 	}
 }
 
-// BenchmarkMergeGroupBy: GROUP BY a text column (100 groups) with COUNT,
-// SUM and AVG over 4 parts of 1,000 rows.
+// generalCI is a stand-in for WEIGHT_STRING under utf8mb4_general_ci of
+// ASCII text: two bytes per character, letters upper-cased.
+func generalCI(v string) []byte {
+	w := make([]byte, 0, 2*len(v))
+	for _, c := range []byte(v) {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		w = append(w, 0, c)
+	}
+	return w
+}
+
+// BenchmarkMergeGroupBy: GROUP BY a text column (100 groups) by its sort
+// key, with COUNT and AVG (from a hidden SUM and COUNT) over 4 parts of
+// 1,000 rows.
 func BenchmarkMergeGroupBy(b *testing.B) {
+	pad := append([]byte("P"), generalCI(" ")...)
 	rs, bs := benchParts(4, 1000, func(p, i int) Row {
-		return Row{[]byte(fmt.Sprintf("user-%d", (i*7+p)%100)), []byte("3"), []byte(fmt.Sprintf("%d.%02d", i, p)), []byte("3")}
+		name := fmt.Sprintf("user-%d", (i*7+p)%100)
+		sum := fmt.Sprintf("%d.%02d", i, p)
+		return Row{[]byte(name), []byte("3"), []byte(sum), []byte(sum), []byte("3"), generalCI(name), pad}
 	})
 	m := &Merge{Visible: 3, GroupBy: []int{0}, Limit: -1,
-		Aggregates: []Aggregate{{Column: 1, Func: AggCount}, {Column: 2, Func: AggAvg, CountColumn: 3}}}
-	cols := []Column{colText, colCount, colDec2, colCount}
+		Aggregates: []Aggregate{{Column: 1, Func: AggCount}, {Column: 2, Func: AggAvg, SumColumn: 3, CountColumn: 4}},
+		Weights:    []Weight{{Column: 0, Weight: 5, Pad: 6}}}
+	cols := []Column{colText, colCount, colAvg6, colDec2, colCount, colBinary, colBinary}
 	n := 0
 	emit := func(Row) error { n++; return nil }
 	b.ReportAllocs()
@@ -100,6 +118,33 @@ func BenchmarkMergeGroupBy(b *testing.B) {
 		}
 		if n != 100 {
 			b.Fatalf("%d groups", n)
+		}
+	}
+}
+
+// BenchmarkMergeOrderByText: ORDER BY a text column LIMIT 100 over 4 parts
+// of 1,000 sorted rows each, compared by sort key and pad.
+func BenchmarkMergeOrderByText(b *testing.B) {
+	pad := append([]byte("P"), generalCI(" ")...)
+	rs, bs := benchParts(4, 1000, func(p, i int) Row {
+		name := fmt.Sprintf("name-%06d", i*4+p)
+		return Row{[]byte(name), []byte(fmt.Sprint(i)), generalCI(name), pad}
+	})
+	m := &Merge{Visible: 2, OrderBy: []SortKey{{Column: 0}}, Limit: 100, Weights: []Weight{{Column: 0, Weight: 2, Pad: 3}}}
+	cols := []Column{colText, colInt, colBinary, colBinary}
+	n := 0
+	emit := func(Row) error { n++; return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, s := range bs {
+			s.pos = 0
+		}
+		n = 0
+		if err := m.Run(cols, rs, 100000, emit); err != nil {
+			b.Fatal(err)
+		}
+		if n != 100 {
+			b.Fatalf("%d rows", n)
 		}
 	}
 }

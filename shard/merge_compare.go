@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"unicode"
-	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/sluice-proxy/sluice/protocol"
 )
@@ -37,36 +33,45 @@ const (
 	typeTime2      byte = 0x13
 	typeNewDecimal byte = 0xf6
 
-	flagBinary   uint16 = 0x0080
+	typeJSON       byte = 0xf5
+	typeEnum       byte = 0xf7
+	typeSet        byte = 0xf8
+	typeTinyBlob   byte = 0xf9
+	typeMediumBlob byte = 0xfa
+	typeLongBlob   byte = 0xfb
+	typeBlob       byte = 0xfc
+	typeVarString  byte = 0xfd
+	typeString     byte = 0xfe
+	typeVarchar    byte = 0x0f
+
 	flagUnsigned uint16 = 0x0020
+	flagEnum     uint16 = 0x0100
+	flagSet      uint16 = 0x0800
 
 	binaryCollation = 63
 	// notFixedDecimals and above mean a FLOAT or DOUBLE has no fixed
 	// scale (MySQL sends 31, MariaDB 39).
 	notFixedDecimals = 31
-	// maxDecimalScale caps the scale of the AVG the merge computes, as
-	// MySQL caps DECIMAL scales at 30.
-	maxDecimalScale = 30
 )
 
 // cmpKind is how the values of one column compare.
 type cmpKind uint8
 
 const (
-	kindText      cmpKind = iota // case-insensitive, trailing spaces ignored
-	kindBytes                    // binary collation: byte-wise
-	kindBin                      // a _bin collation: byte-wise, trailing spaces ignored
-	kindTextNoPad                // a _nopad_ci collation: case-insensitive, trailing spaces count
-	kindInt                      // signed integer
-	kindUint                     // unsigned integer
-	kindDecimal                  // exact decimal
-	kindFloat                    // float64
-	kindTemporal                 // DATE, DATETIME, TIMESTAMP: fixed-width text
-	kindTime                     // TIME: signed, hours of varying width
+	kindBytes    cmpKind = iota // binary strings, BIT: byte-wise
+	kindWeight                  // text: by the server's sort key in a hidden column
+	kindPosition                // ENUM, SET in ORDER BY and GROUP BY: by index or bits
+	kindInt                     // signed integer
+	kindUint                    // unsigned integer
+	kindDecimal                 // exact decimal
+	kindFloat                   // float64
+	kindTemporal                // DATE, DATETIME, TIMESTAMP: fixed-width text
+	kindTime                    // TIME: signed, hours of varying width
 )
 
-// columnKind maps a result column to its comparison rules.
-func columnKind(c Column) cmpKind {
+// columnKind maps a result column to its comparison rules; position
+// tells that the merge has the column's ENUM index or SET bits.
+func columnKind(c Column, position bool) cmpKind {
 	switch c.Type {
 	case typeTiny, typeShort, typeInt24, typeLong, typeLongLong:
 		if c.Flags&flagUnsigned != 0 {
@@ -83,49 +88,17 @@ func columnKind(c Column) cmpKind {
 		return kindTemporal
 	case typeTime, typeTime2:
 		return kindTime
-	case typeBit:
-		return kindBytes
+	case typeVarchar, typeVarString, typeString, typeEnum, typeSet, typeJSON,
+		typeTinyBlob, typeMediumBlob, typeLongBlob, typeBlob:
+		if c.Charset == binaryCollation {
+			return kindBytes
+		}
+		if position && (c.Flags&(flagEnum|flagSet) != 0 || c.Type == typeEnum || c.Type == typeSet) {
+			return kindPosition
+		}
+		return kindWeight
 	}
-	if k := collationKind(c.Charset); k != kindText || c.Flags&flagBinary == 0 {
-		return k
-	}
-	// The server reports a text column in the connection's collation and
-	// marks one of a _bin collation with the BINARY flag.
-	return kindBin
-}
-
-// padBinCollations are the MariaDB and MySQL collation ids named *_bin
-// that pad with spaces: they order by code point (the bytes of the UTF-8
-// text a result carries), case-sensitively. MariaDB numbers the NO PAD
-// variant of collation id as id + 1024.
-var padBinCollations = [128]bool{
-	43: true, 46: true, 47: true, 50: true, 53: true, 55: true, 58: true, 61: true, 62: true,
-	64: true, 65: true, 66: true, 67: true, 68: true, 69: true, 70: true, 71: true, 72: true,
-	73: true, 74: true, 75: true, 77: true, 78: true, 79: true, 80: true, 81: true, 82: true,
-	83: true, 84: true, 85: true, 86: true, 87: true, 88: true, 89: true, 90: true, 91: true,
-	93: true, 96: true, 98: true,
-}
-
-// mysql0900Bin is MySQL 8's utf8mb4_0900_bin, a NO PAD binary order.
-const mysql0900Bin = 309
-
-// collationKind maps a text column's collation id to its comparison rules:
-// a case-sensitive _bin collation must not fold case (GROUP BY and
-// DISTINCT would merge 'a' and 'A', ORDER BY would interleave them), and a
-// NO PAD collation must not ignore trailing spaces. Other collations fold
-// case as the common _ci ones do.
-func collationKind(id uint16) cmpKind {
-	switch {
-	case id == binaryCollation || id == mysql0900Bin:
-		return kindBytes
-	case id < 128 && padBinCollations[id]:
-		return kindBin
-	case id >= 1024 && id < 1024+128 && padBinCollations[id-1024]:
-		return kindBytes
-	case id >= 1024 && id < 2048:
-		return kindTextNoPad
-	}
-	return kindText
+	return kindBytes
 }
 
 // keyVal is one value parsed for comparison. Its slices alias the row it
@@ -136,8 +109,8 @@ type keyVal struct {
 	i    int64  // kindInt; kindTime: length of the hours
 	u    uint64 // kindUint
 	f    float64
-	b    []byte // text; kindDecimal: integer digits without leading zeros; kindTime: magnitude
-	frac []byte // kindDecimal: fraction digits without trailing zeros
+	b    []byte // bytes; kindWeight: sort key; kindDecimal: integer digits without leading zeros; kindTime: magnitude
+	frac []byte // kindDecimal: fraction digits without trailing zeros; kindWeight: the pad sort key
 }
 
 // parseKey parses v (nil is NULL) by the rules of kind k.
@@ -154,7 +127,7 @@ func parseKey(k cmpKind, v []byte, kv *keyVal) error {
 			return fmt.Errorf("%w: %q is not an integer", ErrMergeInput, v)
 		}
 		kv.i = x
-	case kindUint:
+	case kindUint, kindPosition:
 		x, ok := parseUint(v)
 		if !ok {
 			return fmt.Errorf("%w: %q is not an unsigned integer", ErrMergeInput, v)
@@ -212,7 +185,7 @@ func compareKeys(k cmpKind, a, b *keyVal) int {
 	switch k {
 	case kindInt:
 		return cmpOrdered(a.i, b.i)
-	case kindUint:
+	case kindUint, kindPosition:
 		return cmpOrdered(a.u, b.u)
 	case kindFloat:
 		return cmpOrdered(a.f, b.f)
@@ -249,14 +222,55 @@ func compareKeys(k cmpKind, a, b *keyVal) int {
 			return -c
 		}
 		return c
-	case kindText:
-		return foldCompare(a.b, b.b)
-	case kindTextNoPad:
-		return foldCompareNoPad(a.b, b.b)
-	case kindBin:
-		return bytes.Compare(trimPad(a.b), trimPad(b.b))
+	case kindWeight:
+		return padCompare(a.b, b.b, a.frac)
 	}
 	return bytes.Compare(a.b, b.b)
+}
+
+// padCompare orders two sort keys of one collation as the server's
+// filesort does: byte-wise, the shorter extended with pad, the sort key of
+// a space, when the collation is PAD SPACE (pad is empty for NO PAD).
+func padCompare(a, b, pad []byte) int {
+	n := min(len(a), len(b))
+	if c := bytes.Compare(a[:n], b[:n]); c != 0 {
+		return c
+	}
+	if len(a) == len(b) {
+		return 0
+	}
+	if len(pad) == 0 {
+		return cmpOrdered(len(a), len(b))
+	}
+	sign, rest := 1, a[n:]
+	if len(b) > len(a) {
+		sign, rest = -1, b[n:]
+	}
+	for len(rest) > 0 {
+		k := min(len(rest), len(pad))
+		if c := bytes.Compare(rest[:k], pad[:k]); c != 0 {
+			return sign * c
+		}
+		if k < len(pad) {
+			// A sort key that ends inside a pad unit is longer than
+			// nothing: the padding goes on.
+			return sign * cmpOrdered(0, 1)
+		}
+		rest = rest[k:]
+	}
+	return 0
+}
+
+// trimPadWeight drops the whole pad units at the end of sort key w: what
+// is left is equal for two keys exactly when padCompare says they are.
+func trimPadWeight(w, pad []byte) []byte {
+	if len(pad) == 0 {
+		return w
+	}
+	for len(w) >= len(pad) && bytes.Equal(w[len(w)-len(pad):], pad) {
+		w = w[:len(w)-len(pad)]
+	}
+	return w
 }
 
 func cmpOrdered[T int | int64 | uint64 | float64](a, b T) int {
@@ -272,40 +286,30 @@ func cmpOrdered[T int | int64 | uint64 | float64](a, b T) int {
 // appendKey appends to dst an encoding of v that is equal for two values
 // exactly when compareKeys says they are equal, and that can be
 // concatenated with others without ambiguity.
-func appendKey(dst []byte, k cmpKind, v []byte) ([]byte, error) {
-	var kv keyVal
-	if err := parseKey(k, v, &kv); err != nil {
-		return dst, err
-	}
+func appendKey(dst []byte, k cmpKind, kv *keyVal) []byte {
 	if kv.null {
-		return append(dst, 0), nil
+		return append(dst, 0)
 	}
 	dst = append(dst, 1)
 	switch k {
 	case kindInt:
-		return binary.BigEndian.AppendUint64(dst, uint64(kv.i)), nil
-	case kindUint:
-		return binary.BigEndian.AppendUint64(dst, kv.u), nil
+		return binary.BigEndian.AppendUint64(dst, uint64(kv.i))
+	case kindUint, kindPosition:
+		return binary.BigEndian.AppendUint64(dst, kv.u)
 	case kindFloat:
-		return binary.BigEndian.AppendUint64(dst, math.Float64bits(kv.f)), nil
+		return binary.BigEndian.AppendUint64(dst, math.Float64bits(kv.f))
 	case kindDecimal:
 		dst = append(dst, signByte(kv.neg))
 		dst = binary.AppendUvarint(dst, uint64(len(kv.b)))
 		dst = append(dst, kv.b...)
 		dst = binary.AppendUvarint(dst, uint64(len(kv.frac)))
-		return append(dst, kv.frac...), nil
+		return append(dst, kv.frac...)
 	case kindTime:
 		dst = append(dst, signByte(kv.neg))
-	case kindText:
-		dst = appendFolded(dst, trimPad(kv.b))
-		return append(dst, 0, 0), nil
-	case kindTextNoPad:
-		dst = appendFolded(dst, kv.b)
-		return append(dst, 0, 0), nil
-	case kindBin:
-		return appendEscaped(dst, trimPad(kv.b)), nil
+	case kindWeight:
+		return appendEscaped(dst, trimPadWeight(kv.b, kv.frac))
 	}
-	return appendEscaped(dst, kv.b), nil
+	return appendEscaped(dst, kv.b)
 }
 
 func signByte(neg bool) byte {
@@ -326,102 +330,6 @@ func appendEscaped(dst, b []byte) []byte {
 		dst = append(dst, c)
 	}
 	return append(dst, 0, 0)
-}
-
-// trimPad drops trailing spaces: the PAD SPACE collations compare 'a' and
-// 'a  ' equal.
-func trimPad(b []byte) []byte {
-	for len(b) > 0 && b[len(b)-1] == ' ' {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-// foldRune maps r to its weight in a case- and accent-insensitive
-// comparison: ASCII letters to upper case; other runes through lower then
-// upper case, which unites each simple case-folding orbit common in
-// practice (k, K and the Kelvin sign; s, S and the long s; the three
-// sigmas), and Latin letters with diacritics to their base letter (é, É,
-// è and e weigh the same; ß weighs as s), as utf8mb4_general_ci, the
-// servers' default collation, compares them. It is an approximation of
-// that collation's weight table, exact for ASCII and the Latin letters
-// that decompose into a base letter and marks.
-func foldRune(r rune) rune {
-	if r < utf8.RuneSelf {
-		if 'a' <= r && r <= 'z' {
-			return r - ('a' - 'A')
-		}
-		return r
-	}
-	r = unicode.ToUpper(unicode.ToLower(r))
-	if r == 'ß' || r == 'ẞ' {
-		return 'S'
-	}
-	if r < 0x2B0 { // Latin-1 Supplement and Latin Extended-A and -B
-		var buf [utf8.UTFMax]byte
-		n := utf8.EncodeRune(buf[:], r)
-		if d := norm.NFD.Properties(buf[:n]).Decomposition(); len(d) > 0 && d[0] < utf8.RuneSelf {
-			return foldRune(rune(d[0]))
-		}
-	}
-	return r
-}
-
-// nextFolded decodes the rune at the start of b and folds it. A byte that
-// is not valid UTF-8 maps to a value above every rune, so it equals only
-// itself.
-func nextFolded(b []byte) (rune, int) {
-	c := b[0]
-	if c < utf8.RuneSelf {
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		return rune(c), 1
-	}
-	r, n := utf8.DecodeRune(b)
-	if r == utf8.RuneError && n == 1 {
-		return unicode.MaxRune + 1 + rune(c), 1
-	}
-	return foldRune(r), n
-}
-
-// foldCompare compares two strings case-insensitively, ignoring trailing
-// spaces.
-func foldCompare(a, b []byte) int {
-	return foldCompareNoPad(trimPad(a), trimPad(b))
-}
-
-// foldCompareNoPad compares two strings case-insensitively, trailing
-// spaces included (the NO PAD collations).
-func foldCompareNoPad(a, b []byte) int {
-	for len(a) > 0 && len(b) > 0 {
-		ra, na := nextFolded(a)
-		rb, nb := nextFolded(b)
-		if ra != rb {
-			return cmpOrdered(int(ra), int(rb))
-		}
-		a, b = a[na:], b[nb:]
-	}
-	return cmpOrdered(len(a), len(b))
-}
-
-// appendFolded appends the folded form of b (callers drop trailing spaces
-// first for PAD SPACE collations), escaped as appendEscaped does but
-// without the terminator.
-func appendFolded(dst, b []byte) []byte {
-	for len(b) > 0 {
-		r, n := nextFolded(b)
-		switch {
-		case r > unicode.MaxRune:
-			dst = append(dst, 0xff, b[0])
-		case r == 0:
-			dst = append(dst, 0, 1)
-		default:
-			dst = utf8.AppendRune(dst, r)
-		}
-		b = b[n:]
-	}
-	return dst
 }
 
 // parseUint parses decimal digits (an optional '+' first) into a uint64.

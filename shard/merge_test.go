@@ -38,6 +38,9 @@ func (s *reuseSource) Next() (Row, error) {
 	}
 	src := s.rows[s.pos]
 	s.pos++
+	if s.buf == nil {
+		s.buf = make([]byte, 0, 64) // an empty value is not NULL
+	}
 	s.buf = s.buf[:0]
 	for _, v := range src {
 		if v != nil {
@@ -108,6 +111,23 @@ func collect(t *testing.T, m *Merge, cols []Column, parts []RowSource, maxRows i
 	return out, err
 }
 
+// ci appends to each "v|..." line the sort key and pad of v as a PAD SPACE
+// case-insensitive collation would give them (the test's stand-in for
+// the server's WEIGHT_STRING columns): v upper-cased, trailing spaces
+// kept, and a space as the pad of a PAD SPACE collation.
+func ci(lines ...string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		v, _, _ := strings.Cut(l, "|")
+		if v == "NULL" {
+			out[i] = l + "|NULL|NULL"
+			continue
+		}
+		out[i] = l + "|" + strings.ToUpper(v) + "|P "
+	}
+	return out
+}
+
 var (
 	colInt    = Column{Type: typeLongLong, Charset: binaryCollation}
 	colUint   = Column{Type: typeLongLong, Flags: flagUnsigned, Charset: binaryCollation}
@@ -119,6 +139,10 @@ var (
 	colTime   = Column{Type: typeTime, Charset: binaryCollation}
 	colDate   = Column{Type: typeDatetime, Charset: binaryCollation}
 	colCount  = Column{Type: typeLongLong, Charset: binaryCollation}
+	// colAvg4 and colAvg6 are AVG columns of scale 4 and 6 (the default
+	// div_precision_increment over scales 0 and 2).
+	colAvg4   = Column{Type: typeNewDecimal, Decimals: 4, Charset: binaryCollation}
+	colAvg6   = Column{Type: typeNewDecimal, Decimals: 6, Charset: binaryCollation}
 	noLimit   = int64(-1)
 	unbounded = 0
 )
@@ -200,9 +224,10 @@ func TestMergeOrderBy(t *testing.T) {
 		{"decimal exact beyond float", colDec2, true, [][]string{{"12345678901234567.02"}, {"12345678901234567.01"}},
 			[]string{"12345678901234567.02", "12345678901234567.01"}},
 		{"double", colDouble, false, [][]string{{"1e-7", "100"}, {"-2.5", "1e15"}}, []string{"-2.5", "1e-7", "100", "1e15"}},
-		{"text ci", colText, false, [][]string{{"a", "c"}, {"B", "d"}}, []string{"a", "B", "c", "d"}},
+		{"text ci", colText, false, [][]string{ci("a", "c"), ci("B", "d")}, []string{"a", "B", "c", "d"}},
 		{"text binary", colBinary, false, [][]string{{"a", "c"}, {"B", "d"}}, []string{"B", "a", "c", "d"}},
-		{"text pad space", colText, false, [][]string{{"ab  ", "abc"}, {"AB"}}, []string{"ab  ", "AB", "abc"}},
+		{"text pad space", colText, false, [][]string{ci("ab  ", "abc"), ci("AB")}, []string{"ab  ", "AB", "abc"}},
+		{"text pad below space", colText, false, [][]string{ci("ab", "abc"), ci("ab\t")}, []string{"ab\t", "ab", "abc"}},
 		{"time sign", colTime, false, [][]string{{"-100:00:00", "-01:00:00", "05:00:00"}, {"-02:00:00", "100:00:00"}},
 			[]string{"-100:00:00", "-02:00:00", "-01:00:00", "05:00:00", "100:00:00"}},
 		{"datetime", colDate, false, [][]string{{"2023-12-31 23:59:59", "2024-01-01 00:00:00"}, {"2024-01-01 00:00:01"}},
@@ -214,7 +239,12 @@ func TestMergeOrderBy(t *testing.T) {
 		}
 		rs, _ := sources(parts...)
 		m := &Merge{Visible: 1, OrderBy: []SortKey{{Column: 0, Desc: tc.desc}}, Limit: noLimit}
-		got, err := collect(t, m, []Column{tc.col}, rs, unbounded)
+		cols := []Column{tc.col}
+		if tc.col == colText {
+			cols = append(cols, colBinary, colBinary)
+			m.Weights = []Weight{{Column: 0, Weight: 1, Pad: 2}}
+		}
+		got, err := collect(t, m, cols, rs, unbounded)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -273,31 +303,45 @@ func TestMergeAggregates(t *testing.T) {
 			[][]string{{"10"}, {"9"}, {"NULL"}, {"-3"}}, "-3"},
 		{"max int numeric", []Column{colInt}, []Aggregate{{Column: 0, Func: AggMax}},
 			[][]string{{"9"}, {"10"}, {"NULL"}}, "10"},
-		{"max text ci", []Column{colText}, []Aggregate{{Column: 0, Func: AggMax}},
-			[][]string{{"b"}, {"C"}, {"a"}}, "C"},
+		{"max text ci", []Column{colText, colBinary, colBinary}, []Aggregate{{Column: 0, Func: AggMax}},
+			[][]string{ci("b"), ci("C"), ci("a")}, "C"},
+		{"min text ci keeps the first of equals", []Column{colText, colBinary, colBinary}, []Aggregate{{Column: 0, Func: AggMin}},
+			[][]string{ci("b"), ci("B "), ci("c")}, "b"},
+		{"min empty string is not NULL", []Column{colText, colBinary, colBinary}, []Aggregate{{Column: 0, Func: AggMin}},
+			[][]string{ci("b"), ci(""), ci("NULL")}, ""},
+		{"max empty string is not NULL", []Column{colBinary}, []Aggregate{{Column: 0, Func: AggMax}},
+			[][]string{{""}, {"NULL"}}, ""},
 		{"max binary", []Column{colBinary}, []Aggregate{{Column: 0, Func: AggMax}},
 			[][]string{{"b"}, {"C"}, {"a"}}, "b"},
 		{"min all null", []Column{colInt}, []Aggregate{{Column: 0, Func: AggMin}},
 			[][]string{{"NULL"}, {}}, "NULL"},
 		{"max decimal", []Column{colDec2}, []Aggregate{{Column: 0, Func: AggMax}},
 			[][]string{{"9.99"}, {"10.00"}, {"-20.00"}}, "10.00"},
-		{"avg integer scale", []Column{colDec0, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg integer scale", []Column{colAvg4, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{"1|1"}, {"1|2"}}, "0.6667"},
-		{"avg rounds half away", []Column{colDec0, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg rounds half away", []Column{colAvg4, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{"1|16"}, {"0|16"}}, "0.0313"},
-		{"avg negative rounds half away", []Column{colDec0, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg negative rounds half away", []Column{colAvg4, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{"-1|16"}, {"0|16"}}, "-0.0313"},
-		{"avg decimal scale", []Column{colDec2, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg decimal scale", []Column{colAvg6, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{"10.00|3"}, {"0.01|1"}}, "2.502500"},
-		{"avg past int64", []Column{colDec0, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg past int64", []Column{colAvg4, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{"9223372036854775807|1"}, {"9223372036854775807|2"}}, "6148914691236517204.6667"},
-		{"avg past int64 negative", []Column{colDec0, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg past int64 negative", []Column{colAvg4, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{"-9223372036854775807|1"}, {"-9223372036854775807|2"}}, "-6148914691236517204.6667"},
-		{"avg null sums", []Column{colDec2, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg null sums", []Column{colAvg6, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{"NULL|0"}, {"NULL|0"}}, "NULL"},
-		{"avg empty", []Column{colDec2, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg empty", []Column{colAvg6, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{}, {}}, "NULL"},
-		{"avg double", []Column{colDouble, colCount}, []Aggregate{{Column: 0, Func: AggAvg, CountColumn: 1}},
+		{"avg truncates at scale 0", []Column{{Type: typeNewDecimal, Charset: binaryCollation}, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
+			[][]string{{"3|1"}, {"4|1"}}, "3"},
+		{"avg truncates negative at scale 0", []Column{{Type: typeNewDecimal, Charset: binaryCollation}, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
+			[][]string{{"-3|1"}, {"-4|1"}}, "-3"},
+		{"avg truncates at scale 9", []Column{{Type: typeNewDecimal, Decimals: 9, Charset: binaryCollation}, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
+			[][]string{{"1|2"}, {"1|1"}}, "0.666666666"},
+		{"avg rounds at scale 10", []Column{{Type: typeNewDecimal, Decimals: 10, Charset: binaryCollation}, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
+			[][]string{{"1|2"}, {"1|1"}}, "0.6666666667"},
+		{"avg double", []Column{colDouble, colCount}, []Aggregate{{Column: 0, Func: AggAvg, SumColumn: 0, CountColumn: 1}},
 			[][]string{{"1|1"}, {"2|3"}}, "0.75"},
 	} {
 		var parts [][][]*string
@@ -306,6 +350,9 @@ func TestMergeAggregates(t *testing.T) {
 		}
 		rs, _ := sources(parts...)
 		m := &Merge{Visible: 1, Aggregates: tc.aggs, Limit: noLimit}
+		if tc.cols[0] == colText {
+			m.Weights = []Weight{{Column: 0, Weight: 1, Pad: 2}}
+		}
 		got, err := collect(t, m, tc.cols, rs, unbounded)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -316,35 +363,19 @@ func TestMergeAggregates(t *testing.T) {
 	}
 }
 
-func TestAvgColumn(t *testing.T) {
-	for _, tc := range []struct {
-		sum  Column
-		want byte
-	}{
-		{colDec0, 4},
-		{colDec2, 6},
-		{Column{Type: typeNewDecimal, Decimals: 28}, 30},
-		{colDouble, 31},
-		{Column{Type: typeDouble, Decimals: 2}, 6},
-	} {
-		got := AvgColumn(tc.sum)
-		if got.Decimals != tc.want || got.Type != tc.sum.Type {
-			t.Errorf("AvgColumn(%+v) = %+v, want decimals %d", tc.sum, got, tc.want)
-		}
-	}
-}
-
 func TestMergeGroupBy(t *testing.T) {
 	// Columns: name, COUNT(*), AVG(amount) as its SUM, a non-aggregated
 	// column, AVG's hidden COUNT.
-	cols := []Column{colText, colCount, colDec2, colText, colCount}
-	aggs := []Aggregate{{Column: 1, Func: AggCount}, {Column: 2, Func: AggAvg, CountColumn: 4}}
+	// The sort key and pad of the name follow.
+	cols := []Column{colText, colCount, colAvg6, colText, colCount, colBinary, colBinary}
+	aggs := []Aggregate{{Column: 1, Func: AggCount}, {Column: 2, Func: AggAvg, SumColumn: 2, CountColumn: 4}}
+	wt := []Weight{{Column: 0, Weight: 5, Pad: 6}}
 	parts := func() []RowSource {
 		rs, _ := sources(
-			rowsOf("alice|2|3.00|first|2", "Bob|1|1.00|b1|1", "NULL|1|NULL|n1|0"),
-			rowsOf("ALICE|1|4.00|second|1", "carol|5|10.00|c1|5"),
+			rowsOf(ci("alice|2|3.00|first|2", "Bob|1|1.00|b1|1", "NULL|1|NULL|n1|0")...),
+			rowsOf(ci("ALICE|1|4.00|second|1", "carol|5|10.00|c1|5")...),
 			rowsOf(),
-			rowsOf("bob |2|5.00|b2|2", "NULL|2|2.00|n2|2"))
+			rowsOf(ci("bob |2|5.00|b2|2", "NULL|2|2.00|n2|2")...))
 		return rs
 	}
 	for _, tc := range []struct {
@@ -353,15 +384,17 @@ func TestMergeGroupBy(t *testing.T) {
 		cols []Column
 		want []string
 	}{
-		{"ci groups, sorted by key", Merge{Visible: 4, GroupBy: []int{0}, Aggregates: aggs, Limit: noLimit}, cols,
+		{"ci groups, sorted by key", Merge{Visible: 4, GroupBy: []int{0}, Aggregates: aggs, Limit: noLimit, Weights: wt}, cols,
 			[]string{"NULL|3|1.000000|n1", "alice|3|2.333333|first", "Bob|3|2.000000|b1", "carol|5|2.000000|c1"}},
+		{"GROUP BY DESC sorts the groups down", Merge{Visible: 2, GroupBy: []int{0}, GroupDesc: []bool{true}, Aggregates: aggs, Limit: 2, Weights: wt}, cols,
+			[]string{"carol|5", "Bob|3"}},
 		{"order by count desc, limit", Merge{Visible: 2, GroupBy: []int{0}, Aggregates: aggs,
-			OrderBy: []SortKey{{Column: 1, Desc: true}, {Column: 0}}, Limit: 2}, cols,
+			OrderBy: []SortKey{{Column: 1, Desc: true}, {Column: 0}}, Limit: 2, Weights: wt}, cols,
 			[]string{"carol|5", "NULL|3"}},
-		{"offset past the groups", Merge{Visible: 2, GroupBy: []int{0}, Aggregates: aggs, Offset: 4, Limit: noLimit}, cols, nil},
-		{"limit 0", Merge{Visible: 2, GroupBy: []int{0}, Aggregates: aggs, Limit: 0}, cols, nil},
+		{"offset past the groups", Merge{Visible: 2, GroupBy: []int{0}, Aggregates: aggs, Offset: 4, Limit: noLimit, Weights: wt}, cols, nil},
+		{"limit 0", Merge{Visible: 2, GroupBy: []int{0}, Aggregates: aggs, Limit: 0, Weights: wt}, cols, nil},
 		{"binary collation groups", Merge{Visible: 2, GroupBy: []int{0}, Aggregates: aggs, Limit: noLimit},
-			[]Column{colBinary, colCount, colDec2, colText, colCount},
+			[]Column{colBinary, colCount, colAvg6, colText, colCount, colBinary, colBinary},
 			[]string{"NULL|3", "ALICE|1", "Bob|1", "alice|2", "bob |2", "carol|5"}},
 	} {
 		got, err := collect(t, &tc.m, tc.cols, parts(), unbounded)
@@ -374,7 +407,7 @@ func TestMergeGroupBy(t *testing.T) {
 	}
 	// GROUP BY without aggregates over no rows: no row at all.
 	rs, _ := sources(nil, nil)
-	got, err := collect(t, &Merge{Visible: 1, GroupBy: []int{0}, Limit: noLimit}, []Column{colText}, rs, unbounded)
+	got, err := collect(t, &Merge{Visible: 1, GroupBy: []int{0}, Limit: noLimit}, []Column{colBinary}, rs, unbounded)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("empty GROUP BY: %q, %v", got, err)
 	}
@@ -382,14 +415,16 @@ func TestMergeGroupBy(t *testing.T) {
 
 func TestMergeDistinct(t *testing.T) {
 	unordered := func() []RowSource {
-		rs, _ := sources(rowsOf("b|1", "c|4"), rowsOf("a|2", "a|1", "A|2", "B|3"))
+		rs, _ := sources(rowsOf(ci("b|1", "c|4")...), rowsOf(ci("a|2", "a|1", "A|2", "B|3")...))
 		return rs
 	}
 	// Each part sorted by column 0 case-insensitively.
 	ordered := func() []RowSource {
-		rs, _ := sources(rowsOf("a|2", "b|1", "c|4"), rowsOf("A|3", "a|1", "B|3"))
+		rs, _ := sources(rowsOf(ci("a|2", "b|1", "c|4")...), rowsOf(ci("A|3", "a|1", "B|3")...))
 		return rs
 	}
+	wt := []Weight{{Column: 0, Weight: 2, Pad: 3}}
+	text := []Column{colText, colInt, colBinary, colBinary}
 	for _, tc := range []struct {
 		name  string
 		m     Merge
@@ -397,23 +432,30 @@ func TestMergeDistinct(t *testing.T) {
 		parts func() []RowSource
 		want  []string
 	}{
-		{"first appearance", Merge{Visible: 1, Distinct: true, Limit: noLimit}, []Column{colText, colInt}, unordered,
+		{"first appearance", Merge{Visible: 1, Distinct: true, Limit: noLimit, Weights: wt}, text, unordered,
 			[]string{"b", "c", "a"}},
-		{"binary collation", Merge{Visible: 1, Distinct: true, Limit: noLimit}, []Column{colBinary, colInt}, unordered,
+		{"binary collation", Merge{Visible: 1, Distinct: true, Limit: noLimit}, []Column{colBinary, colInt, colBinary, colBinary}, unordered,
 			[]string{"b", "c", "a", "A", "B"}},
-		{"two visible columns", Merge{Visible: 2, Distinct: true, Limit: noLimit}, []Column{colText, colInt}, unordered,
+		{"two visible columns", Merge{Visible: 2, Distinct: true, Limit: noLimit, Weights: wt}, text, unordered,
 			[]string{"b|1", "c|4", "a|2", "a|1", "B|3"}},
-		{"ordered", Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{Column: 0}}, Limit: noLimit}, []Column{colText, colInt}, ordered,
+		{"ordered", Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{Column: 0}}, Limit: noLimit, Weights: wt}, text, ordered,
 			[]string{"a", "b", "c"}},
-		{"ordered, offset and limit after distinct", Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{Column: 0}}, Offset: 1, Limit: 1},
-			[]Column{colText, colInt}, ordered, []string{"b"}},
-		{"ordered by a hidden column", Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{Column: 1}}, Limit: noLimit},
-			[]Column{colText, colInt}, func() []RowSource {
-				rs, _ := sources(rowsOf("x|1", "y|2", "x|3"), rowsOf("y|1", "z|5"))
+		{"ordered, offset and limit after distinct", Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{Column: 0}}, Offset: 1, Limit: 1, Weights: wt},
+			text, ordered, []string{"b"}},
+		{"ordered by a hidden column", Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{Column: 1}}, Limit: noLimit, Weights: wt},
+			text, func() []RowSource {
+				rs, _ := sources(rowsOf(ci("x|1", "y|2", "x|3")...), rowsOf(ci("y|1", "z|5")...))
 				return rs
 			}, []string{"x", "y", "z"}},
+		{"text without its sort key is refused", Merge{Visible: 1, Distinct: true, Limit: noLimit}, text, unordered, nil},
 	} {
 		got, err := collect(t, &tc.m, tc.cols, tc.parts(), unbounded)
+		if tc.want == nil {
+			if !errors.Is(err, ErrUnsupported) {
+				t.Errorf("%s: err %v, want ErrUnsupported", tc.name, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -488,9 +530,9 @@ func TestMergeOrderByRandom(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	cols := []Column{colInt, colText, colDec2, colInt}
-	words := []string{"a", "A", "b", "B ", "ab", "é", "É", "z"}
-	kinds := []cmpKind{kindInt, kindText, kindDecimal, kindInt}
+	cols := []Column{colInt, colBinary, colDec2, colInt}
+	words := []string{"a", "A", "b", "B ", "ab", "é", "É", "z", ""}
+	kinds := []cmpKind{kindInt, kindBytes, kindDecimal, kindInt}
 	for iter := range 200 {
 		k := 1 + rng.IntN(6)
 		n := rng.IntN(60)
@@ -578,85 +620,143 @@ func lineOf(r []*string) string {
 	return strings.Join(cells, "|")
 }
 
-func TestFoldCompare(t *testing.T) {
+// TestPadCompare: sort keys compare as the server's filesort compares
+// them, the shorter extended with the pad when the collation pads, and
+// equal keys have equal trimmed forms.
+func TestPadCompare(t *testing.T) {
 	for _, tc := range []struct {
-		a, b string
-		want int
+		a, b, pad string
+		want      int
 	}{
-		{"abc", "ABC", 0},
-		{"abc", "abc   ", 0},
-		{"abc", "abd", -1},
-		{"a", "_", -1},            // upper-case weights: 'A' < '_'
-		{"straße", "STRASSE", -1}, // ß weighs as one s, as in utf8mb4_general_ci
-		{"straße", "strase", 0},
-		{"σ", "Σ", 0},
-		{"ς", "Σ", 0},
-		{"k", "\u212a", 0}, // Kelvin sign
-		{"é", "É", 0},
-		{"é", "e", 0}, // accents do not matter, as in utf8mb4_general_ci
-		{"Ñandú", "nandu", 0},
-		{"café", "cafe", 0},
-		{"café", "cafF", -1},
-		{"\xff", "\xfe", 1},
-		{"\xff", "\xff", 0},
-		{"a\x00", "a", 1},
+		{"A", "A ", " ", 0},
+		{"A", "A  ", " ", 0},
+		{"A", "A\t", " ", 1}, // a tab weighs less than the padding
+		{"A", "A!", " ", -1}, // '!' weighs more
+		{"A", "A ", "", -1},  // NO PAD: the longer is greater
+		{"\x0e\x33", "\x0e\x33\x02\x09", "\x02\x09", 0},
+		{"\x0e\x33", "\x0e\x33\x02\x08", "\x02\x09", 1},
+		{"\x0e\x33", "\x0e\x33\x02\x0a", "\x02\x09", -1},
+		{"", "  ", " ", 0},
+		{"B", "A ", " ", 1},
 	} {
-		if got := foldCompare([]byte(tc.a), []byte(tc.b)); got != tc.want {
-			t.Errorf("foldCompare(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		a, b, pad := []byte(tc.a), []byte(tc.b), []byte(tc.pad)
+		if got := padCompare(a, b, pad); got != tc.want {
+			t.Errorf("padCompare(%q, %q, pad %q) = %d, want %d", tc.a, tc.b, tc.pad, got, tc.want)
 		}
-		ka, _ := appendKey(nil, kindText, []byte(tc.a))
-		kb, _ := appendKey(nil, kindText, []byte(tc.b))
+		if got := padCompare(b, a, pad); got != -tc.want {
+			t.Errorf("padCompare(%q, %q, pad %q) = %d, want %d", tc.b, tc.a, tc.pad, got, -tc.want)
+		}
+		ka := appendKey(nil, kindWeight, &keyVal{b: a, frac: pad})
+		kb := appendKey(nil, kindWeight, &keyVal{b: b, frac: pad})
 		if (string(ka) == string(kb)) != (tc.want == 0) {
-			t.Errorf("keys of %q and %q: equal %v, want %v", tc.a, tc.b, string(ka) == string(kb), tc.want == 0)
+			t.Errorf("keys of %q and %q (pad %q): equal %v, want %v", tc.a, tc.b, tc.pad, string(ka) == string(kb), tc.want == 0)
 		}
 	}
 }
 
-// TestCollationKind: _bin collations compare bytes (case-sensitive) and
-// ignore trailing spaces unless NO PAD; NO PAD _ci collations fold case
-// and count trailing spaces; the common _ci ones fold case and pad.
-func TestCollationKind(t *testing.T) {
+// TestPadOf: the Pad column's flag picks the padding; a space that weighs
+// more than one unit is a collation of several levels, refused.
+func TestPadOf(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		collation  uint16
-		flags      uint16
-		a, b       string
-		wantCmp    int
-		wantEqKeys bool
+		in   string
+		want string
+		err  error
 	}{
-		{"utf8mb4_general_ci folds case", 45, 0, "abc", "ABC", 0, true},
-		{"utf8mb4_general_ci pads", 45, 0, "abc", "abc  ", 0, true},
-		{"utf8mb4_bin keeps case", 46, 0, "abc", "ABC", 1, false},
-		{"utf8mb4_bin orders by code point", 46, 0, "B", "a", -1, false},
-		{"utf8mb4_bin pads", 46, 0, "abc", "abc  ", 0, true},
-		{"utf8mb3_bin keeps case", 83, 0, "a", "A", 1, false},
-		{"latin1_bin keeps case", 47, 0, "a", "A", 1, false},
-		{"utf8mb4_nopad_bin counts spaces", 1070, 0, "abc", "abc ", -1, false},
-		{"utf8mb4_general_nopad_ci folds case", 1069, 0, "abc", "ABC", 0, true},
-		{"utf8mb4_general_nopad_ci counts spaces", 1069, 0, "abc", "abc ", -1, false},
-		{"binary counts spaces", 63, 0, "abc", "abc ", -1, false},
-		{"utf8mb4_0900_bin keeps case", 309, 0, "a", "A", 1, false},
-		{"utf8mb4_unicode_ci folds case", 224, 0, "a", "A", 0, true},
-		// MariaDB reports a utf8mb4_bin column in the connection's
-		// collation with the BINARY flag.
-		{"BINARY flag in utf8mb4_general_ci keeps case", 45, flagBinary, "a", "A", 1, false},
-		{"BINARY flag in utf8mb4_general_ci pads", 45, flagBinary, "a", "a ", 0, true},
+		{"P ", " ", nil},
+		{"P\x02\x09", "\x02\x09", nil},
+		{"N\x00\x20", "", nil},
+		{"P\x00\x00\x20", "\x00\x00\x20", nil},
+		{"P\x02\x09\x00\x20\x00\x02", "", ErrUnsupported},
+		{"N\x02\x09\x00\x20", "", ErrUnsupported},
+		{"", "", ErrMergeInput},
+		{"X ", "", ErrMergeInput},
 	} {
-		k := columnKind(Column{Type: 0xfd, Charset: tc.collation, Flags: tc.flags})
-		var ka, kb keyVal
-		if err := parseKey(k, []byte(tc.a), &ka); err != nil {
-			t.Fatal(err)
+		got, err := padOf([]byte(tc.in))
+		if !errors.Is(err, tc.err) || (err == nil && string(got) != tc.want) {
+			t.Errorf("padOf(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
 		}
-		if err := parseKey(k, []byte(tc.b), &kb); err != nil {
-			t.Fatal(err)
+	}
+}
+
+// TestMergeWeightsRandom: random words split over parts, grouped and made
+// distinct by a stand-in PAD SPACE case-insensitive collation's sort keys
+// (upper case, trailing spaces kept, a space as the pad), against a model
+// that trims and upper-cases.
+func TestMergeWeightsRandom(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x20))
+	words := []string{"a", "A", "a ", "A  ", "b", "B ", "ab", "AB ", "", " ", "a\t", "A\t ", "-x", "_x"}
+	canon := func(w string) string { return strings.TrimRight(strings.ToUpper(w), " ") }
+	cols := []Column{colText, colCount, colBinary, colBinary}
+	wt := []Weight{{Column: 0, Weight: 2, Pad: 3}}
+	for iter := range 200 {
+		k := 1 + rng.IntN(5)
+		parts := make([][]string, k)
+		for range rng.IntN(50) {
+			w := words[rng.IntN(len(words))]
+			i := rng.IntN(k)
+			parts[i] = append(parts[i], w)
 		}
-		if got := compareKeys(k, &ka, &kb); got != tc.wantCmp {
-			t.Errorf("%s: compare(%q, %q) = %d, want %d", tc.name, tc.a, tc.b, got, tc.wantCmp)
+		lines := func(sorted bool) [][][]*string {
+			var out [][][]*string
+			for _, p := range parts {
+				p := slices.Clone(p)
+				if sorted {
+					slices.SortStableFunc(p, func(a, b string) int {
+						return padCompare([]byte(strings.ToUpper(a)), []byte(strings.ToUpper(b)), []byte(" "))
+					})
+				}
+				var ls []string
+				for _, w := range p {
+					ls = append(ls, w+"|1")
+				}
+				out = append(out, rowsOf(ci(ls...)...))
+			}
+			return out
 		}
-		ea, _ := appendKey(nil, k, []byte(tc.a))
-		eb, _ := appendKey(nil, k, []byte(tc.b))
-		if (string(ea) == string(eb)) != tc.wantEqKeys {
-			t.Errorf("%s: keys of %q and %q equal %v, want %v", tc.name, tc.a, tc.b, string(ea) == string(eb), tc.wantEqKeys)
+		// The model: classes in first-met order with their counts, and the
+		// classes sorted.
+		var firstMet []string
+		counts := map[string]int{}
+		first := map[string]string{}
+		for _, p := range parts {
+			for _, w := range p {
+				c := canon(w)
+				if _, ok := counts[c]; !ok {
+					firstMet = append(firstMet, c)
+					first[c] = w
+				}
+				counts[c]++
+			}
+		}
+		sorted := slices.Clone(firstMet)
+		slices.SortFunc(sorted, func(a, b string) int { return padCompare([]byte(a), []byte(b), []byte(" ")) })
+
+		rs, _ := sources(lines(false)...)
+		got, err := collect(t, &Merge{Visible: 2, GroupBy: []int{0}, Aggregates: []Aggregate{{Column: 1, Func: AggCount}}, Limit: noLimit, Weights: wt}, cols, rs, unbounded)
+		if err != nil {
+			t.Fatalf("iteration %d (seed %d): %v", iter, seed, err)
+		}
+		var want []string
+		for _, c := range sorted {
+			want = append(want, first[c]+"|"+strconv.Itoa(counts[c]))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (seed %d) GROUP BY:\ngot  %q\nwant %q", iter, seed, got, want)
+		}
+
+		rs, _ = sources(lines(true)...)
+		got, err = collect(t, &Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{Column: 0}}, Limit: noLimit, Weights: wt}, cols, rs, unbounded)
+		if err != nil {
+			t.Fatalf("iteration %d (seed %d): %v", iter, seed, err)
+		}
+		var gotCanon []string
+		for _, g := range got {
+			gotCanon = append(gotCanon, canon(g))
+		}
+		if !slices.Equal(gotCanon, sorted) {
+			t.Fatalf("iteration %d (seed %d) DISTINCT ORDER BY:\ngot  %q\nwant %q", iter, seed, got, sorted)
 		}
 	}
 }

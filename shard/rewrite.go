@@ -1059,8 +1059,9 @@ func fieldText(f *ast.SelectField, sql string) string {
 const hiddenBase = 1 << 24
 
 // scatterSelect rewrites a top-level SELECT for a multi-shard execution and
-// builds its Merge: AVG becomes SUM plus a hidden COUNT, ORDER BY and GROUP
-// BY expressions missing from the select list become hidden columns, and
+// builds its Merge: AVG gets a hidden SUM and COUNT, ORDER BY and GROUP BY
+// expressions missing from the select list become hidden columns, every
+// value the merge compares gets hidden sort-key columns (scatter.go), and
 // LIMIT becomes a per-Part row count hole.
 func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	unsupported := func(what string) error {
@@ -1079,6 +1080,14 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		return unsupported("WITH ROLLUP")
 	case sel.Fields == nil:
 		return unsupported("a SELECT without fields")
+	}
+	if sel.Distinct {
+		for _, f := range sel.Fields.Fields {
+			if f.WildCard != nil {
+				// Each text column needs its sort key beside it.
+				return unsupported("DISTINCT with *")
+			}
+		}
 	}
 	fields := sel.Fields.Fields
 	m := &Merge{Limit: -1, Distinct: sel.Distinct}
@@ -1116,9 +1125,25 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		hiddenText = append(hiddenText, restoreExpr(e))
 		return hiddenBase + len(hidden) - 1
 	}
+	// weigh adds the hidden sort key columns of column col, whose
+	// expression is e, once per column; position adds e+0 for an ENUM or
+	// SET sorted by its position.
+	weights := make(map[int]int)
+	weigh := func(col int, e ast.ExprNode, position bool) {
+		i, ok := weights[col]
+		if !ok {
+			i = len(m.Weights)
+			weights[col] = i
+			m.Weights = append(m.Weights, Weight{Column: col, Weight: addHidden(weightExpr(e)), Pad: addHidden(padExpr(e))})
+		}
+		if position && m.Weights[i].Position == 0 {
+			m.Weights[i].Position = addHidden(positionExpr(e))
+		}
+	}
+	aliases := aliasesOf(fields)
 	// aggregate records column col (a field or a hidden column) as the
-	// aggregate e, rewriting AVG.
-	aggregate := func(col int, e *ast.AggregateFuncExpr, field *ast.SelectField) error {
+	// aggregate e, with the hidden columns AVG, MIN and MAX need.
+	aggregate := func(col int, e *ast.AggregateFuncExpr) error {
 		if containsMarker(e) {
 			return unsupported("a parameter inside " + restoreExpr(e))
 		}
@@ -1133,21 +1158,24 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 				return unsupported("SUM(DISTINCT)")
 			}
 			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggSum})
-		case ast.AggFuncMin:
-			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggMin})
-		case ast.AggFuncMax:
-			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggMax})
+		case ast.AggFuncMin, ast.AggFuncMax:
+			f := AggMin
+			if strings.ToLower(e.F) == ast.AggFuncMax {
+				f = AggMax
+			}
+			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: f})
+			// MIN and MAX compare ENUM and SET as text.
+			weigh(col, e, false)
 		case ast.AggFuncAvg:
 			if e.Distinct {
 				return unsupported("AVG(DISTINCT)")
 			}
-			if field.AsName.L == "" && col < hiddenBase {
-				// The client still sees the column named as it wrote it.
-				field.AsName = ast.NewCIStr(fieldText(field, b.sql))
-			}
-			field.Expr = &ast.AggregateFuncExpr{F: ast.AggFuncSum, Args: e.Args}
+			// The Parts still compute AVG, whose column definition the
+			// client gets as the server sends it; the merge computes its
+			// value from the hidden SUM and COUNT.
+			sum := addHidden(&ast.AggregateFuncExpr{F: ast.AggFuncSum, Args: e.Args})
 			cnt := addHidden(&ast.AggregateFuncExpr{F: ast.AggFuncCount, Args: e.Args})
-			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggAvg, CountColumn: cnt})
+			m.Aggregates = append(m.Aggregates, Aggregate{Column: col, Func: AggAvg, SumColumn: sum, CountColumn: cnt})
 		default:
 			return unsupported(strings.ToUpper(e.F))
 		}
@@ -1155,12 +1183,15 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	}
 	for i, f := range fields {
 		if a, ok := f.Expr.(*ast.AggregateFuncExpr); ok {
-			if err := aggregate(i, a, f); err != nil {
+			if err := aggregate(i, a); err != nil {
 				return err
 			}
 		}
 	}
-	resolve := func(e ast.ExprNode) (int, error) {
+	// resolve finds or adds the column of a GROUP BY (group) or ORDER BY
+	// item. A bare name is an alias first in ORDER BY but a column first
+	// in GROUP BY; names inside an expression are columns first in both.
+	resolve := func(e ast.ExprNode, group bool) (int, error) {
 		switch x := e.(type) {
 		case *ast.PositionExpr:
 			if x.P != nil || x.N < 1 || x.N > known {
@@ -1170,9 +1201,25 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		case *ast.ColumnNameExpr:
 			if x.Name.Table.L == "" {
 				for i := range known {
-					if fields[i].AsName.L == x.Name.Name.L {
+					if fields[i].AsName.L != x.Name.Name.L {
+						continue
+					}
+					c, same := fields[i].Expr.(*ast.ColumnNameExpr)
+					if !group || same && c.Name.Name.L == x.Name.Name.L {
 						return i, nil
 					}
+					// GROUP BY an alias that may also be a column of
+					// the tables: the server takes the column.
+					if aggregateIn(fields[i].Expr) != nil {
+						return 0, unsupported("GROUP BY the alias of an aggregate")
+					}
+					s := restoreExpr(outerName(x.Name.Name))
+					for h, txt := range hiddenText {
+						if txt == s {
+							return hiddenBase + h, nil
+						}
+					}
+					return addHidden(outerName(x.Name.Name)), nil
 				}
 			}
 			for i := range known {
@@ -1202,7 +1249,7 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 				return 0, unsupported("ORDER BY an aggregate of a query without aggregates")
 			}
 			col := addHidden(a)
-			if err := aggregate(col, a, hidden[len(hidden)-1]); err != nil {
+			if err := aggregate(col, a); err != nil {
 				return 0, err
 			}
 			return col, nil
@@ -1210,15 +1257,53 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		if aggregateIn(e) != nil {
 			return 0, unsupported("an aggregate inside an ORDER BY expression")
 		}
-		return addHidden(e), nil
+		e2, aggAlias, err := withAliases(e, aliases)
+		switch {
+		case err != nil || e2 == nil:
+			return 0, unsupported("an expression naming an alias (" + s + ")")
+		case aggAlias != "":
+			return 0, unsupported("an expression naming the alias of an aggregate (" + aggAlias + ")")
+		}
+		if e2 != e {
+			s2 := restoreExpr(e2)
+			for i, h := range hiddenText {
+				if h == s2 {
+					return hiddenBase + i, nil
+				}
+			}
+		}
+		return addHidden(e2), nil
+	}
+	// exprOf is the expression of column col, a field or a hidden column.
+	exprOf := func(col int) ast.ExprNode {
+		if col >= hiddenBase {
+			return hidden[col-hiddenBase].Expr
+		}
+		return fields[col].Expr
+	}
+	// key adds the sort keys of a GROUP BY or ORDER BY column (COUNT, SUM
+	// and AVG are numbers, MIN and MAX have theirs). Only a column can be
+	// an ENUM or SET the server sorts by position (an expression of one
+	// sorts as text), so only a column gets the position's column, whose
+	// e+0 is an error for types such as UUID, INET6 and geometry.
+	key := func(col int) {
+		switch e := exprOf(col).(type) {
+		case *ast.AggregateFuncExpr:
+		case *ast.ColumnNameExpr:
+			weigh(col, e, true)
+		default:
+			weigh(col, e, false)
+		}
 	}
 	if sel.GroupBy != nil {
 		for _, it := range sel.GroupBy.Items {
-			c, err := resolve(it.Expr)
+			c, err := resolve(it.Expr, true)
 			if err != nil {
 				return err
 			}
 			m.GroupBy = append(m.GroupBy, c)
+			m.GroupDesc = append(m.GroupDesc, it.Desc)
+			key(c)
 		}
 	}
 	if sel.OrderBy != nil {
@@ -1226,11 +1311,19 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 			if v, ok := it.Expr.(*test_driver.ValueExpr); ok && v.Kind() == test_driver.KindNull {
 				continue // ORDER BY NULL
 			}
-			c, err := resolve(it.Expr)
+			c, err := resolve(it.Expr, false)
 			if err != nil {
 				return err
 			}
 			m.OrderBy = append(m.OrderBy, SortKey{Column: c, Desc: it.Desc})
+			key(c)
+		}
+	}
+	if m.Distinct {
+		for i, f := range fields {
+			if _, agg := f.Expr.(*ast.AggregateFuncExpr); !agg {
+				weigh(i, f.Expr, false)
+			}
 		}
 	}
 	if l := sel.Limit; l != nil {
@@ -1293,7 +1386,15 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 	for i := range m.Aggregates {
 		m.Aggregates[i].Column = fix(m.Aggregates[i].Column)
 		if m.Aggregates[i].Func == AggAvg {
+			m.Aggregates[i].SumColumn = fix(m.Aggregates[i].SumColumn)
 			m.Aggregates[i].CountColumn = fix(m.Aggregates[i].CountColumn)
+		}
+	}
+	for i := range m.Weights {
+		w := &m.Weights[i]
+		w.Column, w.Weight, w.Pad = fix(w.Column), fix(w.Weight), fix(w.Pad)
+		if w.Position != 0 {
+			w.Position = fix(w.Position)
 		}
 	}
 	sel.Fields.Fields = append(fields, hidden...)

@@ -434,7 +434,16 @@ func (m *Merge) Resolve(columns int) (*Merge, error) {
 	mm.Aggregates = slices.Clone(m.Aggregates)
 	for i := range mm.Aggregates {
 		mm.Aggregates[i].Column = fix(mm.Aggregates[i].Column)
+		mm.Aggregates[i].SumColumn = fix(mm.Aggregates[i].SumColumn)
 		mm.Aggregates[i].CountColumn = fix(mm.Aggregates[i].CountColumn)
+	}
+	mm.Weights = slices.Clone(m.Weights)
+	for i := range mm.Weights {
+		w := &mm.Weights[i]
+		w.Column, w.Weight, w.Pad = fix(w.Column), fix(w.Weight), fix(w.Pad)
+		if w.Position != 0 {
+			w.Position = fix(w.Position)
+		}
 	}
 	return &mm, nil
 }

@@ -146,29 +146,49 @@ func TestInsertSplit(t *testing.T) {
 
 func TestScatterMerge(t *testing.T) {
 	r := testRules(t)
+	// ws is the pair of hidden sort key columns of expression e: its
+	// WEIGHT_STRING and the pad its collation compares with.
+	ws := func(e string) string {
+		return "WEIGHT_STRING(" + e + "),CONCAT(IF((" + e + ")=CONCAT((" + e + "), ' '), 'P', 'N'), WEIGHT_STRING(RIGHT(CONCAT((" + e + "), ' '), 1)))"
+	}
 	tests := []struct {
 		sql   string
 		part0 string
 		merge Merge
 	}{
 		{"SELECT id, amount FROM orders ORDER BY amount DESC, created LIMIT 10 OFFSET 5",
-			"SELECT `id`,`amount`,`created` FROM `orders_0` AS `orders` ORDER BY `amount` DESC,`created` LIMIT 15",
-			Merge{Visible: 2, Hidden: 1, OrderBy: []SortKey{{1, true}, {2, false}}, Offset: 5, Limit: 10}},
+			"SELECT `id`,`amount`," + ws("`amount`") + ",(`amount`)+0,`created`," + ws("`created`") + ",(`created`)+0 FROM `orders_0` AS `orders` ORDER BY `amount` DESC,`created` LIMIT 15",
+			Merge{Visible: 2, Hidden: 7, OrderBy: []SortKey{{1, true}, {5, false}}, Offset: 5, Limit: 10,
+				Weights: []Weight{{Column: 1, Weight: 2, Pad: 3, Position: 4}, {Column: 5, Weight: 6, Pad: 7, Position: 8}}}},
 		{"SELECT COUNT(*), SUM(amount), MIN(a), MAX(b), AVG(c) FROM orders",
-			"SELECT COUNT(1) AS `COUNT(*)`,SUM(`amount`) AS `SUM(amount)`,MIN(`a`) AS `MIN(a)`,MAX(`b`) AS `MAX(b)`,SUM(`c`) AS `AVG(c)`,COUNT(`c`) FROM `orders_0` AS `orders`",
-			Merge{Visible: 5, Hidden: 1, Limit: -1, Aggregates: []Aggregate{{0, AggCount, 0}, {1, AggSum, 0}, {2, AggMin, 0}, {3, AggMax, 0}, {4, AggAvg, 5}}}},
-		{"SELECT status, COUNT(*) AS n FROM orders GROUP BY status, day ORDER BY n DESC LIMIT 3",
-			"SELECT `status`,COUNT(1) AS `n`,`day` FROM `orders_0` AS `orders` GROUP BY `status`,`day` ORDER BY `n` DESC",
-			Merge{Visible: 2, Hidden: 1, GroupBy: []int{0, 2}, OrderBy: []SortKey{{1, true}}, Aggregates: []Aggregate{{1, AggCount, 0}}, Limit: 3}},
+			"SELECT COUNT(1) AS `COUNT(*)`,SUM(`amount`) AS `SUM(amount)`,MIN(`a`) AS `MIN(a)`,MAX(`b`) AS `MAX(b)`,AVG(`c`) AS `AVG(c)`," +
+				ws("MIN(`a`)") + "," + ws("MAX(`b`)") + ",SUM(`c`),COUNT(`c`) FROM `orders_0` AS `orders`",
+			Merge{Visible: 5, Hidden: 6, Limit: -1, Aggregates: []Aggregate{{Column: 0, Func: AggCount}, {Column: 1, Func: AggSum}, {Column: 2, Func: AggMin}, {Column: 3, Func: AggMax}, {Column: 4, Func: AggAvg, SumColumn: 9, CountColumn: 10}},
+				Weights: []Weight{{Column: 2, Weight: 5, Pad: 6}, {Column: 3, Weight: 7, Pad: 8}}}},
+		{"SELECT status, COUNT(*) AS n FROM orders GROUP BY status, day DESC ORDER BY n DESC LIMIT 3",
+			"SELECT `status`,COUNT(1) AS `n`," + ws("`status`") + ",(`status`)+0,`day`," + ws("`day`") + ",(`day`)+0 FROM `orders_0` AS `orders` GROUP BY `status`,`day` DESC ORDER BY `n` DESC",
+			Merge{Visible: 2, Hidden: 7, GroupBy: []int{0, 5}, GroupDesc: []bool{false, true}, OrderBy: []SortKey{{1, true}}, Aggregates: []Aggregate{{Column: 1, Func: AggCount}}, Limit: 3,
+				Weights: []Weight{{Column: 0, Weight: 2, Pad: 3, Position: 4}, {Column: 5, Weight: 6, Pad: 7, Position: 8}}}},
 		{"SELECT DISTINCT status FROM orders ORDER BY 1",
-			"SELECT DISTINCT `status` FROM `orders_0` AS `orders` ORDER BY 1",
-			Merge{Visible: 1, Distinct: true, OrderBy: []SortKey{{0, false}}, Limit: -1}},
+			"SELECT DISTINCT `status`," + ws("`status`") + ",(`status`)+0 FROM `orders_0` AS `orders` ORDER BY 1",
+			Merge{Visible: 1, Hidden: 3, Distinct: true, OrderBy: []SortKey{{0, false}}, Limit: -1, Weights: []Weight{{Column: 0, Weight: 1, Pad: 2, Position: 3}}}},
 		{"SELECT * FROM orders ORDER BY created DESC LIMIT 2",
-			"SELECT *,`created` FROM `orders_0` AS `orders` ORDER BY `created` DESC LIMIT 2",
-			Merge{Visible: -1, Hidden: 1, OrderBy: []SortKey{{-1, true}}, Limit: 2}},
+			"SELECT *,`created`," + ws("`created`") + ",(`created`)+0 FROM `orders_0` AS `orders` ORDER BY `created` DESC LIMIT 2",
+			Merge{Visible: -1, Hidden: 4, OrderBy: []SortKey{{-4, true}}, Limit: 2, Weights: []Weight{{Column: -4, Weight: -3, Pad: -2, Position: -1}}}},
 		{"SELECT MAX(id) FROM orders",
-			"SELECT MAX(`id`) AS `MAX(id)` FROM `orders_0` AS `orders`",
-			Merge{Visible: 1, Aggregates: []Aggregate{{0, AggMax, 0}}, Limit: -1}},
+			"SELECT MAX(`id`) AS `MAX(id)`," + ws("MAX(`id`)") + " FROM `orders_0` AS `orders`",
+			Merge{Visible: 1, Hidden: 2, Aggregates: []Aggregate{{Column: 0, Func: AggMax}}, Limit: -1, Weights: []Weight{{Column: 0, Weight: 1, Pad: 2}}}},
+		// Item 5 of issue 20: GROUP BY a name that is an alias of another
+		// expression groups by the column of that name when there is one,
+		// which (SELECT name) resolves as the server does.
+		{"SELECT CHAR_LENGTH(note) AS country, COUNT(*) FROM orders GROUP BY country",
+			"SELECT CHAR_LENGTH(`note`) AS `country`,COUNT(1) AS `COUNT(*)`,(SELECT `country` FROM DUAL WHERE RAND() IS NOT NULL)," + ws("(SELECT `country` FROM DUAL WHERE RAND() IS NOT NULL)") + " FROM `orders_0` AS `orders` GROUP BY `country`",
+			Merge{Visible: 2, Hidden: 3, GroupBy: []int{2}, GroupDesc: []bool{false}, Aggregates: []Aggregate{{Column: 1, Func: AggCount}}, Limit: -1,
+				Weights: []Weight{{Column: 2, Weight: 3, Pad: 4}}}},
+		// Item 14: an alias inside an ORDER BY expression.
+		{"SELECT dbl AS x FROM orders ORDER BY x+0",
+			"SELECT `dbl` AS `x`,(SELECT `x` FROM DUAL WHERE RAND() IS NOT NULL)+0," + ws("(SELECT `x` FROM DUAL WHERE RAND() IS NOT NULL)+0") + " FROM `orders_0` AS `orders` ORDER BY `x`+0",
+			Merge{Visible: 1, Hidden: 3, OrderBy: []SortKey{{1, false}}, Limit: -1, Weights: []Weight{{Column: 1, Weight: 2, Pad: 3}}}},
 	}
 	for _, tc := range tests {
 		rt := route(t, r, tc.sql)
@@ -191,7 +211,7 @@ func TestScatterMerge(t *testing.T) {
 		t.Fatalf("param LIMIT: %q %v %+v", p.SQL, p.Params, rt.Merge)
 	}
 	m, err := route(t, r, "SELECT * FROM orders ORDER BY created").Merge.Resolve(6)
-	if err != nil || m.Visible != 5 || m.OrderBy[0].Column != 5 {
+	if err != nil || m.Visible != 2 || m.OrderBy[0].Column != 2 || m.Weights[0] != (Weight{Column: 2, Weight: 3, Pad: 4, Position: 5}) {
 		t.Fatalf("Resolve: %+v %v", m, err)
 	}
 }

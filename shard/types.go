@@ -79,10 +79,10 @@ type Part struct {
 
 // Merge says how the result sets of a scatter-gather read become one. The
 // Parts' SQL was rewritten for it: columns the merge needs but the client
-// did not ask for (ORDER BY expressions not in the select list, the COUNT
-// that AVG needs) are appended after the client's columns as hidden columns,
-// AVG(x) became SUM(x) with a hidden COUNT(x), and LIMIT n OFFSET m became
-// LIMIT m+n on every Part.
+// did not ask for (ORDER BY expressions not in the select list, the SUM
+// and COUNT that AVG needs, the sort keys of compared values) are appended
+// after the client's columns as hidden columns, and LIMIT n OFFSET m
+// became LIMIT m+n on every Part.
 type Merge struct {
 	// Visible is the number of leading columns the client sees; -1 when
 	// the select list has a * and the count is only known from the result
@@ -99,12 +99,33 @@ type Merge struct {
 	// Aggregates and no GroupBy the whole result is one group (one row,
 	// even when every Part is empty, as SQL answers COUNT(*) of nothing).
 	GroupBy []int
+	// GroupDesc marks the GROUP BY items written with DESC, by which
+	// MariaDB sorts the groups when there is no ORDER BY; nil: all
+	// ascending.
+	GroupDesc []bool
 	// Aggregates are the columns computed from the Parts' partial values.
 	Aggregates []Aggregate
 	// Distinct drops rows equal in all visible columns.
 	Distinct bool
+	// Weights name, for the columns the merge compares (sort, group and
+	// distinct keys, MIN and MAX), the hidden columns that hold the
+	// server's own comparison of their values. A text column is compared
+	// only through them: sluice never guesses what a collation does.
+	Weights []Weight
 	// Offset and Limit apply to the merged rows; Limit < 0 means none.
 	Offset, Limit int64
+}
+
+// HasPositions reports whether the Parts compute the position (expr+0) of
+// a sort or group key column, which is an error for types without a
+// number, such as UUID, INET6 and geometry.
+func (m *Merge) HasPositions() bool {
+	for _, w := range m.Weights {
+		if w.Position != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // SortKey is one ORDER BY item: a result column and its direction.
@@ -113,12 +134,36 @@ type SortKey struct {
 	Desc   bool
 }
 
+// Weight names the hidden columns that tell how the values of column
+// Column compare on the server. Column numbers follow the rules of the
+// Merge's other column numbers.
+type Weight struct {
+	Column int
+	// Weight holds WEIGHT_STRING of the column's expression: the sort key
+	// of its collation, compared byte-wise (NULL for numbers, which the
+	// merge compares by value).
+	Weight int
+	// Pad holds WEIGHT_STRING of a space in the expression's collation
+	// when the collation is PAD SPACE, and an empty string when it is NO
+	// PAD: a PAD SPACE comparison extends the shorter sort key with it.
+	Pad int
+	// Position, when not 0, holds the expression plus 0: an ENUM's index
+	// or a SET's bits, which ORDER BY and GROUP BY sort by. MIN and MAX
+	// compare ENUM and SET values as text and have none. (Column 0 is
+	// always a visible one, so 0 cannot name a hidden column.)
+	Position int
+}
+
 // Aggregate is one aggregated result column.
 type Aggregate struct {
 	Column int
 	Func   AggFunc
-	// CountColumn is, for AggAvg, the hidden column holding the Part's
-	// COUNT of the same argument (Column then holds the Part's SUM).
+	// SumColumn and CountColumn are, for AggAvg, the hidden columns
+	// holding the Part's SUM and COUNT of the same argument; Column holds
+	// the Part's own AVG, whose column definition (type, length, scale
+	// under the session's div_precision_increment) is the one the server
+	// gives the client, and whose value the merge replaces.
+	SumColumn   int
 	CountColumn int
 }
 
@@ -130,7 +175,7 @@ const (
 	AggSum                  // partial sums are summed; NULL when all are NULL
 	AggMin
 	AggMax
-	AggAvg // SUM of partial sums / SUM of partial counts
+	AggAvg // SUM of partial sums / SUM of partial counts, at the AVG's scale
 )
 
 // Column describes one result column as far as merging needs: how its
@@ -141,8 +186,9 @@ type Column struct {
 	Type byte
 	// Flags are the column definition flags (unsigned, binary, ...).
 	Flags uint16
-	// Charset is the collation id; 63 (binary) compares bytes, others
-	// compare the way the common case-insensitive collations do.
+	// Charset is the collation id; 63 (binary) compares bytes. Any other
+	// is the result's character set, not the column's collation, so text
+	// is compared by its Weight columns.
 	Charset uint16
 	// Decimals is the number of digits after the point.
 	Decimals byte
