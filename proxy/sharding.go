@@ -54,7 +54,7 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	if tpl.Local() == shard.LocalNextID {
 		return nil, true, s.answerNextID(tpl)
 	}
-	route, err := tpl.Route(nil)
+	route, err := tpl.RouteFor(nil, s.utf8Client())
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
@@ -63,7 +63,7 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 
 // answerNextID answers SELECT NEXT_ID('table'[, key]) with a new global id.
 func (s *Session) answerNextID(tpl *shard.Template) error {
-	id, err := tpl.NextID(nil)
+	id, err := tpl.NextID(nil, s.utf8Client())
 	if err != nil {
 		return s.client.WriteErr(shardError(err))
 	}
@@ -427,7 +427,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
 			"Incorrect arguments to mysqld_stmt_execute: %v", err))
 	}
-	route, err := st.shard.Route(args)
+	route, err := st.shard.RouteFor(args, s.utf8Client())
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
@@ -487,7 +487,8 @@ func paramValue(v protocol.Param, buf *[]byte) shard.Value {
 	}
 	start := len(*buf)
 	*buf = v.AppendText(*buf)
-	return shard.Value{Kind: shard.KindString, S: (*buf)[start:len(*buf):len(*buf)]}
+	return shard.Value{Kind: shard.KindString, S: (*buf)[start:len(*buf):len(*buf)],
+		Decimal: v.Type == protocol.TypeNewDecimal || v.Type == protocol.TypeDecimal}
 }
 
 // partStream reads one Part's result rows for a merge.

@@ -222,7 +222,7 @@ func datumValue(d *test_driver.Datum) (Value, bool) {
 		if s == "" {
 			return Value{}, false
 		}
-		return Value{Kind: KindString, S: []byte(s)}, true
+		return Value{Kind: KindString, S: []byte(s), Decimal: true}, true
 	}
 	return Value{}, false
 }
@@ -291,8 +291,10 @@ func (s *shardSet) has(sh int) bool {
 	return s.bits[sh/64]&(1<<(sh%64)) != 0
 }
 
-// eval computes the shards a condition allows for one execution.
-func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
+// eval computes the shards a condition allows for one execution;
+// utf8Client is place's. A key value place cannot map exactly allows
+// every shard.
+func (c *cond) eval(ru *rule, args []Value, utf8Client bool) (shardSet, error) {
 	switch c.op {
 	case condAll:
 		return shardSet{all: true}, nil
@@ -305,6 +307,7 @@ func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
 			}
 			if c.op == condID {
 				mag, neg, ok := integerOf(v)
+				ok = ok && (v.Kind != KindFloat || mag <= exactFloat)
 				if !ok || neg || mag > 1<<63-1 {
 					return shardSet{all: true}, nil
 				}
@@ -315,7 +318,10 @@ func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
 				set.add(vs%ru.shards, ru.shards)
 				continue
 			}
-			p, err := ru.place(v)
+			p, err := ru.place(v, false, utf8Client)
+			if err == errNotExact {
+				return shardSet{all: true}, nil
+			}
 			if err != nil {
 				return set, err
 			}
@@ -325,7 +331,7 @@ func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
 	case condAnd:
 		var out shardSet
 		for i, k := range c.kids {
-			s, err := k.eval(ru, args)
+			s, err := k.eval(ru, args, utf8Client)
 			if err != nil {
 				return s, err
 			}
@@ -339,7 +345,7 @@ func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
 	default: // condOr
 		out := shardSet{one: -1}
 		for _, k := range c.kids {
-			s, err := k.eval(ru, args)
+			s, err := k.eval(ru, args, utf8Client)
 			if err != nil {
 				return s, err
 			}

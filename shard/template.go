@@ -117,8 +117,9 @@ func (t *Template) LocalColumn() string { return t.localCol }
 
 // NextID answers a LocalNextID statement: a new global id for the named
 // table, embedding the shard of the key argument when one is given (else
-// an id of version IDVersionPlain, which routes nowhere).
-func (t *Template) NextID(args []Value) (int64, error) {
+// an id of version IDVersionPlain, which routes nowhere). utf8Client is
+// RouteFor's.
+func (t *Template) NextID(args []Value, utf8Client bool) (int64, error) {
 	if t.local != LocalNextID {
 		return 0, fmt.Errorf("%w: not a NEXT_ID statement", ErrUnsupported)
 	}
@@ -129,7 +130,7 @@ func (t *Template) NextID(args []Value) (int64, error) {
 	if v.Kind == KindNull {
 		return 0, fmt.Errorf("%w: NEXT_ID: %s.%s column %s", ErrNullKey, t.nextRule.schema, t.nextRule.table, t.nextRule.key)
 	}
-	p, err := t.nextRule.place(v)
+	p, err := t.nextRule.place(v, true, utf8Client)
 	if err != nil {
 		return 0, err
 	}
@@ -144,12 +145,20 @@ func (t *Template) NextID(args []Value) (int64, error) {
 //
 // Parts are one per physical table touched, so a Route may have several
 // Parts for one cluster when tables_per_cluster > 1.
-func (t *Template) Route(args []Value) (*Route, error) {
+//
+// Route is RouteFor for a client whose character set is utf8.
+func (t *Template) Route(args []Value) (*Route, error) { return t.RouteFor(args, true) }
+
+// RouteFor is Route for a session whose client character set is utf8,
+// utf8mb3, utf8mb4 or ascii (utf8Client), or another: then a string key
+// with non-ASCII bytes cannot be placed (a WHERE scatters, an INSERT is
+// refused), because its bytes are not the characters the column holds.
+func (t *Template) RouteFor(args []Value, utf8Client bool) (*Route, error) {
 	switch t.kind {
 	case kindFixed:
 		return t.fixed, nil
 	case kindInsert:
-		return t.routeInsert(args)
+		return t.routeInsert(args, utf8Client)
 	case kindLocal:
 		return nil, fmt.Errorf("%w: NEXT_ID is answered by sluice, not routed", ErrUnsupported)
 	}
@@ -161,21 +170,23 @@ func (t *Template) Route(args []Value) (*Route, error) {
 			// The point statement: no shard set needed.
 			v := c.vals[0].value(args)
 			if v.Kind != KindNull {
-				p, err := ru.place(v)
-				if err != nil {
+				p, err := ru.place(v, false, utf8Client)
+				if err == nil {
+					return t.shardRoute(p % ru.shards), nil
+				}
+				if err != errNotExact {
 					return nil, err
 				}
-				return t.shardRoute(p % ru.shards), nil
 			}
 		}
 		var err error
-		if set, err = c.eval(ru, args); err != nil {
+		if set, err = c.eval(ru, args, utf8Client); err != nil {
 			return nil, err
 		}
 	} else {
 		one := -1
 		for _, c := range t.scopes {
-			s, err := c.eval(ru, args)
+			s, err := c.eval(ru, args, utf8Client)
 			if err != nil {
 				return nil, err
 			}
@@ -320,9 +331,11 @@ type insertPlan struct {
 	// allRows is rows joined for the single-shard text.
 	allRows string
 	fillID  bool
+	// ids are the rows' id_column values when the INSERT gives them.
+	ids []valSrc
 }
 
-func (t *Template) routeInsert(args []Value) (*Route, error) {
+func (t *Template) routeInsert(args []Value, utf8Client bool) (*Route, error) {
 	ru, in := t.ru, t.ins
 	places := make([]int, len(in.keys))
 	first := -1
@@ -332,9 +345,14 @@ func (t *Template) routeInsert(args []Value) (*Route, error) {
 		if v.Kind == KindNull {
 			return nil, fmt.Errorf("%w: %s.%s column %s (row %d)", ErrNullKey, ru.schema, ru.table, ru.key, i+1)
 		}
-		p, err := ru.place(v)
+		p, err := ru.place(v, true, utf8Client)
 		if err != nil {
 			return nil, err
+		}
+		if in.ids != nil {
+			if err := ru.checkID(in.ids[i].value(args), p, i); err != nil {
+				return nil, err
+			}
 		}
 		places[i] = p
 		if first < 0 {

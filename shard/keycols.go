@@ -1,0 +1,402 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"unicode/utf8"
+)
+
+// KeyColumn is what a cluster master's information_schema.COLUMNS says
+// about the key column of a rule: the proxy reads it at start-up and on
+// reload and hands it to Rules.SetKeyColumn, so that a key is placed by the
+// value the column stores and compares, not by how the client spelled it.
+type KeyColumn struct {
+	// DataType is DATA_TYPE ("int", "varchar", ...), ColumnType
+	// COLUMN_TYPE ("int(10) unsigned", "varchar(32)").
+	DataType, ColumnType string
+	// Collation is COLLATION_NAME, "" for a column without one.
+	Collation string
+	// MaxChars is CHARACTER_MAXIMUM_LENGTH, 0 when the column has none.
+	MaxChars int64
+}
+
+func (k KeyColumn) String() string {
+	if k.Collation == "" {
+		return k.ColumnType
+	}
+	return k.ColumnType + " " + k.Collation
+}
+
+// KeyLookup is one rule whose key column the proxy must look up: on each
+// listed physical table (one per cluster of the rule), the column Column.
+type KeyLookup struct {
+	// Logical is the rule's "schema.table" as configured.
+	Logical, Schema, Column string
+	// Tables are the first physical table of the rule on each of its
+	// clusters.
+	Tables []PhysicalTable
+}
+
+// KeyLookups lists, for every rule, the physical tables whose key column
+// type the proxy should read (the first on each of the rule's clusters).
+func (r *Rules) KeyLookups() []KeyLookup {
+	var out []KeyLookup
+	byRule := map[string]int{}
+	for _, pt := range r.PhysicalTables() {
+		k := strings.ToLower(pt.Logical)
+		ru := r.sharded[tableKey{strings.ToLower(pt.Schema), k[strings.IndexByte(k, '.')+1:]}]
+		if ru == nil {
+			continue // a broadcast table
+		}
+		i, ok := byRule[pt.Logical]
+		if !ok {
+			i = len(out)
+			byRule[pt.Logical] = i
+			out = append(out, KeyLookup{Logical: pt.Logical, Schema: ru.schema, Column: ru.key})
+		}
+		l := &out[i]
+		seen := false
+		for _, t := range l.Tables {
+			seen = seen || t.Cluster == pt.Cluster
+		}
+		if !seen {
+			l.Tables = append(l.Tables, pt)
+		}
+	}
+	return out
+}
+
+// keyClass is how a rule turns a key value into the bytes or number its
+// algorithm places: by the value the key column stores and compares.
+type keyClass uint8
+
+const (
+	// classInt: an integer column; a key is its integer value.
+	classInt keyClass = iota
+	// classWeighed: a string column of a collation that weighs character
+	// by character; a key is its weights (trailing spaces' weights cut
+	// under PAD SPACE).
+	classWeighed
+	// classUTF8Bin: a string column of a utf8 _bin collation; a key is
+	// its UTF-8 bytes (trailing spaces cut under PAD SPACE).
+	classUTF8Bin
+	// classBytes: a VARBINARY or BLOB column; a key is its bytes.
+	classBytes
+	// classOther: a column type hash rules do not place (the rule is
+	// refused) or one mod, range and date rules treat as before.
+	classOther
+)
+
+// keyInfo is what a rule knows about its key column. A rule without one
+// (the column's type is not known yet, or its table exists nowhere) places
+// integers as an integer column would and scatters or refuses the rest.
+type keyInfo struct {
+	class    keyClass
+	col      KeyColumn
+	unsigned bool
+	// lo and hi bound an integer column's values (hi as uint64 for
+	// BIGINT UNSIGNED, which is the only type above MaxInt64).
+	lo  int64
+	hi  uint64
+	pad bool
+	mb3 bool
+	w   *Weights
+	// refused, when set, is why the rule's statements are refused.
+	refused error
+}
+
+// Weights are a collation's weight per Unicode code point, learnt from the
+// server (WEIGHT_STRING) for collations that weigh one character at a
+// time with one 16-bit weight (the *_general_ci family: no contractions,
+// no expansions; ß weighs as s). Built once, then read-only.
+type Weights struct {
+	collation string
+	w         []uint16 // by code point, 0 .. 0xFFFF
+	known     []uint64 // bit per code point: w holds its weight
+	// supp is the one weight of every supplementary code point, valid
+	// when suppKnown.
+	supp      uint16
+	suppKnown bool
+}
+
+// weighedCollations are the collations whose weight of a string is the
+// concatenation of one 16-bit weight per character, with their character
+// set and whether they pad with spaces. The proxy checks this on the
+// server (Weights.Check) before use.
+var weighedCollations = map[string]struct {
+	charset string
+	pad     bool
+}{
+	"utf8mb4_general_ci":       {"utf8mb4", true},
+	"utf8mb3_general_ci":       {"utf8mb3", true},
+	"utf8_general_ci":          {"utf8mb3", true},
+	"utf8mb4_general_nopad_ci": {"utf8mb4", false},
+	"utf8mb3_general_nopad_ci": {"utf8mb3", false},
+	"utf8_general_nopad_ci":    {"utf8mb3", false},
+}
+
+// utf8BinCollations are the utf8 collations that compare code points.
+var utf8BinCollations = map[string]struct {
+	mb3, pad bool
+}{
+	"utf8mb4_bin":       {false, true},
+	"utf8mb3_bin":       {true, true},
+	"utf8_bin":          {true, true},
+	"utf8mb4_nopad_bin": {false, false},
+	"utf8mb3_nopad_bin": {true, false},
+	"utf8_nopad_bin":    {true, false},
+}
+
+// WeighedCharset returns the character set of a collation whose weights
+// sluice learns from the server, and whether it is one.
+func WeighedCharset(collation string) (string, bool) {
+	c, ok := weighedCollations[strings.ToLower(collation)]
+	return c.charset, ok
+}
+
+// NewWeights returns an empty weight table of collation, filled by Set.
+func NewWeights(collation string) *Weights {
+	return &Weights{collation: strings.ToLower(collation), w: make([]uint16, 0x10000), known: make([]uint64, 0x10000/64)}
+}
+
+// Set records the weight of code point cp (0 .. 0xFFFF) as the server gave
+// it; a weight that is not one 16-bit unit leaves cp unknown (keys holding
+// it are not placed by weight).
+func (w *Weights) Set(cp int, weight []byte) {
+	if cp < 0 || cp > 0xFFFF || len(weight) != 2 {
+		return
+	}
+	w.w[cp] = uint16(weight[0])<<8 | uint16(weight[1])
+	w.known[cp/64] |= 1 << (cp % 64)
+}
+
+// SetSupplementary records that every code point above 0xFFFF weighs
+// weight (utf8mb4_general_ci weighs them all as U+FFFD).
+func (w *Weights) SetSupplementary(weight []byte) {
+	if len(weight) == 2 {
+		w.supp, w.suppKnown = uint16(weight[0])<<8|uint16(weight[1]), true
+	}
+}
+
+// weight returns the weight of r and whether it is known.
+func (w *Weights) weight(r rune) (uint16, bool) {
+	if r > 0xFFFF {
+		return w.supp, w.suppKnown && r <= utf8.MaxRune
+	}
+	if r < 0 || w.known[r/64]&(1<<(r%64)) == 0 {
+		return 0, false
+	}
+	return w.w[r], true
+}
+
+// Check compares the weights the table gives s with the server's
+// WEIGHT_STRING of s under the collation: a collation that weighs
+// several characters together somewhere in s shows here.
+func (w *Weights) Check(s string, server []byte) error {
+	var got []byte
+	for _, r := range s {
+		x, ok := w.weight(r)
+		if !ok {
+			return fmt.Errorf("%s: no weight learnt for %U", w.collation, r)
+		}
+		got = append(got, byte(x>>8), byte(x))
+	}
+	if string(got) != string(server) {
+		return fmt.Errorf("%s: the weight of %q is %X on the server, %X by character", w.collation, s, server, got)
+	}
+	return nil
+}
+
+// Collation returns the collation the table weighs.
+func (w *Weights) Collation() string { return w.collation }
+
+// integer column types and their ranges.
+var intTypes = map[string]struct {
+	lo int64
+	hi uint64 // signed maximum; the unsigned one is 2*hi+1
+}{
+	"tinyint":   {-1 << 7, 1<<7 - 1},
+	"smallint":  {-1 << 15, 1<<15 - 1},
+	"mediumint": {-1 << 23, 1<<23 - 1},
+	"int":       {-1 << 31, 1<<31 - 1},
+	"bigint":    {-1 << 63, 1<<63 - 1},
+}
+
+// SetKeyColumn tells the rule of logical ("schema.table", as KeyLookups
+// names it) the type of its key column, as every master that has it
+// agrees; w is the collation's weight table when WeighedCharset says the
+// collation needs one (nil when it could not be learnt). It returns why
+// the rule's statements are refused from now on, or nil. Safe to call
+// while sessions route: each rule's key information is swapped atomically,
+// and the template cache, whose join checks depend on it, is emptied.
+func (r *Rules) SetKeyColumn(logical string, kc KeyColumn, w *Weights) error {
+	ru := r.byLogical(logical)
+	if ru == nil {
+		return fmt.Errorf("shard: no rule %s", logical)
+	}
+	ki := classify(ru, kc, w)
+	ru.meta.Store(ki)
+	r.cache.clear()
+	return ki.refused
+}
+
+// RefuseKey makes every statement of the rule of logical fail with
+// ErrUnsupported and why (its key column differs between clusters).
+func (r *Rules) RefuseKey(logical, why string) {
+	ru := r.byLogical(logical)
+	if ru == nil {
+		return
+	}
+	ru.meta.Store(&keyInfo{class: classOther, refused: fmt.Errorf("%w: %s.%s column %s: %s", ErrUnsupported, ru.schema, ru.table, ru.key, why)})
+	r.cache.clear()
+}
+
+func (r *Rules) byLogical(logical string) *rule {
+	l := strings.ToLower(logical)
+	i := strings.IndexByte(l, '.')
+	if i < 0 {
+		return nil
+	}
+	return r.sharded[tableKey{l[:i], l[i+1:]}]
+}
+
+func classify(ru *rule, kc KeyColumn, w *Weights) *keyInfo {
+	ki := &keyInfo{class: classOther, col: kc}
+	dt := strings.ToLower(kc.DataType)
+	coll := strings.ToLower(kc.Collation)
+	refuse := func(why string) *keyInfo {
+		ki.refused = fmt.Errorf("%w: %s.%s column %s (%s): %s", ErrUnsupported, ru.schema, ru.table, ru.key, kc, why)
+		return ki
+	}
+	if it, ok := intTypes[dt]; ok {
+		ki.class = classInt
+		ki.lo, ki.hi = it.lo, it.hi
+		if strings.Contains(strings.ToLower(kc.ColumnType), "unsigned") {
+			ki.unsigned, ki.lo, ki.hi = true, 0, 2*it.hi+1
+		}
+		return ki
+	}
+	if ru.algo != algoHash {
+		// mod, range and date read the key as a number or a date, as
+		// they did before the column's type was known.
+		return ki
+	}
+	switch dt {
+	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
+		if c, ok := weighedCollations[coll]; ok {
+			if w == nil {
+				return refuse("the collation's weights could not be learnt from the server")
+			}
+			ki.class, ki.w, ki.pad, ki.mb3 = classWeighed, w, c.pad, c.charset == "utf8mb3"
+		} else if c, ok := utf8BinCollations[coll]; ok {
+			ki.class, ki.pad, ki.mb3 = classUTF8Bin, c.pad, c.mb3
+		} else {
+			return refuse("a hash key's collation must be utf8mb4_general_ci, utf8mb3_general_ci, their _nopad_ci variants or a utf8 _bin collation (sluice places keys by the collation's weights and knows only these)")
+		}
+		if dt == "char" && !ki.pad {
+			return refuse("a CHAR key under a NO PAD collation")
+		}
+		ki.col.MaxChars = kc.MaxChars
+		return ki
+	case "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
+		ki.class = classBytes
+		ki.col.MaxChars = kc.MaxChars
+		return ki
+	}
+	return refuse("a hash key must be an integer, a utf8 string or a VARBINARY column")
+}
+
+// errNotExact marks a key value the rule cannot map to the value the
+// column stores: a WHERE scatters, an INSERT is refused.
+var errNotExact = errors.New("not exact")
+
+// keyHash returns the 32-bit hash algorithm hash places a string key by
+// under ki, and whether the value could be mapped exactly. utf8 tells that
+// the client's character set is utf8, utf8mb3, utf8mb4 or ascii.
+func (ki *keyInfo) keyHash(s []byte, utf8Client bool) (uint32, bool) {
+	if !utf8Client {
+		for _, c := range s {
+			if c >= 0x80 {
+				return 0, false
+			}
+		}
+	}
+	switch ki.class {
+	case classBytes:
+		return crc32.ChecksumIEEE(s), true
+	case classUTF8Bin:
+		if !validUTF8(s, ki.mb3) {
+			return 0, false
+		}
+		if ki.pad {
+			for len(s) > 0 && s[len(s)-1] == ' ' {
+				s = s[:len(s)-1]
+			}
+		}
+		return crc32.ChecksumIEEE(s), true
+	}
+	// classWeighed: the weights, two bytes each, cut of trailing spaces'
+	// weights, hashed a buffer at a time so nothing is allocated.
+	space, _ := ki.w.weight(' ')
+	end := len(s)
+	if ki.pad {
+		for end > 0 {
+			r, n := utf8.DecodeLastRune(s[:end])
+			x, ok := ki.w.weight(r)
+			if r == utf8.RuneError && n <= 1 || !ok || x != space {
+				break
+			}
+			end -= n
+		}
+	}
+	var buf [64]byte
+	n := 0
+	h := uint32(0)
+	for i := 0; i < end; {
+		r, size := utf8.DecodeRune(s[i:end])
+		if r == utf8.RuneError && size <= 1 || ki.mb3 && size > 3 {
+			return 0, false
+		}
+		x, ok := ki.w.weight(r)
+		if !ok {
+			return 0, false
+		}
+		i += size
+		buf[n], buf[n+1] = byte(x>>8), byte(x)
+		if n += 2; n == len(buf) {
+			h = crc32.Update(h, crc32.IEEETable, buf[:n])
+			n = 0
+		}
+	}
+	return crc32.Update(h, crc32.IEEETable, buf[:n]), true
+}
+
+// charCount returns the number of characters of s, trailing spaces cut
+// under PAD SPACE.
+func (ki *keyInfo) charCount(s []byte) int64 {
+	if ki.pad {
+		for len(s) > 0 && s[len(s)-1] == ' ' {
+			s = s[:len(s)-1]
+		}
+	}
+	if ki.class == classBytes {
+		return int64(len(s))
+	}
+	return int64(utf8.RuneCount(s))
+}
+
+func validUTF8(s []byte, mb3 bool) bool {
+	if !mb3 {
+		return utf8.Valid(s)
+	}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && n <= 1 || n > 3 {
+			return false
+		}
+		i += n
+	}
+	return true
+}
