@@ -54,7 +54,7 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	if tpl.Local() == shard.LocalNextID {
 		return nil, true, s.answerNextID(tpl)
 	}
-	route, err := tpl.RouteFor(nil, s.utf8Client())
+	route, err := tpl.RouteFor(nil, s.clientCharset())
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
@@ -63,7 +63,7 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 
 // answerNextID answers SELECT NEXT_ID('table'[, key]) with a new global id.
 func (s *Session) answerNextID(tpl *shard.Template) error {
-	id, err := tpl.NextID(nil, s.utf8Client())
+	id, err := tpl.NextID(nil, s.clientCharset())
 	if err != nil {
 		return s.client.WriteErr(shardError(err))
 	}
@@ -427,7 +427,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
 			"Incorrect arguments to mysqld_stmt_execute: %v", err))
 	}
-	route, err := st.shard.RouteFor(args, s.utf8Client())
+	route, err := st.shard.RouteFor(args, s.clientCharset())
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}

@@ -279,32 +279,40 @@ func (s *Server) settleShardKeys(rules *shard.Rules) {
 	}()
 }
 
-// utf8Client reports whether the session's client character set is utf8,
-// utf8mb3, utf8mb4 or ascii, so a string key's bytes are the characters a
-// utf8 key column holds: the last tracked SET NAMES, SET CHARACTER SET or
-// character_set_client, else the handshake's collation.
-func (s *Session) utf8Client() bool {
+// clientCharset is the session's client character set as the shard
+// rules need it (what a string key's bytes are): the last tracked SET
+// NAMES, SET CHARACTER SET or character_set_client, else the handshake's
+// collation.
+func (s *Session) clientCharset() shard.ClientCharset {
 	for i := len(s.vars) - 1; i >= 0; i-- {
 		switch s.vars[i].Name {
 		case "names", "character set", "character_set_client":
 			switch strings.ToLower(s.vars[i].Charset) {
-			case "utf8", "utf8mb3", "utf8mb4", "ascii":
-				return true
+			case "utf8mb4":
+				return shard.ClientUTF8MB4
+			case "utf8", "utf8mb3":
+				return shard.ClientUTF8MB3
 			}
-			return false
+			return shard.ClientOther
 		}
 	}
-	return utf8Collations[s.key.collation]
+	return handshakeCharsets[s.key.collation]
 }
 
-// utf8Collations are the handshake collation ids (one byte) of the utf8,
-// utf8mb3, utf8mb4 and ascii character sets.
-var utf8Collations = func() (t [256]bool) {
-	for _, id := range []int{11, 33, 45, 46, 65, 76, 83, 223, 255} {
-		t[id] = true
+// handshakeCharsets are the client character sets of the handshake
+// collation ids (one byte) of utf8mb3 and utf8mb4; others are ClientOther.
+var handshakeCharsets = func() (t [256]shard.ClientCharset) {
+	for _, id := range []int{33, 76, 83, 223} {
+		t[id] = shard.ClientUTF8MB3
 	}
-	for id := 192; id <= 247; id++ {
-		t[id] = true
+	for id := 192; id <= 215; id++ {
+		t[id] = shard.ClientUTF8MB3
+	}
+	for _, id := range []int{45, 46, 255} {
+		t[id] = shard.ClientUTF8MB4
+	}
+	for id := 224; id <= 247; id++ {
+		t[id] = shard.ClientUTF8MB4
 	}
 	return t
 }()

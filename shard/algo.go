@@ -96,16 +96,15 @@ func (r *rule) cluster(s int) int { return r.clusters[s/r.tables] }
 // column's '042', ' 42' and 42.0 are 42; a string under a _ci PAD SPACE
 // collation places by the collation's weights, so 'sKU-1 ' and 'SKU-1'
 // land together. store tells an INSERT's key (the value the row will
-// hold) from a WHERE's (a value rows are compared with); utf8Client that
-// the client's character set is utf8, utf8mb3, utf8mb4 or ascii, so a
-// string's bytes mean what they would in the column. A WHERE value that
+// hold) from a WHERE's (a value rows are compared with); cs is the
+// session's client character set, which says what a string's bytes are. A WHERE value that
 // cannot be mapped exactly returns errNotExact: the caller scatters, which
 // is always correct; a stored one returns an error naming the table,
 // column and value.
 //
 // mod takes the absolute value of a negative key, so that every integer has
 // a shard and a read never fails for a key no row can have.
-func (r *rule) place(v Value, store, utf8Client bool) (int, error) {
+func (r *rule) place(v Value, store bool, cs ClientCharset) (int, error) {
 	ki := r.meta.Load()
 	if ki != nil && ki.refused != nil {
 		return 0, ki.refused
@@ -151,14 +150,14 @@ func (r *rule) place(v Value, store, utf8Client bool) (int, error) {
 			if store && ki.col.MaxChars > 0 && ki.charCount(v.S) > ki.col.MaxChars {
 				return 0, r.badValue(v, fmt.Sprintf("longer than the column's %d characters", ki.col.MaxChars))
 			}
-			h, ok = ki.keyHash(v.S, utf8Client)
+			h, ok = ki.keyHash(v.S, cs)
 		case KindInt, KindUint:
 			if !store {
 				return 0, errNotExact // compared as numbers
 			}
 			var buf [24]byte
 			b, _ := canonicalBytes(v, buf[:0])
-			h, ok = ki.keyHash(b, true)
+			h, ok = ki.keyHash(b, ClientUTF8MB4)
 		}
 		if !ok {
 			return 0, r.inexact(v, store, "not a value sluice can map to what the column stores ("+ki.col.String()+")")

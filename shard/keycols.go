@@ -298,11 +298,15 @@ func classify(ru *rule, kc KeyColumn, w *Weights) *keyInfo {
 		if dt == "char" && !ki.pad {
 			return refuse("a CHAR key under a NO PAD collation")
 		}
-		ki.col.MaxChars = kc.MaxChars
+		if dt != "char" && dt != "varchar" {
+			ki.col.MaxChars = 0 // TEXT lengths count bytes
+		}
 		return ki
 	case "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
 		ki.class = classBytes
-		ki.col.MaxChars = kc.MaxChars
+		if dt != "varbinary" {
+			ki.col.MaxChars = 0
+		}
 		return ki
 	}
 	return refuse("a hash key must be an integer, a utf8 string or a VARBINARY column")
@@ -312,13 +316,31 @@ func classify(ru *rule, kc KeyColumn, w *Weights) *keyInfo {
 // column stores: a WHERE scatters, an INSERT is refused.
 var errNotExact = errors.New("not exact")
 
+// ClientCharset is what a session's client character set says about the
+// bytes of its string values: the key column holds characters, and a
+// string's bytes name the same characters only in a UTF-8 client set.
+type ClientCharset uint8
+
+const (
+	// ClientOther: latin1, gbk, ascii or any other set, or one not known:
+	// only ASCII bytes are the characters they look like in UTF-8.
+	ClientOther ClientCharset = iota
+	// ClientUTF8MB3: utf8 (utf8mb3), UTF-8 of the Basic Multilingual Plane
+	// only; the server does not read a 4-byte sequence as a character.
+	ClientUTF8MB3
+	// ClientUTF8MB4: utf8mb4.
+	ClientUTF8MB4
+)
+
 // keyHash returns the 32-bit hash algorithm hash places a string key by
-// under ki, and whether the value could be mapped exactly. utf8 tells that
-// the client's character set is utf8, utf8mb3, utf8mb4 or ascii.
-func (ki *keyInfo) keyHash(s []byte, utf8Client bool) (uint32, bool) {
-	if !utf8Client {
+// under ki, and whether the value could be mapped exactly; cs is the
+// client character set the bytes of s are in.
+func (ki *keyInfo) keyHash(s []byte, cs ClientCharset) (uint32, bool) {
+	if cs != ClientUTF8MB4 {
 		for _, c := range s {
-			if c >= 0x80 {
+			// Any non-ASCII byte in another set; a 4-byte sequence's
+			// lead byte in utf8mb3.
+			if c >= 0x80 && (cs == ClientOther || c >= 0xF0) {
 				return 0, false
 			}
 		}

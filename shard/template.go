@@ -117,9 +117,9 @@ func (t *Template) LocalColumn() string { return t.localCol }
 
 // NextID answers a LocalNextID statement: a new global id for the named
 // table, embedding the shard of the key argument when one is given (else
-// an id of version IDVersionPlain, which routes nowhere). utf8Client is
+// an id of version IDVersionPlain, which routes nowhere). cs is
 // RouteFor's.
-func (t *Template) NextID(args []Value, utf8Client bool) (int64, error) {
+func (t *Template) NextID(args []Value, cs ClientCharset) (int64, error) {
 	if t.local != LocalNextID {
 		return 0, fmt.Errorf("%w: not a NEXT_ID statement", ErrUnsupported)
 	}
@@ -130,7 +130,7 @@ func (t *Template) NextID(args []Value, utf8Client bool) (int64, error) {
 	if v.Kind == KindNull {
 		return 0, fmt.Errorf("%w: NEXT_ID: %s.%s column %s", ErrNullKey, t.nextRule.schema, t.nextRule.table, t.nextRule.key)
 	}
-	p, err := t.nextRule.place(v, true, utf8Client)
+	p, err := t.nextRule.place(v, true, cs)
 	if err != nil {
 		return 0, err
 	}
@@ -146,19 +146,19 @@ func (t *Template) NextID(args []Value, utf8Client bool) (int64, error) {
 // Parts are one per physical table touched, so a Route may have several
 // Parts for one cluster when tables_per_cluster > 1.
 //
-// Route is RouteFor for a client whose character set is utf8.
-func (t *Template) Route(args []Value) (*Route, error) { return t.RouteFor(args, true) }
+// Route is RouteFor for a client whose character set is utf8mb4.
+func (t *Template) Route(args []Value) (*Route, error) { return t.RouteFor(args, ClientUTF8MB4) }
 
-// RouteFor is Route for a session whose client character set is utf8,
-// utf8mb3, utf8mb4 or ascii (utf8Client), or another: then a string key
-// with non-ASCII bytes cannot be placed (a WHERE scatters, an INSERT is
-// refused), because its bytes are not the characters the column holds.
-func (t *Template) RouteFor(args []Value, utf8Client bool) (*Route, error) {
+// RouteFor is Route for a session whose client character set is cs: in a
+// set other than utf8mb4 a string key with bytes that are not that set's
+// UTF-8 cannot be placed (a WHERE scatters, an INSERT is refused), because
+// they are not the characters the key column would hold.
+func (t *Template) RouteFor(args []Value, cs ClientCharset) (*Route, error) {
 	switch t.kind {
 	case kindFixed:
 		return t.fixed, nil
 	case kindInsert:
-		return t.routeInsert(args, utf8Client)
+		return t.routeInsert(args, cs)
 	case kindLocal:
 		return nil, fmt.Errorf("%w: NEXT_ID is answered by sluice, not routed", ErrUnsupported)
 	}
@@ -170,7 +170,7 @@ func (t *Template) RouteFor(args []Value, utf8Client bool) (*Route, error) {
 			// The point statement: no shard set needed.
 			v := c.vals[0].value(args)
 			if v.Kind != KindNull {
-				p, err := ru.place(v, false, utf8Client)
+				p, err := ru.place(v, false, cs)
 				if err == nil {
 					return t.shardRoute(p % ru.shards), nil
 				}
@@ -180,13 +180,13 @@ func (t *Template) RouteFor(args []Value, utf8Client bool) (*Route, error) {
 			}
 		}
 		var err error
-		if set, err = c.eval(ru, args, utf8Client); err != nil {
+		if set, err = c.eval(ru, args, cs); err != nil {
 			return nil, err
 		}
 	} else {
 		one := -1
 		for _, c := range t.scopes {
-			s, err := c.eval(ru, args, utf8Client)
+			s, err := c.eval(ru, args, cs)
 			if err != nil {
 				return nil, err
 			}
@@ -335,7 +335,7 @@ type insertPlan struct {
 	ids []valSrc
 }
 
-func (t *Template) routeInsert(args []Value, utf8Client bool) (*Route, error) {
+func (t *Template) routeInsert(args []Value, cs ClientCharset) (*Route, error) {
 	ru, in := t.ru, t.ins
 	places := make([]int, len(in.keys))
 	first := -1
@@ -345,7 +345,7 @@ func (t *Template) routeInsert(args []Value, utf8Client bool) (*Route, error) {
 		if v.Kind == KindNull {
 			return nil, fmt.Errorf("%w: %s.%s column %s (row %d)", ErrNullKey, ru.schema, ru.table, ru.key, i+1)
 		}
-		p, err := ru.place(v, true, utf8Client)
+		p, err := ru.place(v, true, cs)
 		if err != nil {
 			return nil, err
 		}

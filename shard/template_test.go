@@ -291,8 +291,8 @@ func TestNextID(t *testing.T) {
 	if err != nil || tm.Local() != LocalNextID || tm.LocalColumn() != "nid" || tm.Params() != 1 {
 		t.Fatalf("Prepare: %v %v %q", err, tm, tm.LocalColumn())
 	}
-	id, err := tm.NextID([]Value{{Kind: KindString, S: []byte("alice")}}, true)
-	want, _ := ruleOf(t, r, "users").place(Value{Kind: KindString, S: []byte("alice")}, true, true)
+	id, err := tm.NextID([]Value{{Kind: KindString, S: []byte("alice")}}, ClientUTF8MB4)
+	want, _ := ruleOf(t, r, "users").place(Value{Kind: KindString, S: []byte("alice")}, true, ClientUTF8MB4)
 	if s, ok := ShardOfID(id); err != nil || !ok || s != want {
 		t.Fatalf("NextID: %d (shard %d, %v) %v; want shard %d", id, s, ok, err, want)
 	}
@@ -302,7 +302,7 @@ func TestNextID(t *testing.T) {
 		t.Fatalf("route by id: shards %v, want %d", got, want%4)
 	}
 	tm, _ = r.Prepare("pay", "SELECT NEXT_ID('orders')")
-	if id, err := tm.NextID(nil, true); err != nil || id <= 0 || tm.LocalColumn() != "NEXT_ID('orders')" {
+	if id, err := tm.NextID(nil, ClientUTF8MB4); err != nil || id <= 0 || tm.LocalColumn() != "NEXT_ID('orders')" {
 		t.Fatalf("plain NEXT_ID: %d %v %q", id, err, tm.LocalColumn())
 	}
 }
@@ -379,7 +379,7 @@ func FuzzPrepare(f *testing.F) {
 			args[i] = intv(int64(i))
 		}
 		if tm.Local() == LocalNextID {
-			_, _ = tm.NextID(args, true)
+			_, _ = tm.NextID(args, ClientUTF8MB4)
 			return
 		}
 		_, _ = tm.Route(args)
