@@ -32,6 +32,9 @@ var (
 	k20Lat = &rule{schema: k20Schema, table: "lat", key: "name", algo: "hash", clusters: clusterNames, tables: 1,
 		columns: "name VARCHAR(16) CHARACTER SET latin1 NOT NULL PRIMARY KEY"}
 	k20Mixed = &rule{schema: k20Schema, table: "mixed", key: "k", algo: "hash", clusters: clusterNames, tables: 1}
+	// k20Late's tables are created only after sluice started.
+	k20Late = &rule{schema: k20Schema, table: "late", key: "sku", algo: "hash", clusters: clusterNames, tables: 2,
+		columns: "sku VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, n INT NOT NULL"}
 )
 
 // k20Rules are the rules whose tables the reference holds too.
@@ -88,7 +91,7 @@ func k20Setup(t *testing.T) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[sharding]\ndefault_cluster = %q\nnode_id = 9\n\n", defaultCluster)
-	for _, r := range append(k20Rules, k20Lat, k20Mixed) {
+	for _, r := range append(k20Rules, k20Lat, k20Mixed, k20Late) {
 		b.WriteString(r.toml())
 	}
 	srv, err := startSluice(named(clusterNames, clusterTopos()), b.String())
@@ -197,6 +200,23 @@ func TestKeysRoutedAsServerCompares(t *testing.T) {
 			}
 		}
 	}
+	// A session whose character set is latin1: the driver's UTF-8 bytes are
+	// other characters to the server; sluice scatters rather than place them.
+	for _, binary := range []bool{false, true} {
+		sl := conn(t, sluiceDB(t, addr, k20Schema, binary))
+		ref := conn(t, refDB(t, k20Schema, binary))
+		for _, s := range []stmt{
+			{sql: "SET NAMES latin1", write: true},
+			{sql: "SELECT sku, n FROM items WHERE sku = 'ÉCLAIR'", ordered: true},
+			{sql: "SELECT sku, n FROM items WHERE sku = ?", args: []any{"naïve café"}, ordered: true},
+			{sql: "SELECT sku, n FROM items WHERE sku = ?", args: []any{"sku-0001 "}, ordered: true},
+			{sql: "SELECT code, n FROM bins WHERE code = 'Éclair'", ordered: true},
+		} {
+			if got, want := run(ctxT(t), sl, s), run(ctxT(t), ref, s); !same(got, want) {
+				t.Errorf("latin1 session, binary=%v: %s\n sluice:    %v\n reference: %v", binary, s, got, want)
+			}
+		}
+	}
 	// No two keys the collation finds equal are stored in two places (each
 	// physical table's primary key sees only its own).
 	for r, space := range map[*rule]string{k20Items: "0020", k20Bins: "000020"} {
@@ -274,4 +294,46 @@ func TestKeyRefusals(t *testing.T) {
 func k20GeneratedID(r *rule, s int) int64 {
 	ms := time.Since(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)).Milliseconds() - time.Hour.Milliseconds()
 	return ms<<22 | 1<<20 | 5<<15 | int64(s)
+}
+
+// TestKeyColumnLearntLater: a rule whose tables exist nowhere when sluice
+// starts cannot place a string key (an INSERT is refused, 1235); sluice asks
+// the masters again, and once the tables exist it places keys by the
+// collation's weights.
+func TestKeyColumnLearntLater(t *testing.T) {
+	addr := k20Setup(t)
+	sl := conn(t, sluiceDB(t, addr, k20Schema, false))
+	_, err := sl.ExecContext(ctxT(t), "INSERT INTO late (sku, n) VALUES ('abc', 1)")
+	checkErr(t, "before the tables exist", "INSERT INTO late", err, 1235, "k20.late", "not known yet")
+	for name, topo := range env.clusters {
+		var stmts []string
+		for s := range k20Late.shards() {
+			if k20Late.cluster(s) == name {
+				stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s.%s (%s)", k20Late.schema, k20Late.physical(s), k20Late.columns))
+			}
+		}
+		if err := topo.Master.Exec(ctxT(t), stmts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err = sl.ExecContext(ctxT(t), "INSERT INTO late (sku, n) VALUES ('abc', 1)")
+		if err == nil || errCode(err) != 1235 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("INSERT after the tables were created: %v", err)
+	}
+	for _, k := range []string{"ABC", "abc   ", "Abc "} {
+		if n := countRows(t, sl, "late", "sku = ?", k); n != 1 {
+			t.Errorf("late: %q found %d rows, want 1", k, n)
+		}
+	}
+	_, err = sl.ExecContext(ctxT(t), "INSERT INTO late (sku, n) VALUES ('ABC ', 2)")
+	if errCode(err) != 1062 {
+		t.Errorf("INSERT of a collation-equal duplicate: %v, want 1062", err)
+	}
 }
