@@ -2,7 +2,6 @@ package shard
 
 import (
 	"fmt"
-	"hash/crc32"
 	"math"
 	"sort"
 	"strconv"
@@ -137,7 +136,7 @@ func (r *rule) place(v Value, store bool, cs ClientCharset) (int, error) {
 				b = append(b, '-')
 			}
 			b = strconv.AppendUint(b, mag, 10)
-			return int(uint64(crc32.ChecksumIEEE(b)) % r.modulus()), nil
+			return int(uint64(crcIEEE(b)) % r.modulus()), nil
 		}
 		var h uint32
 		ok := false

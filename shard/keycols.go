@@ -347,7 +347,7 @@ func (ki *keyInfo) keyHash(s []byte, cs ClientCharset) (uint32, bool) {
 	}
 	switch ki.class {
 	case classBytes:
-		return crc32.ChecksumIEEE(s), true
+		return crcIEEE(s), true
 	case classUTF8Bin:
 		if !validUTF8(s, ki.mb3) {
 			return 0, false
@@ -357,10 +357,10 @@ func (ki *keyInfo) keyHash(s []byte, cs ClientCharset) (uint32, bool) {
 				s = s[:len(s)-1]
 			}
 		}
-		return crc32.ChecksumIEEE(s), true
+		return crcIEEE(s), true
 	}
 	// classWeighed: the weights, two bytes each, cut of trailing spaces'
-	// weights, hashed a buffer at a time so nothing is allocated.
+	// weights.
 	space, _ := ki.w.weight(' ')
 	end := len(s)
 	if ki.pad {
@@ -373,9 +373,7 @@ func (ki *keyInfo) keyHash(s []byte, cs ClientCharset) (uint32, bool) {
 			end -= n
 		}
 	}
-	var buf [64]byte
-	n := 0
-	h := uint32(0)
+	h := ^uint32(0)
 	for i := 0; i < end; {
 		r, size := utf8.DecodeRune(s[i:end])
 		if r == utf8.RuneError && size <= 1 || ki.mb3 && size > 3 {
@@ -386,13 +384,27 @@ func (ki *keyInfo) keyHash(s []byte, cs ClientCharset) (uint32, bool) {
 			return 0, false
 		}
 		i += size
-		buf[n], buf[n+1] = byte(x>>8), byte(x)
-		if n += 2; n == len(buf) {
-			h = crc32.Update(h, crc32.IEEETable, buf[:n])
-			n = 0
-		}
+		h = crcByte(crcByte(h, byte(x>>8)), byte(x))
 	}
-	return crc32.Update(h, crc32.IEEETable, buf[:n]), true
+	return ^h, true
+}
+
+// ieeeTable is CRC-32's (IEEE) table; crcByte and crcIEEE compute what
+// crc32.ChecksumIEEE does without handing the bytes to a function value,
+// through which a stack buffer would escape to the heap.
+var ieeeTable = crc32.MakeTable(crc32.IEEE)
+
+// crcByte feeds one byte to a running CRC-32 kept inverted (start from
+// ^0, finish with ^).
+func crcByte(h uint32, c byte) uint32 { return ieeeTable[byte(h)^c] ^ h>>8 }
+
+// crcIEEE is crc32.ChecksumIEEE of p.
+func crcIEEE(p []byte) uint32 {
+	h := ^uint32(0)
+	for _, c := range p {
+		h = crcByte(h, c)
+	}
+	return ^h
 }
 
 // charCount returns the number of characters of s, trailing spaces cut

@@ -71,6 +71,17 @@ func keyRules(t *testing.T) *Rules {
 	return r
 }
 
+// keyRules with a testing.B.
+func keyRulesB(b *testing.B) *Rules {
+	var r *Rules
+	t := &testing.T{}
+	r = keyRules(t)
+	if t.Failed() {
+		b.Fatal("keyRules failed")
+	}
+	return r
+}
+
 func str(s string) Value { return Value{Kind: KindString, S: []byte(s)} }
 
 // Keys the server finds equal are placed together; what sluice cannot map
@@ -348,5 +359,24 @@ func TestWeightsCheck(t *testing.T) {
 	}
 	if err := w.Check("Ā", []byte{1, 0}); err == nil {
 		t.Error("a character without a learnt weight passed the check")
+	}
+}
+
+// A point statement on a general_ci string key is placed by its weights
+// without allocating.
+func BenchmarkPlanShardedPointSelectWeighed(b *testing.B) {
+	r := keyRulesB(b)
+	const q = "SELECT * FROM skus WHERE k = ?"
+	args := []Value{str("Straße-1 ")}
+	b.ReportAllocs()
+	for b.Loop() {
+		tm, err := r.Prepare("pay", q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt, err := tm.RouteFor(args, ClientUTF8MB4)
+		if err != nil || len(rt.Parts) != 1 {
+			b.Fatal(err)
+		}
 	}
 }
