@@ -2,9 +2,17 @@ package sharding
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/sandbox"
 )
 
 // Issue 20 items 7, 13 and the last case of 16: keys are routed as the
@@ -335,5 +343,61 @@ func TestKeyColumnLearntLater(t *testing.T) {
 	_, err = sl.ExecContext(ctxT(t), "INSERT INTO late (sku, n) VALUES ('ABC ', 2)")
 	if errCode(err) != 1062 {
 		t.Errorf("INSERT of a collation-equal duplicate: %v, want 1062", err)
+	}
+}
+
+// TestKeyColumnsLearntOnReload: a rule a reload adds has its key column
+// learnt before the reload returns, so its first string INSERT is placed by
+// the collation's weights rather than refused as not known yet.
+func TestKeyColumnsLearntOnReload(t *testing.T) {
+	k20Setup(t)
+	for name, topo := range env.clusters {
+		stmts := []string{"DROP TABLE IF EXISTS k20.late_0", "DROP TABLE IF EXISTS k20.late_1"}
+		for s := range k20Late.shards() {
+			if k20Late.cluster(s) == name {
+				stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s.%s (%s)", k20Late.schema, k20Late.physical(s), k20Late.columns))
+			}
+		}
+		if err := topo.Master.Exec(ctxT(t), stmts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(rules ...*rule) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "[sharding]\ndefault_cluster = %q\nnode_id = 10\n\n", defaultCluster)
+		for _, r := range rules {
+			b.WriteString(r.toml())
+		}
+		o := sandbox.SluiceOptions{Listen: "127.0.0.1:0", ProxyKeys: []string{`admin_listen = "127.0.0.1:0"`},
+			ClusterKeys: []string{`consistency = "causal"`}}
+		return sandbox.ShardedSluiceConfig(o, env.ref.Auth, named(clusterNames, clusterTopos()), b.String()) +
+			"\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"
+	}
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	if err := os.WriteFile(path, []byte(text(k20Items)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := conf.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	sl := conn(t, sluiceDB(t, srv.Addr().String(), k20Schema, false))
+	if err := os.WriteFile(path, []byte(text(k20Items, k20Late)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, sl, "INSERT INTO late (sku, n) VALUES ('Reloaded', 1)")
+	if n := countRows(t, sl, "late", "sku = 'RELOADED  '"); n != 1 {
+		t.Errorf("late: 'RELOADED  ' found %d rows, want 1", n)
 	}
 }
