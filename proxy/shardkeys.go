@@ -113,7 +113,7 @@ func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet b
 				src = pt.Cluster
 			}
 			have = append(have, kc)
-			where = append(where, names[pt.Cluster]+": "+kc.String())
+			where = append(where, names[pt.Cluster]+"."+pt.Table+": "+kc.String())
 		}
 		if len(have) == 0 {
 			unsettled = append(unsettled, l.Logical)
@@ -122,15 +122,13 @@ func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet b
 		kc := have[0]
 		differ := false
 		for _, o := range have[1:] {
-			if !sameKeyColumn(kc, o) {
-				differ = true
-			}
+			differ = differ || !sameKeyColumn(kc, o)
 			if o.MaxChars > 0 && o.MaxChars < kc.MaxChars {
 				kc.MaxChars = o.MaxChars
 			}
 		}
 		if differ {
-			why := "the key column's type or collation differs between clusters (" + strings.Join(where, "; ") +
+			why := "the key column's type or collation differs between physical tables (" + strings.Join(where, "; ") +
 				"), so equal keys could be placed differently; make them equal on every cluster and RELOAD CONFIG"
 			rules.RefuseKey(l.Logical, why)
 			s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.String("reason", why))

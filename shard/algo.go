@@ -96,10 +96,10 @@ func (r *rule) cluster(s int) int { return r.clusters[s/r.tables] }
 // collation places by the collation's weights, so 'sKU-1 ' and 'SKU-1'
 // land together. store tells an INSERT's key (the value the row will
 // hold) from a WHERE's (a value rows are compared with); cs is the
-// session's client character set, which says what a string's bytes are. A WHERE value that
-// cannot be mapped exactly returns errNotExact: the caller scatters, which
-// is always correct; a stored one returns an error naming the table,
-// column and value.
+// session's client character set, which says what a string's bytes are.
+// A WHERE value that cannot be mapped exactly returns errNotExact: the
+// caller scatters, which is always correct; a stored one returns an error
+// naming the table, column and value.
 //
 // mod takes the absolute value of a negative key, so that every integer has
 // a shard and a read never fails for a key no row can have.

@@ -22,6 +22,7 @@ type KeyColumn struct {
 	MaxChars int64
 }
 
+// String is the column's type and collation as COLUMNS shows them.
 func (k KeyColumn) String() string {
 	if k.Collation == "" {
 		return k.ColumnType
@@ -29,41 +30,33 @@ func (k KeyColumn) String() string {
 	return k.ColumnType + " " + k.Collation
 }
 
-// KeyLookup is one rule whose key column the proxy must look up: on each
-// listed physical table (one per cluster of the rule), the column Column.
+// KeyLookup is one rule whose key column the proxy must look up: the
+// column Column of each of the rule's physical tables.
 type KeyLookup struct {
 	// Logical is the rule's "schema.table" as configured.
 	Logical, Schema, Column string
-	// Tables are the first physical table of the rule on each of its
-	// clusters.
+	// Tables are the rule's physical tables on all its clusters.
 	Tables []PhysicalTable
 }
 
 // KeyLookups lists, for every rule, the physical tables whose key column
-// type the proxy should read (the first on each of the rule's clusters).
+// type the proxy should read, in PhysicalTables order.
 func (r *Rules) KeyLookups() []KeyLookup {
+	rules := make(map[string]*rule, len(r.sharded))
+	for _, ru := range r.sharded {
+		rules[ru.schema+"."+ru.table] = ru
+	}
 	var out []KeyLookup
-	byRule := map[string]int{}
 	for _, pt := range r.PhysicalTables() {
-		k := strings.ToLower(pt.Logical)
-		ru := r.sharded[tableKey{strings.ToLower(pt.Schema), k[strings.IndexByte(k, '.')+1:]}]
+		ru := rules[pt.Logical]
 		if ru == nil {
 			continue // a broadcast table
 		}
-		i, ok := byRule[pt.Logical]
-		if !ok {
-			i = len(out)
-			byRule[pt.Logical] = i
+		if n := len(out); n == 0 || out[n-1].Logical != pt.Logical {
 			out = append(out, KeyLookup{Logical: pt.Logical, Schema: ru.schema, Column: ru.key})
 		}
-		l := &out[i]
-		seen := false
-		for _, t := range l.Tables {
-			seen = seen || t.Cluster == pt.Cluster
-		}
-		if !seen {
-			l.Tables = append(l.Tables, pt)
-		}
+		l := &out[len(out)-1]
+		l.Tables = append(l.Tables, pt)
 	}
 	return out
 }
@@ -225,8 +218,8 @@ var intTypes = map[string]struct {
 }
 
 // SetKeyColumn tells the rule of logical ("schema.table", as KeyLookups
-// names it) the type of its key column, as every master that has it
-// agrees; w is the collation's weight table when WeighedCharset says the
+// names it) the type of its key column, as every physical table that has
+// it agrees; w is the collation's weight table when WeighedCharset says the
 // collation needs one (nil when it could not be learnt). It returns why
 // the rule's statements are refused from now on, or nil. Safe to call
 // while sessions route: each rule's key information is swapped atomically,

@@ -272,7 +272,7 @@ func TestKeyRefusals(t *testing.T) {
 			// Key columns sluice cannot place by, or that differ between clusters.
 			{"SELECT * FROM lat WHERE name = 'x'", nil, 1235, []string{"k20.lat", "name", "collation"}},
 			{"INSERT INTO lat (name) VALUES ('x')", nil, 1235, []string{"k20.lat", "collation"}},
-			{"SELECT * FROM mixed WHERE k = 1", nil, 1235, []string{"k20.mixed", "differs between clusters", "c1: int", "c2: varchar"}},
+			{"SELECT * FROM mixed WHERE k = 1", nil, 1235, []string{"k20.mixed", "differs between", "c1.mixed: int", "c2.mixed: varchar"}},
 		} {
 			_, err := sl.ExecContext(ctxT(t), tc.sql, tc.args...)
 			checkErr(t, fmt.Sprintf("binary=%v", binary), tc.sql, err, tc.code, tc.names...)
