@@ -32,8 +32,12 @@ type shardKeyState struct {
 }
 
 // shardKeyRetry is how long the proxy waits before asking the masters
-// again about key columns it could not learn.
-const shardKeyRetry = 3 * time.Second
+// again about key columns it could not learn; the wait doubles up to
+// shardKeyRetryMax, so a table that stays missing costs little.
+const (
+	shardKeyRetry    = 3 * time.Second
+	shardKeyRetryMax = time.Minute
+)
 
 // learnShardKeys asks the masters about the key columns of rules, hands
 // each to the rules, logs rules refused because of them, and returns the
@@ -258,7 +262,8 @@ func (s *Server) settleShardKeys(rules *shard.Rules) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(shardKeyRetry)
+		wait := shardKeyRetry
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		for len(left) > 0 {
 			select {
@@ -266,6 +271,8 @@ func (s *Server) settleShardKeys(rules *shard.Rules) {
 				return
 			case <-t.C:
 			}
+			wait = min(2*wait, shardKeyRetryMax)
+			t.Reset(wait)
 			if s.shards() != rules {
 				return // replaced by a reload, which settles its own
 			}
