@@ -285,23 +285,40 @@ func (s *Server) settleShardKeys(rules *shard.Rules) {
 }
 
 // clientCharset is the session's client character set as the shard
-// rules need it (what a string key's bytes are): the last tracked SET
-// NAMES, SET CHARACTER SET or character_set_client, else the handshake's
-// collation.
+// rules need it (what a string key's bytes are), from the handshake's
+// collation and the tracked SET NAMES, SET CHARACTER SET,
+// character_set_client and character_set_connection. The server converts
+// a literal from the client's set to the connection's before comparing
+// it, so the weaker of the two counts: a connection set sluice does not
+// know (SET CHARACTER SET leaves it at the database's; an assignment to
+// character_set_connection or collation_connection) makes it
+// ClientOther.
 func (s *Session) clientCharset() shard.ClientCharset {
-	for i := len(s.vars) - 1; i >= 0; i-- {
+	client := handshakeCharsets[s.key.collation]
+	conn := client
+	named := func(cs string) shard.ClientCharset {
+		switch strings.ToLower(cs) {
+		case "utf8mb4":
+			return shard.ClientUTF8MB4
+		case "utf8", "utf8mb3":
+			return shard.ClientUTF8MB3
+		}
+		return shard.ClientOther
+	}
+	for i := range s.vars {
 		switch s.vars[i].Name {
-		case "names", "character set", "character_set_client":
-			switch strings.ToLower(s.vars[i].Charset) {
-			case "utf8mb4":
-				return shard.ClientUTF8MB4
-			case "utf8", "utf8mb3":
-				return shard.ClientUTF8MB3
-			}
-			return shard.ClientOther
+		case "names":
+			client = named(s.vars[i].Charset)
+			conn = client
+		case "character set":
+			client, conn = named(s.vars[i].Charset), shard.ClientOther
+		case "character_set_client":
+			client = named(s.vars[i].Charset)
+		case "character_set_connection", "collation_connection":
+			conn = shard.ClientOther
 		}
 	}
-	return handshakeCharsets[s.key.collation]
+	return min(client, conn)
 }
 
 // handshakeCharsets are the client character sets of the handshake

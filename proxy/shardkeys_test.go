@@ -7,8 +7,9 @@ import (
 	"github.com/sluice-proxy/sluice/shard"
 )
 
-// The client character set the shard rules see: the last SET NAMES, SET
-// CHARACTER SET or character_set_client, else the handshake's collation.
+// The client character set the shard rules see: the handshake's collation,
+// then SET NAMES, SET CHARACTER SET, character_set_client and
+// character_set_connection in order; the weaker of client and connection.
 func TestClientCharset(t *testing.T) {
 	set := func(name, cs string) trackedVar {
 		return trackedVar{router.SessionVar{Name: name, Charset: cs}}
@@ -26,9 +27,13 @@ func TestClientCharset(t *testing.T) {
 		{63, nil, shard.ClientOther},    // binary
 		{45, []trackedVar{set("names", "latin1")}, shard.ClientOther},
 		{8, []trackedVar{set("names", "UTF8MB4")}, shard.ClientUTF8MB4},
-		{45, []trackedVar{set("character set", "utf8")}, shard.ClientUTF8MB3},
-		{45, []trackedVar{set("names", "latin1"), set("sql_mode", ""), set("character_set_client", "utf8mb4")}, shard.ClientUTF8MB4},
-		{45, []trackedVar{set("names", "")}, shard.ClientOther}, // SET NAMES DEFAULT: not known
+		{45, []trackedVar{set("character set", "utf8mb4")}, shard.ClientOther}, // connection: the database's
+		{45, []trackedVar{set("character set", "utf8"), set("names", "utf8")}, shard.ClientUTF8MB3},
+		{45, []trackedVar{set("character_set_connection", "")}, shard.ClientOther},
+		{45, []trackedVar{set("character_set_connection", ""), set("names", "utf8mb4")}, shard.ClientUTF8MB4},
+		{45, []trackedVar{set("character_set_client", "utf8mb3")}, shard.ClientUTF8MB3},
+		{45, []trackedVar{set("names", "latin1"), set("sql_mode", ""), set("character_set_client", "utf8mb4")}, shard.ClientOther}, // the connection stays latin1
+		{45, []trackedVar{set("names", "")}, shard.ClientOther},                                                                    // SET NAMES DEFAULT: not known
 		{8, []trackedVar{set("character_set_results", "utf8mb4")}, shard.ClientOther},
 	} {
 		s := &Session{vars: tc.vars}
