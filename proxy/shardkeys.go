@@ -224,7 +224,11 @@ func (s *Server) collationWeights(ctx context.Context, cc *health.ControlConn, s
 			}
 		}
 	}
-	for _, sample := range []string{"Aa zZ", "ßsSs ẞ", "Éeé ÀÅåa", "Straße strasse", "ǅǆǄ ﬁ fi", "Ωω 日本 한국어 ١٢٣", "x  \t "} {
+	samples := []string{"Aa zZ", "ßsSs ẞ", "Éeé ÀÅåa", "Straße strasse", "ǅǆǄ ﬁ fi", "Ωω 日本 한국어 ١٢٣", "x  \t "}
+	if cs == "latin1" {
+		samples = []string{"Aa zZ", "ßsSs", "Éeé ÀÅåa äÄ", "Straße strasse", "æÆ øØ ÿ € Œœ", "x  \t "}
+	}
+	for _, sample := range samples {
 		rows, err := cc.Rows(ctx, "SELECT HEX(WEIGHT_STRING(CONVERT(_utf8mb4 X'"+hex.EncodeToString([]byte(sample))+"' USING "+cs+") COLLATE "+collation+"))")
 		if err != nil {
 			return nil, err

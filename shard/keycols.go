@@ -102,10 +102,12 @@ type keyInfo struct {
 
 // Weights are a collation's weight per Unicode code point, learnt from the
 // server (WEIGHT_STRING) for collations that weigh one character at a
-// time with one 16-bit weight (the *_general_ci family: no contractions,
-// no expansions; ß weighs as s). Built once, then read-only.
+// time with one weight of a fixed width (utf8 *_general_ci: two bytes,
+// ß weighs as s; latin1_swedish_ci, latin1_general_ci, latin1_bin: one
+// byte; no contractions, no expansions). Built once, then read-only.
 type Weights struct {
 	collation string
+	width     int      // bytes per weight: 1 or 2
 	w         []uint16 // by code point, 0 .. 0xFFFF
 	known     []uint64 // bit per code point: w holds its weight
 	// supp is the one weight of every supplementary code point, valid
@@ -115,19 +117,25 @@ type Weights struct {
 }
 
 // weighedCollations are the collations whose weight of a string is the
-// concatenation of one 16-bit weight per character, with their character
-// set and whether they pad with spaces. The proxy checks this on the
-// server (Weights.Check) before use.
+// concatenation of one weight of width bytes per character, with their
+// character set and whether they pad with spaces. The proxy checks this on
+// the server (Weights.Check) before use. latin1_german2_ci (ä as ae) and
+// the *_unicode_ci collations (ß as ss) weigh some characters as several
+// and are not here.
 var weighedCollations = map[string]struct {
 	charset string
+	width   int
 	pad     bool
 }{
-	"utf8mb4_general_ci":       {"utf8mb4", true},
-	"utf8mb3_general_ci":       {"utf8mb3", true},
-	"utf8_general_ci":          {"utf8mb3", true},
-	"utf8mb4_general_nopad_ci": {"utf8mb4", false},
-	"utf8mb3_general_nopad_ci": {"utf8mb3", false},
-	"utf8_general_nopad_ci":    {"utf8mb3", false},
+	"utf8mb4_general_ci":       {"utf8mb4", 2, true},
+	"utf8mb3_general_ci":       {"utf8mb3", 2, true},
+	"utf8_general_ci":          {"utf8mb3", 2, true},
+	"utf8mb4_general_nopad_ci": {"utf8mb4", 2, false},
+	"utf8mb3_general_nopad_ci": {"utf8mb3", 2, false},
+	"utf8_general_nopad_ci":    {"utf8mb3", 2, false},
+	"latin1_swedish_ci":        {"latin1", 1, true},
+	"latin1_general_ci":        {"latin1", 1, true},
+	"latin1_bin":               {"latin1", 1, true},
 }
 
 // utf8BinCollations are the utf8 collations that compare code points.
@@ -149,28 +157,52 @@ func WeighedCharset(collation string) (string, bool) {
 	return c.charset, ok
 }
 
-// NewWeights returns an empty weight table of collation, filled by Set.
+// NewWeights returns an empty weight table of collation, filled by Set;
+// nil when the collation is not one WeighedCharset names.
 func NewWeights(collation string) *Weights {
-	return &Weights{collation: strings.ToLower(collation), w: make([]uint16, 0x10000), known: make([]uint64, 0x10000/64)}
+	c, ok := weighedCollations[strings.ToLower(collation)]
+	if !ok {
+		return nil
+	}
+	return &Weights{collation: strings.ToLower(collation), width: c.width, w: make([]uint16, 0x10000), known: make([]uint64, 0x10000/64)}
 }
 
 // Set records the weight of code point cp (0 .. 0xFFFF) as the server gave
-// it; a weight that is not one 16-bit unit leaves cp unknown (keys holding
-// it are not placed by weight).
+// it; a weight that is not one unit of the collation's width leaves cp
+// unknown (keys holding it are not placed by weight).
 func (w *Weights) Set(cp int, weight []byte) {
-	if cp < 0 || cp > 0xFFFF || len(weight) != 2 {
+	x, ok := w.unit(weight)
+	if cp < 0 || cp > 0xFFFF || !ok {
 		return
 	}
-	w.w[cp] = uint16(weight[0])<<8 | uint16(weight[1])
+	w.w[cp] = x
 	w.known[cp/64] |= 1 << (cp % 64)
 }
 
 // SetSupplementary records that every code point above 0xFFFF weighs
 // weight (utf8mb4_general_ci weighs them all as U+FFFD).
 func (w *Weights) SetSupplementary(weight []byte) {
-	if len(weight) == 2 {
-		w.supp, w.suppKnown = uint16(weight[0])<<8|uint16(weight[1]), true
+	if x, ok := w.unit(weight); ok {
+		w.supp, w.suppKnown = x, true
 	}
+}
+
+func (w *Weights) unit(weight []byte) (uint16, bool) {
+	switch {
+	case len(weight) != w.width:
+		return 0, false
+	case w.width == 1:
+		return uint16(weight[0]), true
+	}
+	return uint16(weight[0])<<8 | uint16(weight[1]), true
+}
+
+// appendUnit appends weight x in the collation's width.
+func (w *Weights) appendUnit(b []byte, x uint16) []byte {
+	if w.width == 1 {
+		return append(b, byte(x))
+	}
+	return append(b, byte(x>>8), byte(x))
 }
 
 // weight returns the weight of r and whether it is known.
@@ -194,7 +226,7 @@ func (w *Weights) Check(s string, server []byte) error {
 		if !ok {
 			return fmt.Errorf("%s: no weight learnt for %U", w.collation, r)
 		}
-		got = append(got, byte(x>>8), byte(x))
+		got = w.appendUnit(got, x)
 	}
 	if string(got) != string(server) {
 		return fmt.Errorf("%s: the weight of %q is %X on the server, %X by character", w.collation, s, server, got)
@@ -283,10 +315,13 @@ func classify(ru *rule, kc KeyColumn, w *Weights) *keyInfo {
 				return refuse("the collation's weights could not be learnt from the server")
 			}
 			ki.class, ki.w, ki.pad, ki.mb3 = classWeighed, w, c.pad, c.charset == "utf8mb3"
+			if w.collation != coll && weighedCollations[w.collation] != c {
+				return refuse("the weights given are of " + w.collation)
+			}
 		} else if c, ok := utf8BinCollations[coll]; ok {
 			ki.class, ki.pad, ki.mb3 = classUTF8Bin, c.pad, c.mb3
 		} else {
-			return refuse("a hash key's collation must be utf8mb4_general_ci, utf8mb3_general_ci, their _nopad_ci variants or a utf8 _bin collation (sluice places keys by the collation's weights and knows only these)")
+			return refuse("a hash key's collation must be utf8mb4_general_ci, utf8mb3_general_ci, their _nopad_ci variants, a utf8 _bin collation, latin1_swedish_ci, latin1_general_ci or latin1_bin (sluice places keys by the collation's weights, and these weigh one character at a time)")
 		}
 		if dt == "char" && !ki.pad {
 			return refuse("a CHAR key under a NO PAD collation")
@@ -352,8 +387,7 @@ func (ki *keyInfo) keyHash(s []byte, cs ClientCharset) (uint32, bool) {
 		}
 		return crcIEEE(s), true
 	}
-	// classWeighed: the weights, two bytes each, cut of trailing spaces'
-	// weights.
+	// classWeighed: the weights, cut of trailing spaces' weights.
 	space, _ := ki.w.weight(' ')
 	end := len(s)
 	if ki.pad {
@@ -377,7 +411,10 @@ func (ki *keyInfo) keyHash(s []byte, cs ClientCharset) (uint32, bool) {
 			return 0, false
 		}
 		i += size
-		h = crcByte(crcByte(h, byte(x>>8)), byte(x))
+		if ki.w.width == 2 {
+			h = crcByte(h, byte(x>>8))
+		}
+		h = crcByte(h, byte(x))
 	}
 	return ^h, true
 }

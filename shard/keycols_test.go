@@ -348,6 +348,42 @@ func TestIDRange(t *testing.T) {
 	}
 }
 
+// A latin1 collation weighs one byte per character; characters latin1
+// lacks have no weight.
+func TestLatin1Weights(t *testing.T) {
+	r := keyRules(t)
+	w := NewWeights("latin1_swedish_ci")
+	for cp := 0; cp < 0x100; cp++ {
+		x := unicode.ToUpper(rune(cp))
+		if x > 0xFF {
+			x = rune(cp)
+		}
+		if cp == 'é' || cp == 'É' {
+			x = 'E'
+		}
+		w.Set(cp, []byte{byte(x)})
+	}
+	w.Set(0x20AC, []byte{0x80}) // €, cp1252's 0x80
+	w.Set(0x100, []byte{0, 1})  // not one byte: stays unknown
+	if err := r.SetKeyColumn("pay.skus", KeyColumn{DataType: "varchar", ColumnType: "varchar(8)", Collation: "latin1_swedish_ci", MaxChars: 8}, w); err != nil {
+		t.Fatal(err)
+	}
+	ru := ruleOf(t, r, "skus")
+	a, err1 := ru.place(str("Éclair €"), false, ClientUTF8MB4)
+	b, err2 := ru.place(str("eCLAIR €  "), true, ClientUTF8MB4)
+	if err1 != nil || err2 != nil || a != b || a != int(crc32.ChecksumIEEE([]byte("ECLAIR \x80"))%8) {
+		t.Errorf("latin1: %d (%v), %d (%v), want the hash of one byte per character", a, err1, b, err2)
+	}
+	for _, v := range []string{"Ā", "日本"} {
+		if _, err := ru.place(str(v), false, ClientUTF8MB4); err != errNotExact {
+			t.Errorf("latin1 WHERE %q: %v, want not exact", v, err)
+		}
+	}
+	if err := r.SetKeyColumn("pay.skus", KeyColumn{DataType: "varchar", ColumnType: "varchar(8)", Collation: "latin1_german2_ci"}, nil); err == nil {
+		t.Error("latin1_german2_ci (ä as ae) accepted")
+	}
+}
+
 // Check finds a collation that weighs several characters at once.
 func TestWeightsCheck(t *testing.T) {
 	w := fakeGeneralCI()

@@ -35,10 +35,15 @@ var (
 		columns: "hid BIGINT NOT NULL PRIMARY KEY, n INT NOT NULL"}
 	k20Orders = &rule{schema: k20Schema, table: "orders", key: "uid", algo: "mod", clusters: clusterNames, tables: 2,
 		idColumn: "order_id", columns: "order_id BIGINT NOT NULL PRIMARY KEY, uid BIGINT NOT NULL, n INT NOT NULL"}
-	// k20Lat's key collation is one sluice does not weigh; k20Mixed's key
-	// column is an INT on c1 and a VARCHAR on c2: both are refused.
-	k20Lat = &rule{schema: k20Schema, table: "lat", key: "name", algo: "hash", clusters: clusterNames, tables: 1,
-		columns: "name VARCHAR(16) CHARACTER SET latin1 NOT NULL PRIMARY KEY"}
+	// k20Latin's key is latin1_swedish_ci (MariaDB's default), one byte
+	// of weight per character.
+	k20Latin = &rule{schema: k20Schema, table: "latin", key: "name", algo: "hash", clusters: clusterNames, tables: 2,
+		columns: "name VARCHAR(16) CHARACTER SET latin1 COLLATE latin1_swedish_ci NOT NULL PRIMARY KEY, n INT NOT NULL"}
+	// k20Uni's key collation weighs ß as two characters, which sluice does
+	// not place by; k20Mixed's key column is an INT on c1 and a VARCHAR on
+	// c2: both are refused.
+	k20Uni = &rule{schema: k20Schema, table: "uni", key: "name", algo: "hash", clusters: clusterNames, tables: 1,
+		columns: "name VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL PRIMARY KEY"}
 	k20Mixed = &rule{schema: k20Schema, table: "mixed", key: "k", algo: "hash", clusters: clusterNames, tables: 1}
 	// k20Late's tables are created only after sluice started.
 	k20Late = &rule{schema: k20Schema, table: "late", key: "sku", algo: "hash", clusters: clusterNames, tables: 2,
@@ -46,7 +51,7 @@ var (
 )
 
 // k20Rules are the rules whose tables the reference holds too.
-var k20Rules = []*rule{k20Items, k20Bins, k20Accts, k20Hints, k20Orders}
+var k20Rules = []*rule{k20Items, k20Bins, k20Accts, k20Hints, k20Orders, k20Latin}
 
 // k20Seed are the rows every test run starts from, on both sides.
 var k20Seed = []string{
@@ -58,6 +63,7 @@ var k20Seed = []string{
 	// 1048836 carries the version bit of a generated id (its shard bits
 	// say 4), but it is an application's id of uid 1.
 	"INSERT INTO orders (order_id, uid, n) VALUES (1048836, 1, 1), (77, 2, 2)",
+	"INSERT INTO latin (name, n) VALUES ('Éclair', 1), ('Straße', 2), ('Ångström', 3), ('abc', 4), ('Œuvre €', 5)",
 }
 
 // k20Setup creates schema k20 on the clusters and the reference, starts a
@@ -68,7 +74,7 @@ func k20Setup(t *testing.T) string {
 	ctx := ctxT(t)
 	for name, topo := range env.clusters {
 		stmts := []string{"DROP DATABASE IF EXISTS " + k20Schema, "CREATE DATABASE " + k20Schema}
-		for _, r := range append(k20Rules, k20Lat) {
+		for _, r := range append(k20Rules, k20Uni) {
 			for s := range r.shards() {
 				if r.cluster(s) == name {
 					stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s.%s (%s)", r.schema, r.physical(s), r.columns))
@@ -99,7 +105,7 @@ func k20Setup(t *testing.T) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[sharding]\ndefault_cluster = %q\nnode_id = 9\n\n", defaultCluster)
-	for _, r := range append(k20Rules, k20Lat, k20Mixed, k20Late) {
+	for _, r := range append(k20Rules, k20Uni, k20Mixed, k20Late) {
 		b.WriteString(r.toml())
 	}
 	srv, err := startSluice(named(clusterNames, clusterTopos()), b.String())
@@ -153,6 +159,20 @@ func k20Statements() []stmt {
 		w("DELETE FROM bins WHERE code = 'sku-0002'"),
 		w("UPDATE bins SET n = n + 1 WHERE code = 'SKU-0001 '"),
 		w("UPDATE bins SET n = n - 1 WHERE code = ?", "SKU-0001 "),
+		// latin1_swedish_ci: É weighs as E, ß as itself, Å as itself.
+		q("SELECT name, n FROM latin WHERE name = 'ECLAIR '"),
+		q("SELECT name, n FROM latin WHERE name = ?", "éclair"),
+		q("SELECT name, n FROM latin WHERE name = 'STRASE'"),
+		q("SELECT name, n FROM latin WHERE name = 'STRASSE'"),
+		q("SELECT name, n FROM latin WHERE name = 'straße  '"),
+		q("SELECT name, n FROM latin WHERE name = 'ångström'"),
+		q("SELECT name, n FROM latin WHERE name = 'œuvre €'"),
+		q("SELECT name, n FROM latin WHERE name = 'ABC'"),
+		q("SELECT name, n FROM latin WHERE name = '日本'"),
+		w("INSERT INTO latin (name, n) VALUES ('eclair  ', 1)"), // 1062
+		w("INSERT INTO latin (name, n) VALUES ('日本', 1)"),       // 1366 from both
+		w("UPDATE latin SET n = n + 1 WHERE name = 'ABC '"),
+		w("UPDATE latin SET n = n - 1 WHERE name = ?", "aBc"),
 		// An integer hash key: '042', ' 42', 42.0 are 42.
 		q("SELECT hid, n FROM hints WHERE hid = '042'"),
 		q("SELECT hid, n FROM hints WHERE hid = ' 42'"),
@@ -199,6 +219,7 @@ func TestKeysRoutedAsServerCompares(t *testing.T) {
 	addr := k20Setup(t)
 	for _, binary := range []bool{false, true} {
 		proto := map[bool]string{false: "text", true: "binary"}[binary]
+		waitReplicated(t) // a new session may read from a replica
 		sl := conn(t, sluiceDB(t, addr, k20Schema, binary))
 		ref := conn(t, refDB(t, k20Schema, binary))
 		for _, s := range k20Statements() {
@@ -211,6 +232,7 @@ func TestKeysRoutedAsServerCompares(t *testing.T) {
 	// A session whose character set is latin1: the driver's UTF-8 bytes are
 	// other characters to the server; sluice scatters rather than place them.
 	for _, binary := range []bool{false, true} {
+		waitReplicated(t)
 		sl := conn(t, sluiceDB(t, addr, k20Schema, binary))
 		ref := conn(t, refDB(t, k20Schema, binary))
 		for _, s := range []stmt{
@@ -227,7 +249,7 @@ func TestKeysRoutedAsServerCompares(t *testing.T) {
 	}
 	// No two keys the collation finds equal are stored in two places (each
 	// physical table's primary key sees only its own).
-	for r, space := range map[*rule]string{k20Items: "0020", k20Bins: "000020"} {
+	for r, space := range map[*rule]string{k20Items: "0020", k20Bins: "000020", k20Latin: "20"} {
 		seen := map[string]string{}
 		for s := range r.shards() {
 			db, err := env.clusters[r.cluster(s)].Master.RootDB()
@@ -270,8 +292,8 @@ func TestKeyRefusals(t *testing.T) {
 			{fmt.Sprintf("INSERT INTO orders (order_id, uid, n) VALUES (%d, 1, 1)", k20GeneratedID(k20Orders, 2)), nil, 1366,
 				[]string{"order_id", "generated ids", "shard 2"}},
 			// Key columns sluice cannot place by, or that differ between clusters.
-			{"SELECT * FROM lat WHERE name = 'x'", nil, 1235, []string{"k20.lat", "name", "collation"}},
-			{"INSERT INTO lat (name) VALUES ('x')", nil, 1235, []string{"k20.lat", "collation"}},
+			{"SELECT * FROM uni WHERE name = 'x'", nil, 1235, []string{"k20.uni", "name", "utf8mb4_unicode_ci"}},
+			{"INSERT INTO uni (name) VALUES ('x')", nil, 1235, []string{"k20.uni", "collation"}},
 			{"SELECT * FROM mixed WHERE k = 1", nil, 1235, []string{"k20.mixed", "differs between", "c1.mixed: int", "c2.mixed: varchar"}},
 		} {
 			_, err := sl.ExecContext(ctxT(t), tc.sql, tc.args...)
@@ -288,7 +310,9 @@ func TestKeyRefusals(t *testing.T) {
 			t.Errorf("binary=%v: order %d found %d times, want 1", binary, id, n)
 		}
 	}
-	// Nothing of the refused INSERTs was written.
+	// Nothing of the refused INSERTs was written (a new session may read
+	// from a replica: wait for the replicas first).
+	waitReplicated(t)
 	sl := conn(t, sluiceDB(t, addr, k20Schema, false))
 	for table, want := range map[string]string{"hints": "5", "items": "12", "accts": "5", "orders": "4"} {
 		if got := queryStrings(t, sl, "SELECT COUNT(*) FROM "+table); got[0] != want {
