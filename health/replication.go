@@ -193,6 +193,26 @@ func (cc *ControlConn) query(ctx context.Context, q string) (*mysql.Resultset, e
 	return rs, err
 }
 
+// Rows runs q, a statement that returns rows, and returns each row's
+// values as text (NULL as ""), for control-plane catalog questions.
+func (cc *ControlConn) Rows(ctx context.Context, q string) ([][]string, error) {
+	rs, err := cc.query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(rs.Values))
+	for i := range rs.Values {
+		row := make([]string, len(rs.Fields))
+		for j := range row {
+			if row[j], err = rs.GetString(i, j); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = row
+	}
+	return out, nil
+}
+
 // Tables lists the base tables and views of schema on the server (none
 // when the schema does not exist).
 func (cc *ControlConn) Tables(ctx context.Context, schema string) ([]string, error) {

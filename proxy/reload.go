@@ -368,6 +368,8 @@ func (s *Server) Reload() (changes []string, err error) {
 	if authn != nil {
 		s.auth.cur.Store(&authn)
 	}
+	// Key columns' types before the rules route a statement.
+	s.settleShardKeys(set.rules)
 	s.shardSet.Store(set)
 	s.limits.Store(s.newLimitSet(next))
 	if v := next.Proxy.ServerVersion; v != "" {

@@ -70,7 +70,9 @@ type Server struct {
 	// Reload replaces it, sessions load it per statement (shards,
 	// defaultCluster).
 	shardSet atomic.Pointer[shardSet]
-	reload   reloader
+	// shardKeys caches what the masters taught about key columns' collations.
+	shardKeys shardKeyState
+	reload    reloader
 
 	tls         *tls.Config // towards clients; nil when off
 	clientCaps  uint32      // capabilities offered to clients
@@ -288,6 +290,9 @@ func (s *Server) Start() error {
 		},
 	}
 	if s.shards() != nil {
+		// Keys are placed by their column's type: learn it before the
+		// first client is served.
+		s.settleShardKeys(s.shards())
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.checkShardTables() }()
 	}

@@ -66,7 +66,7 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	if tpl.Local() == shard.LocalNextID {
 		return nil, true, s.answerNextID(tpl)
 	}
-	route, err := tpl.Route(nil)
+	route, err := tpl.RouteFor(nil, s.clientCharset())
 	if err == nil {
 		route, err = s.userVarRoute(tpl, route)
 	}
@@ -116,7 +116,7 @@ func (s *Session) userVarRoute(tpl *shard.Template, route *shard.Route) (*shard.
 
 // answerNextID answers SELECT NEXT_ID('table'[, key]) with a new global id.
 func (s *Session) answerNextID(tpl *shard.Template) error {
-	id, err := tpl.NextID(nil)
+	id, err := tpl.NextID(nil, s.clientCharset())
 	if err != nil {
 		return s.client.WriteErr(shardError(err))
 	}
@@ -480,7 +480,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
 			"Incorrect arguments to mysqld_stmt_execute: %v", err))
 	}
-	route, err := st.shard.Route(args)
+	route, err := st.shard.RouteFor(args, s.clientCharset())
 	if err == nil {
 		route, err = s.userVarRoute(st.shard, route)
 	}
@@ -543,7 +543,8 @@ func paramValue(v protocol.Param, buf *[]byte) shard.Value {
 	}
 	start := len(*buf)
 	*buf = v.AppendText(*buf)
-	return shard.Value{Kind: shard.KindString, S: (*buf)[start:len(*buf):len(*buf)]}
+	return shard.Value{Kind: shard.KindString, S: (*buf)[start:len(*buf):len(*buf)],
+		Decimal: v.Type == protocol.TypeNewDecimal || v.Type == protocol.TypeDecimal}
 }
 
 // partStream reads one Part's result rows for a merge.

@@ -2,10 +2,11 @@ package shard
 
 import (
 	"fmt"
-	"hash/crc32"
 	"math"
 	"sort"
 	"strconv"
+	"strings"
+	"sync/atomic"
 )
 
 // algorithm is how a rule turns a key value into a shard number.
@@ -43,6 +44,9 @@ type rule struct {
 	// (len(clusters) * tables), virtual virtual_shards (0: none).
 	tables, shards, virtual int
 	bounds                  []int64
+	// meta is what the cluster masters say about the key column; nil
+	// until the proxy has learnt it (Rules.SetKeyColumn).
+	meta atomic.Pointer[keyInfo]
 }
 
 // modulus is the number the key-derived number is reduced by: the virtual
@@ -58,6 +62,9 @@ func (r *rule) modulus() uint64 {
 // the same shard number on the same cluster, so that a join of the two
 // tables on their keys can run shard by shard.
 func (r *rule) sameLayout(o *rule) bool {
+	if !r.sameKeyType(o) {
+		return false
+	}
 	if r.algo != o.algo || r.unit != o.unit || r.tables != o.tables || r.virtual != o.virtual ||
 		len(r.clusters) != len(o.clusters) || len(r.bounds) != len(o.bounds) {
 		return false
@@ -83,27 +90,82 @@ func (r *rule) cluster(s int) int { return r.clusters[s/r.tables] }
 // shards-1). The shard is place % shards. It does not allocate unless it
 // fails.
 //
+// The number is computed on the value the key column would store and
+// compare, as the masters described the column (SetKeyColumn): an integer
+// column's '042', ' 42' and 42.0 are 42; a string under a _ci PAD SPACE
+// collation places by the collation's weights, so 'sKU-1 ' and 'SKU-1'
+// land together. store tells an INSERT's key (the value the row will
+// hold) from a WHERE's (a value rows are compared with); cs is the
+// session's client character set, which says what a string's bytes are.
+// A WHERE value that cannot be mapped exactly returns errNotExact: the
+// caller scatters, which is always correct; a stored one returns an error
+// naming the table, column and value.
+//
 // mod takes the absolute value of a negative key, so that every integer has
 // a shard and a read never fails for a key no row can have.
-func (r *rule) place(v Value) (int, error) {
+func (r *rule) place(v Value, store bool, cs ClientCharset) (int, error) {
+	ki := r.meta.Load()
+	if ki != nil && ki.refused != nil {
+		return 0, ki.refused
+	}
 	switch r.algo {
 	case algoMod:
-		mag, _, ok := integerOf(v)
-		if !ok {
-			return 0, r.badValue(v, "not an integer")
+		mag, _, err := r.intKey(ki, v, store)
+		if err != nil {
+			return 0, err
 		}
 		return int(mag % r.modulus()), nil
 	case algoHash:
-		var buf [24]byte
-		b, ok := canonicalBytes(v, buf[:0])
-		if !ok {
-			return 0, r.badValue(v, "not an integer or string")
+		if ki == nil || ki.class == classInt {
+			if ki == nil && v.Kind != KindInt && v.Kind != KindUint {
+				if store {
+					return 0, fmt.Errorf("%w: %s.%s column %s: the key column's type is not known yet (sluice reads it from the cluster masters), so %s cannot be placed",
+						ErrUnsupported, r.schema, r.table, r.key, formatValue(v))
+				}
+				return 0, errNotExact
+			}
+			mag, neg, err := r.intKey(ki, v, store)
+			if err != nil {
+				return 0, err
+			}
+			// The decimal text of the integer, as before the column's
+			// type was known: integer keys keep their placement.
+			var buf [24]byte
+			b := buf[:0]
+			if neg {
+				b = append(b, '-')
+			}
+			b = strconv.AppendUint(b, mag, 10)
+			return int(uint64(crcIEEE(b)) % r.modulus()), nil
 		}
-		return int(uint64(crc32.ChecksumIEEE(b)) % r.modulus()), nil
-	case algoRange:
-		mag, neg, ok := integerOf(v)
+		var h uint32
+		ok := false
+		switch v.Kind {
+		case KindString:
+			if v.Decimal {
+				// A number compares with a string column as a number.
+				return 0, r.inexact(v, store, "a number for a string key")
+			}
+			if store && ki.col.MaxChars > 0 && ki.charCount(v.S) > ki.col.MaxChars {
+				return 0, r.badValue(v, fmt.Sprintf("longer than the column's %d characters", ki.col.MaxChars))
+			}
+			h, ok = ki.keyHash(v.S, cs)
+		case KindInt, KindUint:
+			if !store {
+				return 0, errNotExact // compared as numbers
+			}
+			var buf [24]byte
+			b, _ := canonicalBytes(v, buf[:0])
+			h, ok = ki.keyHash(b, ClientUTF8MB4)
+		}
 		if !ok {
-			return 0, r.badValue(v, "not an integer")
+			return 0, r.inexact(v, store, "not a value sluice can map to what the column stores ("+ki.col.String()+")")
+		}
+		return int(uint64(h) % r.modulus()), nil
+	case algoRange:
+		mag, neg, err := r.intKey(ki, v, store)
+		if err != nil {
+			return 0, err
 		}
 		if !neg && mag > math.MaxInt64 {
 			return 0, r.outOfRange(v)
@@ -121,11 +183,73 @@ func (r *rule) place(v Value) (int, error) {
 	default: // algoDate
 		n, ok := dateNumber(v, r.unit)
 		if !ok {
-			return 0, r.badValue(v, "not a date ('YYYY-MM-DD[ hh:mm:ss[.ffffff]]' or YYYYMMDD)")
+			return 0, r.inexact(v, store, "not a date ('YYYY-MM-DD[ hh:mm:ss[.ffffff]]' or YYYYMMDD)")
 		}
 		m := int64(r.shards)
 		return int(((n % m) + m) % m), nil
 	}
+}
+
+// exactFloat is the largest magnitude up to which a double holds every
+// integer exactly.
+const exactFloat = 1 << 53
+
+// intKey returns the integer a key value is for an integer column: an
+// integer, a float without fraction, a decimal or string holding a decimal
+// integer (spaces around it, a sign and a zero fraction allowed, as the
+// server converts ' 42' and '42.0' on INSERT and in comparisons: exactly,
+// at any size, when the fraction is zero). A WHERE's float key above 2^53
+// is not exact (a double there may stand for several integers); an
+// INSERT's key outside the column type's range is refused (a range rule's
+// boundaries say more).
+func (r *rule) intKey(ki *keyInfo, v Value, store bool) (uint64, bool, error) {
+	var mag uint64
+	var neg, ok bool
+	switch v.Kind {
+	case KindInt, KindUint:
+		mag, neg, ok = integerOf(v)
+	case KindFloat:
+		mag, neg, ok = integerOf(v)
+		ok = ok && (store || mag <= exactFloat)
+	case KindString:
+		mag, neg, ok = parseInteger(v.S)
+	}
+	if !ok {
+		return 0, false, r.inexact(v, store, "not an integer")
+	}
+	if store && ki != nil && ki.class == classInt && r.algo != algoRange {
+		in := !neg && mag <= ki.hi || neg && mag <= uint64(-(ki.lo+1))+1
+		if !in {
+			return 0, false, r.badValue(v, "out of the range of "+ki.col.ColumnType)
+		}
+	}
+	return mag, neg, nil
+}
+
+// inexact is the error of a key value place cannot map: errNotExact for a
+// WHERE's, which the caller turns into a scatter; a bad value for an
+// INSERT's.
+func (r *rule) inexact(v Value, store bool, why string) error {
+	if store {
+		return r.badValue(v, why)
+	}
+	return errNotExact
+}
+
+// sameKeyType reports whether equal keys of r and o are equal values of
+// the same column type and collation, so one placement function serves
+// both (integer columns of any width compare alike).
+func (r *rule) sameKeyType(o *rule) bool {
+	a, b := r.meta.Load(), o.meta.Load()
+	switch {
+	case a == nil || b == nil:
+		return a == b || r.algo != algoHash
+	case a.refused != nil || b.refused != nil:
+		return false
+	case a.class == classInt && b.class == classInt:
+		return true
+	}
+	return a.class == b.class && strings.EqualFold(a.col.Collation, b.col.Collation) && a.pad == b.pad
 }
 
 func (r *rule) badValue(v Value, why string) error {

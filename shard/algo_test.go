@@ -37,7 +37,9 @@ func TestPlace(t *testing.T) {
 		{"orders", Value{Kind: KindFloat, F: 1.5}, 0, ErrBadKeyValue},
 		{"orders", str("12ab"), 0, ErrBadKeyValue},
 		{"orders", str("9527.5"), 0, ErrBadKeyValue},
+		{"orders", str("99999999999999999999"), 0, ErrBadKeyValue},
 		{"users", str("alice"), hashOf("alice", 64), nil},
+		{"users", str("alice  "), hashOf("alice", 64), nil}, // PAD SPACE
 		{"users", i(42), hashOf("42", 64), nil},
 		{"users", Value{Kind: KindFloat, F: 0.5}, 0, ErrBadKeyValue},
 		{"ranges", i(0), 0, nil},
@@ -58,7 +60,7 @@ func TestPlace(t *testing.T) {
 	}
 	for _, tc := range tests {
 		ru := ruleOf(t, r, tc.table)
-		got, err := ru.place(tc.v)
+		got, err := ru.place(tc.v, true, ClientUTF8MB4)
 		if !errors.Is(err, tc.err) {
 			t.Errorf("%s place(%s): error %v, want %v", tc.table, formatValue(tc.v), err, tc.err)
 			continue
@@ -73,7 +75,7 @@ func TestPaymentSeedFormula(t *testing.T) {
 	r := testRules(t)
 	ru := ruleOf(t, r, "orders")
 	for uid := int64(0); uid < 2000; uid += 7 {
-		p, err := ru.place(Value{Kind: KindInt, I: uid})
+		p, err := ru.place(Value{Kind: KindInt, I: uid}, false, ClientUTF8MB4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,8 +119,8 @@ func TestVirtualShardsDoubling(t *testing.T) {
 	big := &rule{algo: algoHash, shards: 8, tables: 2, virtual: 64}
 	for k := int64(0); k < 500; k++ {
 		v := Value{Kind: KindInt, I: k}
-		a, _ := small.place(v)
-		b, _ := big.place(v)
+		a, _ := small.place(v, true, ClientUTF8MB4)
+		b, _ := big.place(v, true, ClientUTF8MB4)
 		if a != b {
 			t.Fatalf("key %d: virtual shard %d then %d", k, a, b)
 		}

@@ -174,7 +174,9 @@ func constant(e ast.ExprNode, markers map[*test_driver.ParamMarkerExpr]int) (val
 		return valSrc{param: i}, ok
 	case *test_driver.ValueExpr:
 		v, ok := datumValue(&x.Datum)
-		if !ok {
+		if !ok || v.Kind == KindString && !v.Decimal && !utf8Introducer(x.Type.GetCharset()) && !isASCII(v.S) {
+			// _latin1'\xe9' holds bytes of another character set than
+			// the session's: not a value sluice can place.
 			return valSrc{}, false
 		}
 		if neg {
@@ -222,7 +224,7 @@ func datumValue(d *test_driver.Datum) (Value, bool) {
 		if s == "" {
 			return Value{}, false
 		}
-		return Value{Kind: KindString, S: []byte(s)}, true
+		return Value{Kind: KindString, S: []byte(s), Decimal: true}, true
 	}
 	return Value{}, false
 }
@@ -291,8 +293,9 @@ func (s *shardSet) has(sh int) bool {
 	return s.bits[sh/64]&(1<<(sh%64)) != 0
 }
 
-// eval computes the shards a condition allows for one execution.
-func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
+// eval computes the shards a condition allows for one execution; cs is
+// place's. A key value place cannot map exactly allows every shard.
+func (c *cond) eval(ru *rule, args []Value, cs ClientCharset) (shardSet, error) {
 	switch c.op {
 	case condAll:
 		return shardSet{all: true}, nil
@@ -305,6 +308,7 @@ func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
 			}
 			if c.op == condID {
 				mag, neg, ok := integerOf(v)
+				ok = ok && (v.Kind != KindFloat || mag <= exactFloat)
 				if !ok || neg || mag > 1<<63-1 {
 					return shardSet{all: true}, nil
 				}
@@ -315,7 +319,10 @@ func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
 				set.add(vs%ru.shards, ru.shards)
 				continue
 			}
-			p, err := ru.place(v)
+			p, err := ru.place(v, false, cs)
+			if err == errNotExact {
+				return shardSet{all: true}, nil
+			}
 			if err != nil {
 				return set, err
 			}
@@ -325,7 +332,7 @@ func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
 	case condAnd:
 		var out shardSet
 		for i, k := range c.kids {
-			s, err := k.eval(ru, args)
+			s, err := k.eval(ru, args, cs)
 			if err != nil {
 				return s, err
 			}
@@ -339,7 +346,7 @@ func (c *cond) eval(ru *rule, args []Value) (shardSet, error) {
 	default: // condOr
 		out := shardSet{one: -1}
 		for _, k := range c.kids {
-			s, err := k.eval(ru, args)
+			s, err := k.eval(ru, args, cs)
 			if err != nil {
 				return s, err
 			}
@@ -421,4 +428,24 @@ func (r *rule) roleOf(col string) colRole {
 		return roleID
 	}
 	return roleNone
+}
+
+// utf8Introducer reports whether a string literal's character set (its
+// introducer, or the parser's default utf8mb4) keeps UTF-8 bytes as they
+// are: the utf8 sets, and binary, which compares the bytes themselves.
+func utf8Introducer(cs string) bool {
+	switch strings.ToLower(cs) {
+	case "", "utf8mb4", "utf8", "utf8mb3", "binary":
+		return true
+	}
+	return false
+}
+
+func isASCII(s []byte) bool {
+	for _, c := range s {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

@@ -36,5 +36,23 @@ func testRules(t testing.TB) *Rules {
 	if err != nil {
 		t.Fatal(err)
 	}
+	setKeyColumns(t, r)
 	return r
+}
+
+// setKeyColumns gives testConfig's rules the key column types the masters
+// would report.
+func setKeyColumns(t testing.TB, r *Rules) {
+	t.Helper()
+	bigint := KeyColumn{DataType: "bigint", ColumnType: "bigint(20)"}
+	for logical, kc := range map[string]KeyColumn{
+		"pay.orders": bigint, "pay.items": bigint, "pay.solo": bigint,
+		"pay.users":  {DataType: "varchar", ColumnType: "varchar(64)", Collation: "utf8mb4_bin", MaxChars: 64},
+		"pay.events": {DataType: "date", ColumnType: "date"},
+		"pay.ranges": {DataType: "int", ColumnType: "int(11)"},
+	} {
+		if err := r.SetKeyColumn(logical, kc, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

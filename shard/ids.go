@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -102,10 +103,37 @@ func (g *IDGenerator) next(version, shard int64) int64 {
 	return id & (1<<63 - 1)
 }
 
+// The generated range: ids whose time part lies between IDMinAge after
+// IDEpoch and IDFutureMargin past now. Only ids in it are decoded for
+// routing, so that an application's own small ids (an AUTO_INCREMENT
+// value, 1048836) that happen to carry the version bit are not taken for
+// generated ones; an INSERT that gives an id in the range must carry the
+// row's shard (Template.Route refuses it otherwise).
+const (
+	// IDMinAge is the least time part of a generated id: sluice made no
+	// id in the first day after IDEpoch, and an id below it (about
+	// 3.6e14) is an application's.
+	IDMinAge = 24 * time.Hour
+	// IDFutureMargin is how far past this instance's clock an id's time
+	// may lie and still count as generated (other instances' clocks may
+	// run ahead).
+	IDFutureMargin = 24 * time.Hour
+)
+
+// idNow returns milliseconds since IDEpoch; tests replace it.
+var idNow = func() int64 { return time.Since(IDEpoch).Milliseconds() }
+
+// InIDRange reports whether id lies in the generated range.
+func InIDRange(id int64) bool {
+	ts := id >> idTimeShift
+	return id > 0 && ts >= IDMinAge.Milliseconds() && ts <= idNow()+IDFutureMargin.Milliseconds()
+}
+
 // ShardOfID returns the shard number embedded in id and whether id carries
-// one (its version is IDVersionSharded and it is positive).
+// one: it is in the generated range (InIDRange) and its version is
+// IDVersionSharded.
 func ShardOfID(id int64) (shard int, ok bool) {
-	if id <= 0 || id>>idVersionShift&(1<<idVersionBits-1) != IDVersionSharded {
+	if !InIDRange(id) || id>>idVersionShift&(1<<idVersionBits-1) != IDVersionSharded {
 		return 0, false
 	}
 	return int(id & (1<<idShardBits - 1)), true
@@ -119,4 +147,22 @@ func IDTime(id int64) time.Time {
 // IDNode returns the node number of the generator that made id.
 func IDNode(id int64) int {
 	return int(id >> idNodeShift & (1<<idNodeBits - 1))
+}
+
+// checkID refuses an INSERT's explicit id_column value that lies in the
+// generated range (ShardOfID decodes it) but names another shard than its
+// row's placement p: a lookup by that id alone would go to the wrong
+// shard. Values outside the range, or not integers, are the application's
+// and go through unchecked.
+func (r *rule) checkID(v Value, p, row int) error {
+	mag, neg, ok := integerOf(v)
+	if !ok || neg || mag > 1<<63-1 {
+		return nil
+	}
+	vs, ok := ShardOfID(int64(mag))
+	if !ok || vs%r.shards == p%r.shards {
+		return nil
+	}
+	return fmt.Errorf("%w: %s.%s column %s (row %d): %s is in the range of sluice's generated ids and names shard %d, but the row's %s puts it on shard %d; give an id from NEXT_ID('%s', key), leave the column out, or use ids below %d",
+		ErrBadKeyValue, r.schema, r.table, r.idColumn, row+1, formatValue(v), vs%r.shards, r.key, p%r.shards, r.table, IDMinAge.Milliseconds()<<idTimeShift)
 }

@@ -920,15 +920,16 @@ func (b *builder) insert(t *Template, s *ast.InsertStmt) (*Template, error) {
 	if len(b.c.order) > 1 {
 		return nil, fmt.Errorf("%w: INSERT into %s naming other sharded tables", ErrUnsupported, ru.lower)
 	}
-	keyCol, hasID := -1, false
+	keyCol, idCol := -1, -1
 	for i, c := range s.Columns {
 		switch ru.roleOf(c.Name.L) {
 		case roleKey:
 			keyCol = i
 		case roleID:
-			hasID = true
+			idCol = i
 		}
 	}
+	hasID := idCol >= 0
 	if keyCol < 0 {
 		why := "the column list does not name it"
 		if len(s.Columns) == 0 {
@@ -955,6 +956,16 @@ func (b *builder) insert(t *Template, s *ast.InsertStmt) (*Template, error) {
 			return nil, fmt.Errorf("%w: %s column %s (row %d)", ErrNullKey, ru.lower, ru.key, i+1)
 		}
 		in.keys = append(in.keys, k)
+		if hasID {
+			// An id in the generated range must name the row's shard
+			// (checkID); one sluice cannot read is not allowed.
+			id, ok := constant(row[idCol], b.markers)
+			if !ok {
+				return nil, fmt.Errorf("%w: %s column %s in row %d: %s is not a literal or a parameter, so sluice cannot check that it names the row's shard",
+					ErrBadKeyValue, ru.lower, ru.idColumn, i+1, restoreExpr(row[idCol]))
+			}
+			in.ids = append(in.ids, id)
+		}
 		var sb strings.Builder
 		var params []int
 		for j, e := range row {

@@ -336,6 +336,17 @@ func (c *templateCache) get(schema, sql string) (cacheEntry, bool) {
 	return e, ok
 }
 
+// clear empties the cache: templates made before a change of the rules'
+// key information may hold checks that depend on it.
+func (c *templateCache) clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		s.mu.Unlock()
+	}
+}
+
 func (c *templateCache) put(schema, sql string, e cacheEntry) {
 	s := c.shard(sql)
 	k := cacheKey{schema, sql}

@@ -127,8 +127,9 @@ func (t *Template) LocalColumn() string { return t.localCol }
 
 // NextID answers a LocalNextID statement: a new global id for the named
 // table, embedding the shard of the key argument when one is given (else
-// an id of version IDVersionPlain, which routes nowhere).
-func (t *Template) NextID(args []Value) (int64, error) {
+// an id of version IDVersionPlain, which routes nowhere). cs is
+// RouteFor's.
+func (t *Template) NextID(args []Value, cs ClientCharset) (int64, error) {
 	if t.local != LocalNextID {
 		return 0, fmt.Errorf("%w: not a NEXT_ID statement", ErrUnsupported)
 	}
@@ -139,7 +140,7 @@ func (t *Template) NextID(args []Value) (int64, error) {
 	if v.Kind == KindNull {
 		return 0, fmt.Errorf("%w: NEXT_ID: %s.%s column %s", ErrNullKey, t.nextRule.schema, t.nextRule.table, t.nextRule.key)
 	}
-	p, err := t.nextRule.place(v)
+	p, err := t.nextRule.place(v, true, cs)
 	if err != nil {
 		return 0, err
 	}
@@ -154,12 +155,20 @@ func (t *Template) NextID(args []Value) (int64, error) {
 //
 // Parts are one per physical table touched, so a Route may have several
 // Parts for one cluster when tables_per_cluster > 1.
-func (t *Template) Route(args []Value) (*Route, error) {
+//
+// Route is RouteFor for a client whose character set is utf8mb4.
+func (t *Template) Route(args []Value) (*Route, error) { return t.RouteFor(args, ClientUTF8MB4) }
+
+// RouteFor is Route for a session whose client character set is cs: in a
+// set other than utf8mb4 a string key with bytes that are not that set's
+// UTF-8 cannot be placed (a WHERE scatters, an INSERT is refused), because
+// they are not the characters the key column would hold.
+func (t *Template) RouteFor(args []Value, cs ClientCharset) (*Route, error) {
 	switch t.kind {
 	case kindFixed:
 		return t.fixed, nil
 	case kindInsert:
-		return t.routeInsert(args)
+		return t.routeInsert(args, cs)
 	case kindLocal:
 		return nil, fmt.Errorf("%w: NEXT_ID is answered by sluice, not routed", ErrUnsupported)
 	}
@@ -171,21 +180,23 @@ func (t *Template) Route(args []Value) (*Route, error) {
 			// The point statement: no shard set needed.
 			v := c.vals[0].value(args)
 			if v.Kind != KindNull {
-				p, err := ru.place(v)
-				if err != nil {
+				p, err := ru.place(v, false, cs)
+				if err == nil {
+					return t.shardRoute(p % ru.shards), nil
+				}
+				if err != errNotExact {
 					return nil, err
 				}
-				return t.shardRoute(p % ru.shards), nil
 			}
 		}
 		var err error
-		if set, err = c.eval(ru, args); err != nil {
+		if set, err = c.eval(ru, args, cs); err != nil {
 			return nil, err
 		}
 	} else {
 		one := -1
 		for _, c := range t.scopes {
-			s, err := c.eval(ru, args)
+			s, err := c.eval(ru, args, cs)
 			if err != nil {
 				return nil, err
 			}
@@ -330,9 +341,11 @@ type insertPlan struct {
 	// allRows is rows joined for the single-shard text.
 	allRows string
 	fillID  bool
+	// ids are the rows' id_column values when the INSERT gives them.
+	ids []valSrc
 }
 
-func (t *Template) routeInsert(args []Value) (*Route, error) {
+func (t *Template) routeInsert(args []Value, cs ClientCharset) (*Route, error) {
 	ru, in := t.ru, t.ins
 	places := make([]int, len(in.keys))
 	first := -1
@@ -342,9 +355,14 @@ func (t *Template) routeInsert(args []Value) (*Route, error) {
 		if v.Kind == KindNull {
 			return nil, fmt.Errorf("%w: %s.%s column %s (row %d)", ErrNullKey, ru.schema, ru.table, ru.key, i+1)
 		}
-		p, err := ru.place(v)
+		p, err := ru.place(v, true, cs)
 		if err != nil {
 			return nil, err
+		}
+		if in.ids != nil {
+			if err := ru.checkID(in.ids[i].value(args), p, i); err != nil {
+				return nil, err
+			}
 		}
 		places[i] = p
 		if first < 0 {

@@ -10,6 +10,10 @@ type Value struct {
 	U uint64
 	F float64
 	S []byte
+	// Decimal marks S as a DECIMAL number (a literal such as 42.0 or a
+	// prepared statement's decimal parameter), which the server compares
+	// with a string column as a number, not as a string.
+	Decimal bool
 }
 
 // ValueKind tells which field of a Value is set.

@@ -1,0 +1,344 @@
+package proxy
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/shard"
+)
+
+// The shard rules place a key by the value its column stores and compares,
+// which needs the column's type and collation (and, for the *_general_ci
+// collations, the collation's weight of every character). The proxy reads
+// them from information_schema.COLUMNS of each cluster's master when rules
+// are built (start-up, reload) and hands them to the rules as data; rules
+// whose masters could not all be asked, or whose tables exist nowhere yet,
+// are asked again in the background until they are known or replaced.
+
+// shardKeyState is the Server's cache of collation weight tables, learnt
+// once per collation from a master (they are the server's, not the
+// configuration's, so a reload keeps them).
+type shardKeyState struct {
+	mu      sync.Mutex
+	weights map[string]*shard.Weights
+}
+
+// shardKeyRetry is how long the proxy waits before asking the masters
+// again about key columns it could not learn; the wait doubles up to
+// shardKeyRetryMax, so a table that stays missing costs little.
+const (
+	shardKeyRetry    = 3 * time.Second
+	shardKeyRetryMax = time.Minute
+)
+
+// learnShardKeys asks the masters about the key columns of rules, hands
+// each to the rules, logs rules refused because of them, and returns the
+// rules it could not settle (a master unreachable, or a table that exists
+// on no master).
+func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet bool) (unsettled []string) {
+	lookups := rules.KeyLookups()
+	if len(lookups) == 0 {
+		return nil
+	}
+	names := rules.Clusters()
+	snap := s.topo.Current()
+	// One question per cluster master for all its rules' key columns.
+	type colKey struct {
+		cluster       int
+		schema, table string
+	}
+	found := map[colKey]shard.KeyColumn{}
+	failed := map[int]error{}
+	conns := map[int]*health.ControlConn{}
+	defer func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}()
+	byCluster := map[int][]string{}
+	quote := func(v string) string {
+		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(v) + "'"
+	}
+	for _, l := range lookups {
+		for _, pt := range l.Tables {
+			byCluster[pt.Cluster] = append(byCluster[pt.Cluster],
+				"("+quote(pt.Schema)+","+quote(pt.Table)+","+quote(l.Column)+")")
+		}
+	}
+	for ci, tuples := range byCluster {
+		c := snap.Cluster(names[ci])
+		if c == nil || c.Master == nil {
+			failed[ci] = fmt.Errorf("cluster %s has no master", names[ci])
+			continue
+		}
+		addr := c.Master.Address
+		cc, err := health.Dial(ctx, addr, s.failover.credentials(c.Name, addr))
+		if err != nil {
+			failed[ci] = fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err)
+			continue
+		}
+		conns[ci] = cc
+		q := "SELECT TABLE_SCHEMA, TABLE_NAME, DATA_TYPE, COLUMN_TYPE, IFNULL(COLLATION_NAME, ''), IFNULL(CHARACTER_MAXIMUM_LENGTH, 0) " +
+			"FROM information_schema.COLUMNS WHERE (TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME) IN (" + strings.Join(tuples, ",") + ")"
+		rows, err := cc.Rows(ctx, q)
+		if err != nil {
+			failed[ci] = fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err)
+			continue
+		}
+		for _, r := range rows {
+			n, _ := strconv.ParseInt(r[5], 10, 64)
+			found[colKey{ci, strings.ToLower(r[0]), strings.ToLower(r[1])}] = shard.KeyColumn{
+				DataType: strings.ToLower(r[2]), ColumnType: strings.ToLower(r[3]), Collation: strings.ToLower(r[4]), MaxChars: n}
+		}
+	}
+	for _, l := range lookups {
+		var have []shard.KeyColumn
+		var where []string
+		src := -1
+		pending := false
+		for _, pt := range l.Tables {
+			if failed[pt.Cluster] != nil {
+				pending = true
+				continue
+			}
+			kc, ok := found[colKey{pt.Cluster, strings.ToLower(pt.Schema), strings.ToLower(pt.Table)}]
+			if !ok {
+				continue
+			}
+			if src < 0 {
+				src = pt.Cluster
+			}
+			have = append(have, kc)
+			where = append(where, names[pt.Cluster]+"."+pt.Table+": "+kc.String())
+		}
+		if len(have) == 0 {
+			unsettled = append(unsettled, l.Logical)
+			continue
+		}
+		kc := have[0]
+		differ := false
+		for _, o := range have[1:] {
+			differ = differ || !sameKeyColumn(kc, o)
+			if o.MaxChars > 0 && o.MaxChars < kc.MaxChars {
+				kc.MaxChars = o.MaxChars
+			}
+		}
+		if differ {
+			why := "the key column's type or collation differs between physical tables (" + strings.Join(where, "; ") +
+				"), so equal keys could be placed differently; make them equal on every cluster and RELOAD CONFIG"
+			rules.RefuseKey(l.Logical, why)
+			s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.String("reason", why))
+			continue
+		}
+		var w *shard.Weights
+		if cs, ok := shard.WeighedCharset(kc.Collation); ok {
+			var err error
+			if w, err = s.collationWeights(ctx, conns[src], l.Schema, cs, kc.Collation); err != nil {
+				s.log.Warn("could not learn a collation's weights from the server", zap.String("rule", l.Logical),
+					zap.String("collation", kc.Collation), zap.Error(err))
+				w = nil
+			}
+		}
+		if err := rules.SetKeyColumn(l.Logical, kc, w); err != nil {
+			s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.Error(err))
+		}
+		if pending {
+			unsettled = append(unsettled, l.Logical)
+		}
+	}
+	if len(failed) > 0 && !quiet {
+		errs := make([]string, 0, len(failed))
+		for _, e := range failed {
+			errs = append(errs, e.Error())
+		}
+		s.log.Warn("could not read the shard key columns' types from every master; asking again",
+			zap.Strings("errors", errs))
+	}
+	return unsettled
+}
+
+// sameKeyColumn reports whether two clusters' key columns store and
+// compare keys alike: the same type, signedness and collation (display
+// widths and lengths may differ).
+func sameKeyColumn(a, b shard.KeyColumn) bool {
+	return a.DataType == b.DataType && a.Collation == b.Collation &&
+		strings.Contains(a.ColumnType, "unsigned") == strings.Contains(b.ColumnType, "unsigned")
+}
+
+// collationWeights returns the weight table of collation (of charset cs),
+// learnt from the server of cc with one query over the sequence engine in
+// schema, and checked: every character's weight is one 16-bit unit, the
+// character survives the conversion to cs, and strings weigh the sum of
+// their characters.
+func (s *Server) collationWeights(ctx context.Context, cc *health.ControlConn, schema, cs, collation string) (*shard.Weights, error) {
+	s.shardKeys.mu.Lock()
+	defer s.shardKeys.mu.Unlock()
+	if w := s.shardKeys.weights[collation]; w != nil {
+		return w, nil
+	}
+	if cc == nil {
+		return nil, fmt.Errorf("no master connection")
+	}
+	db := "`" + strings.ReplaceAll(schema, "`", "``") + "`"
+	conv := "CONVERT(CHAR(seq USING utf32) USING " + cs + ")"
+	rows, err := cc.Rows(ctx, "SELECT seq, HEX(WEIGHT_STRING("+conv+" COLLATE "+collation+")), HEX(CONVERT("+conv+" USING utf32)) FROM "+
+		db+".seq_0_to_65535 WHERE seq < 55296 OR seq > 57343")
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != 0x10000-0x800 {
+		return nil, fmt.Errorf("%d characters weighed, want %d", len(rows), 0x10000-0x800)
+	}
+	w := shard.NewWeights(collation)
+	for _, r := range rows {
+		cp, err := strconv.Atoi(r[0])
+		if err != nil {
+			return nil, err
+		}
+		if r[2] != fmt.Sprintf("%08X", cp) {
+			continue // the character does not survive the conversion
+		}
+		b, err := hex.DecodeString(r[1])
+		if err != nil {
+			return nil, err
+		}
+		w.Set(cp, b)
+	}
+	if cs == "utf8mb4" {
+		rows, err := cc.Rows(ctx, "SELECT HEX(WEIGHT_STRING("+conv+" COLLATE "+collation+")) w FROM "+
+			db+".seq_65536_to_1114111 GROUP BY w")
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 1 {
+			if b, err := hex.DecodeString(rows[0][0]); err == nil {
+				w.SetSupplementary(b)
+			}
+		}
+	}
+	samples := []string{"Aa zZ", "ßsSs ẞ", "Éeé ÀÅåa", "Straße strasse", "ǅǆǄ ﬁ fi", "Ωω 日本 한국어 ١٢٣", "x  \t "}
+	if cs == "latin1" {
+		samples = []string{"Aa zZ", "ßsSs", "Éeé ÀÅåa äÄ", "Straße strasse", "æÆ øØ ÿ € Œœ", "x  \t "}
+	}
+	for _, sample := range samples {
+		rows, err := cc.Rows(ctx, "SELECT HEX(WEIGHT_STRING(CONVERT(_utf8mb4 X'"+hex.EncodeToString([]byte(sample))+"' USING "+cs+") COLLATE "+collation+"))")
+		if err != nil {
+			return nil, err
+		}
+		b, err := hex.DecodeString(rows[0][0])
+		if err != nil {
+			return nil, err
+		}
+		if err := w.Check(sample, b); err != nil {
+			return nil, err
+		}
+	}
+	if s.shardKeys.weights == nil {
+		s.shardKeys.weights = map[string]*shard.Weights{}
+	}
+	s.shardKeys.weights[collation] = w
+	return w, nil
+}
+
+// settleShardKeys learns the key columns of rules now (bounded by the
+// health timeout, so a master that is down delays start-up or a reload by
+// that much at most), and keeps asking in the background about those it
+// could not settle while rules are the running ones.
+func (s *Server) settleShardKeys(rules *shard.Rules) {
+	if rules == nil {
+		return
+	}
+	budget := 2*s.config().Health.Timeout.Duration + time.Second
+	ctx, cancel := context.WithTimeout(s.ctx, budget)
+	left := s.learnShardKeys(ctx, rules, false)
+	cancel()
+	if len(left) == 0 {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		wait := shardKeyRetry
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		for len(left) > 0 {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, shardKeyRetryMax)
+			t.Reset(wait)
+			if s.shards() != rules {
+				return // replaced by a reload, which settles its own
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, budget)
+			left = s.learnShardKeys(ctx, rules, true)
+			cancel()
+		}
+		s.log.Info("shard key columns learnt from every master")
+	}()
+}
+
+// clientCharset is the session's client character set as the shard
+// rules need it (what a string key's bytes are), from the handshake's
+// collation and the tracked SET NAMES, SET CHARACTER SET,
+// character_set_client and character_set_connection. The server converts
+// a literal from the client's set to the connection's before comparing
+// it, so the weaker of the two counts: a connection set sluice does not
+// know (SET CHARACTER SET leaves it at the database's; an assignment to
+// character_set_connection or collation_connection) makes it
+// ClientOther.
+func (s *Session) clientCharset() shard.ClientCharset {
+	client := handshakeCharsets[s.key.collation]
+	conn := client
+	named := func(cs string) shard.ClientCharset {
+		switch strings.ToLower(cs) {
+		case "utf8mb4":
+			return shard.ClientUTF8MB4
+		case "utf8", "utf8mb3":
+			return shard.ClientUTF8MB3
+		}
+		return shard.ClientOther
+	}
+	for i := range s.vars {
+		switch s.vars[i].Name {
+		case "names":
+			client = named(s.vars[i].Charset)
+			conn = client
+		case "character set":
+			client, conn = named(s.vars[i].Charset), shard.ClientOther
+		case "character_set_client":
+			client = named(s.vars[i].Charset)
+		case "character_set_connection", "collation_connection":
+			conn = shard.ClientOther
+		}
+	}
+	return min(client, conn)
+}
+
+// handshakeCharsets are the client character sets of the handshake
+// collation ids (one byte) of utf8mb3 and utf8mb4; others are ClientOther.
+var handshakeCharsets = func() (t [256]shard.ClientCharset) {
+	for _, id := range []int{33, 76, 83, 223} {
+		t[id] = shard.ClientUTF8MB3
+	}
+	for id := 192; id <= 215; id++ {
+		t[id] = shard.ClientUTF8MB3
+	}
+	for _, id := range []int{45, 46, 255} {
+		t[id] = shard.ClientUTF8MB4
+	}
+	for id := 224; id <= 247; id++ {
+		t[id] = shard.ClientUTF8MB4
+	}
+	return t
+}()
