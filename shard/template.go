@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -184,7 +185,7 @@ func (t *Template) RouteFor(args []Value, cs ClientCharset) (*Route, error) {
 				if err == nil {
 					return t.shardRoute(p % ru.shards), nil
 				}
-				if err != errNotExact {
+				if err != errNotExact && !errors.Is(err, ErrKeyOutOfRange) {
 					return nil, err
 				}
 			}

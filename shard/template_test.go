@@ -295,6 +295,18 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want %v naming %q", tc.sql, err, tc.err, tc.in)
 		}
 	}
+	// A WHERE key outside every range matches no row (no INSERT could
+	// have put one there): one shard answers the empty result, as the
+	// server does, where an INSERT of the same key is refused.
+	for _, q := range []string{"SELECT * FROM ranges WHERE k = 500", "SELECT * FROM ranges WHERE k IN (-1, 500)",
+		"UPDATE ranges SET v = 1 WHERE k = 500", "DELETE FROM ranges WHERE k = 300 OR k = 400"} {
+		if rt := route(t, r, q); len(rt.Parts) != 1 {
+			t.Errorf("%s: %d parts, want one (no row can match)", q, len(rt.Parts))
+		}
+	}
+	if rt := route(t, r, "SELECT * FROM ranges WHERE k = 500 OR k = 150"); len(rt.Parts) != 1 || rt.Parts[0].Shards[0] != 1 {
+		t.Errorf("k = 500 OR k = 150: %+v, want shard 1 only", rt.Parts)
+	}
 	// HAVING is fine on one shard.
 	if rt := route(t, r, "SELECT status FROM orders WHERE uid = 3 GROUP BY status HAVING COUNT(*) > 1"); len(rt.Parts) != 1 {
 		t.Fatalf("single-shard HAVING: %+v", rt)
