@@ -47,7 +47,7 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
-	tpl, err := s.srv.shards().Prepare(s.schema, sql)
+	tpl, err := s.srv.shards().PrepareMode(s.schema, sql, s.shardMode())
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
@@ -59,6 +59,30 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
 	return s.runRoute(p, plan, sql, route, nil)
+}
+
+// shardMode is the session's sql_mode as the sharding rewrite takes it:
+// the flags that change how the server reads a statement, or ModeUnsure
+// while they are not known or the parser cannot follow them (ORACLE).
+func (s *Session) shardMode() shard.SQLMode {
+	m := s.lexModes()
+	if m&router.LexOracle != 0 || !s.lex.modesSet && !s.lex.modesKnown {
+		return shard.ModeUnsure
+	}
+	var sm shard.SQLMode
+	if m&router.LexANSIQuotes != 0 {
+		sm |= shard.ModeANSIQuotes
+	}
+	if m&router.LexNoBackslashEscapes != 0 {
+		sm |= shard.ModeNoBackslashEscapes
+	}
+	if m&router.LexPipesAsConcat != 0 {
+		sm |= shard.ModePipesAsConcat
+	}
+	if m&router.LexHighNotPrecedence != 0 {
+		sm |= shard.ModeHighNotPrecedence
+	}
+	return sm
 }
 
 // answerNextID answers SELECT NEXT_ID('table'[, key]) with a new global id.

@@ -111,7 +111,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		// Prepare one physical text (they all have the same parameters
 		// and columns) on its cluster; executions route by their values.
 		var err error
-		if tpl, err = s.srv.shards().Prepare(s.schema, sql); err != nil {
+		if tpl, err = s.srv.shards().PrepareMode(s.schema, sql, s.shardMode()); err != nil {
 			return s.client.WriteErr(shardError(err))
 		}
 		if tpl.Local() != shard.LocalNone {

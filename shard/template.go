@@ -65,6 +65,7 @@ type Template struct {
 	kind   templateKind
 	params int
 	fixed  *Route
+	mode   SQLMode
 
 	// Sharded statements.
 	ru    *rule
@@ -105,6 +106,10 @@ type limitPlan struct {
 	onParts   bool
 	fromParam bool
 }
+
+// Mode returns the sql_mode flags the template was built under: its
+// rewritten texts read as the statement only under them.
+func (t *Template) Mode() SQLMode { return t.mode }
 
 // Params returns the number of parameter markers of the statement.
 func (t *Template) Params() int { return t.params }
@@ -436,9 +441,21 @@ func (r *Rules) passTemplate(sql string, params int) *Template {
 		fixed: &Route{Parts: []Part{{Cluster: r.def, SQL: sql}}, Write: true}}
 }
 
-// prepare parses and analyses sql; see Prepare.
+// prepare parses and analyses sql under the default sql_mode; see Prepare.
 func (r *Rules) prepare(schema, sql string) (*Template, error) {
-	stmts, err := parse(sql)
+	return r.prepareMode(schema, sql, 0)
+}
+
+// prepareMode parses and analyses sql as the server reads it under mode;
+// see PrepareMode.
+func (r *Rules) prepareMode(schema, sql string, mode SQLMode) (*Template, error) {
+	if mode&ModeUnsure != 0 {
+		if r.mayName(sql) {
+			return nil, fmt.Errorf("%w: a statement that may name a sharded or broadcast table under an sql_mode sluice cannot read statements in (not yet known, or ORACLE)", ErrUnsupported)
+		}
+		return r.passTemplate(sql, 0), nil
+	}
+	stmts, err := parse(sql, mode)
 	if err != nil {
 		if r.mayName(sql) {
 			// Keep the message only: the parser's error carries a stack.
@@ -454,15 +471,21 @@ func (r *Rules) prepare(schema, sql string) (*Template, error) {
 		}
 		return r.passTemplate(sql, 0), nil
 	}
-	b := &builder{r: r, sql: sql, schema: strings.ToLower(schema)}
-	return b.build(stmts[0])
+	b := &builder{r: r, sql: sql, schema: strings.ToLower(schema), mode: mode, flags: mode.restoreFlags()}
+	t, err := b.build(stmts[0])
+	if t != nil {
+		t.mode = mode
+	}
+	return t, err
 }
 
-// parse parses sql with a pooled parser. The parser's literal driver
-// panics on some inputs (very long decimal literals): that is a parse
-// error, and the parser that panicked is not reused.
-func parse(sql string) (stmts []ast.StmtNode, err error) {
+// parse parses sql with a pooled parser as the server reads it under mode.
+// The parser's literal driver panics on some inputs (very long decimal
+// literals): that is a parse error, and the parser that panicked is not
+// reused.
+func parse(sql string, mode SQLMode) (stmts []ast.StmtNode, err error) {
 	p := parserPool.Get().(*parser.Parser)
+	p.SetSQLMode(mode.tidbMode())
 	defer func() {
 		if v := recover(); v != nil {
 			stmts, err = nil, fmt.Errorf("parser failed: %v", v)
