@@ -437,16 +437,17 @@ func (bc *BackendConn) execOK(sql string) (protocol.OK, error) {
 // path (done false); otherwise it runs the execution itself, the values
 // written into each Part's text, and returns done true.
 func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) (*shard.Part, bool, error) {
-	args := s.args[:0]
+	args, types := s.args[:0], s.argTypes[:0]
 	s.argText = s.argText[:0]
 	err := protocol.ExecuteParams(p, ex, st.params, st.types, func(i int) ([]byte, bool) {
 		d, ok := st.longData[i]
 		return d, ok
 	}, func(i int, v protocol.Param) error {
 		args = append(args, paramValue(v, &s.argText))
+		types = append(types, paramType(v.Type))
 		return nil
 	})
-	s.args = args
+	s.args, s.argTypes = args, types
 	if err != nil {
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
 			"Incorrect arguments to mysqld_stmt_execute: %v", err))
@@ -471,12 +472,17 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 			return part, false, nil
 		}
 	}
-	// Run the Parts as text with the values written in.
+	// Run the Parts as text with the values written in, which reads as
+	// the statement only under the sql_mode its texts were written for.
+	if m := s.shardMode(); m != st.shard.Mode() {
+		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
+			"sluice: the session's sql_mode changed since the statement was prepared; prepare it again"))
+	}
 	nbe := s.lastStatus&protocol.StatusNoBackslashEscape != 0
 	text := &shard.Route{Write: route.Write, AnyOne: route.AnyOne, Merge: route.Merge, Rename: route.Rename,
 		FirstRow: route.FirstRow, Parts: make([]shard.Part, len(route.Parts))}
 	for i, pt := range route.Parts {
-		q, err := shard.Interpolate(pt.SQL, args, pt.Params, nbe)
+		q, err := shard.Interpolate(pt.SQL, args, types, pt.Params, nbe)
 		if err != nil {
 			return nil, true, s.client.WriteErr(shardError(err))
 		}
@@ -512,6 +518,24 @@ func paramValue(v protocol.Param, buf *[]byte) shard.Value {
 	start := len(*buf)
 	*buf = v.AppendText(*buf)
 	return shard.Value{Kind: shard.KindString, S: (*buf)[start:len(*buf):len(*buf)]}
+}
+
+// paramType is what of a parameter's bound type decides the type the
+// server gives it (see shard.Interpolate).
+func paramType(t byte) shard.ParamType {
+	switch t {
+	case protocol.TypeNewDecimal, protocol.TypeDecimal:
+		return shard.ParamDecimal
+	case protocol.TypeDate, protocol.TypeNewDate:
+		return shard.ParamDate
+	case protocol.TypeDatetime, protocol.TypeTimestamp, protocol.TypeTimestamp2, protocol.TypeDatetime2:
+		return shard.ParamDatetime
+	case protocol.TypeTime, protocol.TypeTime2:
+		return shard.ParamTime
+	case protocol.TypeTinyBlob, protocol.TypeMediumBlob, protocol.TypeLongBlob, protocol.TypeBlob:
+		return shard.ParamBinary
+	}
+	return shard.ParamString
 }
 
 // partStream reads one Part's result rows for a merge.

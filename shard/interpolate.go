@@ -1,18 +1,47 @@
 package shard
 
 import (
+	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
+)
+
+// ParamType is what of a prepared statement parameter's bound type decides
+// the type the server gives the parameter, so that a literal written in
+// its place has the same type (a DOUBLE stays a DOUBLE, not a DECIMAL).
+type ParamType uint8
+
+const (
+	// ParamString: a string in the connection's character set (the
+	// string types), or a number (Value.Kind tells).
+	ParamString ParamType = iota
+	// ParamDecimal: DECIMAL, its text in Value.S.
+	ParamDecimal
+	// ParamDate, ParamDatetime, ParamTime: temporal values in the text
+	// form of protocol.Param.AppendText.
+	ParamDate
+	ParamDatetime
+	ParamTime
+	// ParamBinary: the BLOB types, which the server takes as binary
+	// strings.
+	ParamBinary
 )
 
 // Interpolate writes the parameter values of a prepared statement's
 // execution into sql, a Part's text with ? markers, so the Part can run as
 // a plain query (what the proxy does with executions whose Parts cannot each
 // take the client's packet: split INSERTs, scatter-gather reads). params
-// selects args per marker as Part.Params does (nil: args in order).
-// Strings are quoted; noBackslashEscapes says the session's sql_mode reads
-// backslashes literally, so they must not be doubled.
-func Interpolate(sql string, args []Value, params []int, noBackslashEscapes bool) (string, error) {
+// selects args per marker as Part.Params does (nil: args in order); types
+// are the args' bound types (nil: all ParamString), and each literal is
+// written so the server gives it the type it gives a bound parameter of that
+// type: FLOAT and DOUBLE as a double literal with the value's exact digits
+// (a FLOAT as the double the server widens it to), DECIMAL as a decimal
+// literal, dates and times as DATE, TIMESTAMP and TIME literals, BLOBs as
+// binary strings, other strings quoted. noBackslashEscapes says the
+// session's sql_mode reads backslashes literally, so they must not be
+// doubled.
+func Interpolate(sql string, args []Value, types []ParamType, params []int, noBackslashEscapes bool) (string, error) {
 	b := make([]byte, 0, len(sql)+16*len(args))
 	marker := 0
 	for i := 0; i < len(sql); i++ {
@@ -48,7 +77,14 @@ func Interpolate(sql string, args []Value, params []int, noBackslashEscapes bool
 			if k < 0 || k >= len(args) {
 				return "", fmt.Errorf("%w: parameter %d of %d", ErrUnsupported, k, len(args))
 			}
-			b = appendLiteral(b, args[k], noBackslashEscapes)
+			tp := ParamString
+			if k < len(types) {
+				tp = types[k]
+			}
+			var err error
+			if b, err = appendLiteral(b, args[k], tp, noBackslashEscapes); err != nil {
+				return "", fmt.Errorf("parameter %d: %w", k+1, err)
+			}
 			marker++
 		default:
 			b = append(b, c)
@@ -78,17 +114,49 @@ func skipQuoted(sql string, i int, noBackslashEscapes bool) int {
 	return len(sql)
 }
 
-// appendLiteral appends v as an SQL literal.
-func appendLiteral(b []byte, v Value, noBackslashEscapes bool) []byte {
+// appendLiteral appends v as an SQL literal of the type the server gives a
+// parameter bound with type tp.
+func appendLiteral(b []byte, v Value, tp ParamType, noBackslashEscapes bool) ([]byte, error) {
 	switch v.Kind {
 	case KindNull:
-		return append(b, "NULL"...)
+		return append(b, "NULL"...), nil
 	case KindInt:
-		return strconv.AppendInt(b, v.I, 10)
+		return strconv.AppendInt(b, v.I, 10), nil
 	case KindUint:
-		return strconv.AppendUint(b, v.U, 10)
+		return strconv.AppendUint(b, v.U, 10), nil
 	case KindFloat:
-		return strconv.AppendFloat(b, v.F, 'g', -1, 64)
+		if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
+			return nil, fmt.Errorf("%w: a FLOAT or DOUBLE parameter that is not a number", ErrUnsupported)
+		}
+		// The exponent makes it a double literal; the shortest digits
+		// that read back as the same float64 keep its value exact.
+		return strconv.AppendFloat(b, v.F, 'e', -1, 64), nil
+	}
+	switch tp {
+	case ParamDecimal:
+		if !isDecimalText(v.S) {
+			return nil, fmt.Errorf("%w: DECIMAL parameter %q", ErrUnsupported, v.S)
+		}
+		return append(b, v.S...), nil
+	case ParamDate, ParamDatetime, ParamTime:
+		if !isTemporalText(v.S) || tp != ParamTime && hasZeroDatePart(v.S) {
+			// A zero date is refused as a literal under strict modes,
+			// where the server may take it as a parameter.
+			return nil, fmt.Errorf("%w: date or time parameter %q", ErrUnsupported, v.S)
+		}
+		switch tp {
+		case ParamDate:
+			b = append(b, "DATE'"...)
+		case ParamDatetime:
+			b = append(b, "TIMESTAMP'"...)
+		default:
+			b = append(b, "TIME'"...)
+		}
+		return append(append(b, v.S...), '\''), nil
+	case ParamBinary:
+		b = append(b, "X'"...)
+		b = hex.AppendEncode(b, v.S)
+		return append(b, '\''), nil
 	}
 	b = append(b, '\'')
 	for _, c := range v.S {
@@ -111,5 +179,45 @@ func appendLiteral(b []byte, v Value, noBackslashEscapes bool) []byte {
 			b = append(b, c)
 		}
 	}
-	return append(b, '\'')
+	return append(b, '\''), nil
+}
+
+// isDecimalText reports whether s is a decimal number: an optional sign,
+// digits and at most one point.
+func isDecimalText(s []byte) bool {
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
+	digits, point := 0, false
+	for _, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !point:
+			point = true
+		default:
+			return false
+		}
+	}
+	return digits > 0
+}
+
+// isTemporalText reports whether s holds only what AppendText writes for
+// dates and times: digits, '-', ':', '.' and one space.
+func isTemporalText(s []byte) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c == '-' || c == ':' || c == '.' || c == ' ') {
+			return false
+		}
+	}
+	return true
+}
+
+// hasZeroDatePart reports whether the date YYYY-MM-DD that s starts with
+// has a zero month or day.
+func hasZeroDatePart(s []byte) bool {
+	return len(s) >= 10 && (string(s[5:7]) == "00" || string(s[8:10]) == "00")
 }
