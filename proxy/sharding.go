@@ -42,12 +42,15 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
-	if plan.ParseErr != nil {
-		// The default cluster's server reports the syntax error.
+	mode := s.shardMode()
+	if plan.ParseErr != nil && mode == 0 {
+		// The default cluster's server reports the syntax error. (The
+		// router parses under the default sql_mode; under another one
+		// PrepareMode parses the text as the session's server reads it.)
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
-	tpl, err := s.srv.shards().PrepareMode(s.schema, sql, s.shardMode())
+	tpl, err := s.srv.shards().PrepareMode(s.schema, sql, mode)
 	if err != nil {
 		return nil, true, s.client.WriteErr(shardError(err))
 	}
@@ -63,10 +66,31 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 
 // shardMode is the session's sql_mode as the sharding rewrite takes it:
 // the flags that change how the server reads a statement, or ModeUnsure
-// while they are not known or the parser cannot follow them (ORACLE).
+// while they are not known or the parser cannot follow them (ORACLE). A
+// session that has not set sql_mode runs each cluster's statements under
+// that cluster's global one: the probes' readings of every server, which
+// must agree. Until the first probes have read them (just after start-up)
+// the session waits for them, a few probe intervals at most.
 func (s *Session) shardMode() shard.SQLMode {
 	m := s.lexModes()
-	if m&router.LexOracle != 0 || !s.lex.modesSet && !s.lex.modesKnown {
+	if !s.lex.modesSet {
+		var known bool
+		if m, known = s.shardGlobalModes(); !known {
+			cfg := s.srv.config().Health
+			deadline := time.Now().Add(2*cfg.Interval.Duration + cfg.Timeout.Duration)
+			for !known && time.Now().Before(deadline) && s.srv.ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+				m, known = s.shardGlobalModes()
+			}
+			if !known {
+				return shard.ModeUnsure
+			}
+		}
+		if s.lastStatus&protocol.StatusNoBackslashEscape != 0 {
+			m |= router.LexNoBackslashEscapes
+		}
+	}
+	if m&router.LexOracle != 0 {
 		return shard.ModeUnsure
 	}
 	var sm shard.SQLMode
@@ -83,6 +107,27 @@ func (s *Session) shardMode() shard.SQLMode {
 		sm |= shard.ModeHighNotPrecedence
 	}
 	return sm
+}
+
+// shardGlobalModes returns the lexing flags of the global sql_mode of
+// every server of every cluster, known when the probes have read each and
+// they agree; the answer is kept for the probe round.
+func (s *Session) shardGlobalModes() (router.LexModes, bool) {
+	round := s.srv.topo.Round()
+	if s.lex.shardKnown && round == s.lex.shardRound {
+		return s.lex.shardModes, true
+	}
+	var first router.LexModes
+	for i, c := range s.srv.topo.Current().Clusters {
+		m, known := globalModes(c)
+		if !known || i > 0 && m != first {
+			s.lex.shardKnown = false
+			return 0, false
+		}
+		first = m
+	}
+	s.lex.shardModes, s.lex.shardRound, s.lex.shardKnown = first, round, true
+	return first, true
 }
 
 // answerNextID answers SELECT NEXT_ID('table'[, key]) with a new global id.
@@ -524,6 +569,8 @@ func paramValue(v protocol.Param, buf *[]byte) shard.Value {
 // server gives it (see shard.Interpolate).
 func paramType(t byte) shard.ParamType {
 	switch t {
+	case protocol.TypeLong, protocol.TypeLongLong:
+		return shard.ParamWideInt
 	case protocol.TypeNewDecimal, protocol.TypeDecimal:
 		return shard.ParamDecimal
 	case protocol.TypeDate, protocol.TypeNewDate:

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -16,6 +15,9 @@ const (
 	// ParamString: a string in the connection's character set (the
 	// string types), or a number (Value.Kind tells).
 	ParamString ParamType = iota
+	// ParamWideInt: INT or BIGINT, which the server types as wide as a
+	// literal of ten digits or more (BIGINT in arithmetic).
+	ParamWideInt
 	// ParamDecimal: DECIMAL, its text in Value.S.
 	ParamDecimal
 	// ParamDate, ParamDatetime, ParamTime: temporal values in the text
@@ -120,10 +122,25 @@ func appendLiteral(b []byte, v Value, tp ParamType, noBackslashEscapes bool) ([]
 	switch v.Kind {
 	case KindNull:
 		return append(b, "NULL"...), nil
-	case KindInt:
-		return strconv.AppendInt(b, v.I, 10), nil
-	case KindUint:
-		return strconv.AppendUint(b, v.U, 10), nil
+	case KindInt, KindUint:
+		var digits [20]byte
+		d := digits[:0]
+		if v.Kind == KindUint {
+			d = strconv.AppendUint(d, v.U, 10)
+		} else {
+			if v.I < 0 {
+				b = append(b, '-')
+			}
+			d = strconv.AppendUint(d, absInt(v.I), 10)
+		}
+		if tp == ParamWideInt {
+			// Leading zeros make the literal as wide as the parameter:
+			// MariaDB types an integer literal by its length.
+			for n := len(d); n < 10; n++ {
+				b = append(b, '0')
+			}
+		}
+		return append(b, d...), nil
 	case KindFloat:
 		if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
 			return nil, fmt.Errorf("%w: a FLOAT or DOUBLE parameter that is not a number", ErrUnsupported)
@@ -154,9 +171,9 @@ func appendLiteral(b []byte, v Value, tp ParamType, noBackslashEscapes bool) ([]
 		}
 		return append(append(b, v.S...), '\''), nil
 	case ParamBinary:
-		b = append(b, "X'"...)
-		b = hex.AppendEncode(b, v.S)
-		return append(b, '\''), nil
+		// A binary string, not X'..', which MariaDB types otherwise in
+		// arithmetic.
+		b = append(b, "_binary"...)
 	}
 	b = append(b, '\'')
 	for _, c := range v.S {
@@ -180,6 +197,14 @@ func appendLiteral(b []byte, v Value, tp ParamType, noBackslashEscapes bool) ([]
 		}
 	}
 	return append(b, '\''), nil
+}
+
+// absInt is |i| as an unsigned number (math.MinInt64 included).
+func absInt(i int64) uint64 {
+	if i < 0 {
+		return uint64(-(i + 1)) + 1
+	}
+	return uint64(i)
 }
 
 // isDecimalText reports whether s is a decimal number: an optional sign,

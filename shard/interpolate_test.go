@@ -57,8 +57,12 @@ func TestInterpolateTypes(t *testing.T) {
 		{str("2020-01-02"), ParamDate, "DATE'2020-01-02'"},
 		{str("2020-01-02 03:04:05.500000"), ParamDatetime, "TIMESTAMP'2020-01-02 03:04:05.500000'"},
 		{str("-26:03:04"), ParamTime, "TIME'-26:03:04'"},
-		{str("a\x00'"), ParamBinary, "X'610027'"},
+		{str("a\x00'"), ParamBinary, `_binary'a\0'''`},
 		{str("x"), ParamString, "'x'"},
+		{intv(-7), ParamWideInt, "-0000000007"},
+		{intv(-9223372036854775808), ParamWideInt, "-9223372036854775808"},
+		{Value{Kind: KindUint, U: 7}, ParamWideInt, "0000000007"},
+		{intv(-7), ParamString, "-7"},
 	}
 	for _, c := range cases {
 		got, err := Interpolate("SELECT ?", []Value{c.v}, []ParamType{c.tp}, nil, false)

@@ -83,7 +83,15 @@ func isHexDigit(c byte) bool {
 // A literal after a character set introducer (_latin1 0x41) is listed with
 // it, as the parser writes the two together.
 func scanLiterals(sql string, m SQLMode) []literalTok {
-	var out []literalTok
+	out, _ := scanText(sql, m)
+	return out
+}
+
+// scanText is scanLiterals, and also reports whether the text holds, as
+// code, the JSON operators -> or ->>, which MariaDB does not have: the
+// parser takes them for JSON_EXTRACT, and a rewrite would answer a
+// statement the server rejects.
+func scanText(sql string, m SQLMode) (out []literalTok, arrow bool) {
 	afterIntroducer := false
 	introducer := 0 // where the introducer before a literal starts
 	for i := 0; i < len(sql); {
@@ -115,16 +123,20 @@ func scanLiterals(sql string, m SQLMode) []literalTok {
 			}
 			j := strings.Index(rest, "*/")
 			if j < 0 {
-				return out
+				return out, arrow
 			}
 			i += 2 + j + 2
 			continue
 		case c == '#' || c == '-' && strings.HasPrefix(sql[i:], "--") && (i+2 == len(sql) || sql[i+2] <= ' '):
 			j := strings.IndexByte(sql[i:], '\n')
 			if j < 0 {
-				return out
+				return out, arrow
 			}
 			i += j + 1
+			continue
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '>':
+			arrow = true
+			i += 2
 			continue
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
 			i++
@@ -132,7 +144,7 @@ func scanLiterals(sql string, m SQLMode) []literalTok {
 		case (c == 'x' || c == 'X' || c == 'b' || c == 'B') && i+1 < len(sql) && sql[i+1] == '\'':
 			j := strings.IndexByte(sql[i+2:], '\'')
 			if j < 0 {
-				return out
+				return out, arrow
 			}
 			end := i + 2 + j + 1
 			start := i
@@ -170,7 +182,7 @@ func scanLiterals(sql string, m SQLMode) []literalTok {
 		i++
 		afterIntroducer = false
 	}
-	return out
+	return out, arrow
 }
 
 // scanNumber returns the end of the number that starts at sql[i] and
@@ -259,13 +271,21 @@ func newSpellings(sql string, m SQLMode) *spellings {
 		if toks[i].bin {
 			sp.bin[key] = true
 		}
-		if old, seen := sp.to[key]; seen && old != toks[i].text {
-			sp.to[key] = ""
-		} else {
+		switch old, seen := sp.to[key]; {
+		case !seen:
 			sp.to[key] = toks[i].text
+		case old != toks[i].text && !(isBitSpelling(old) && isBitSpelling(toks[i].text)):
+			// b'101' and 0b101 mean the same; 0x41 and X'41' do not.
+			sp.to[key] = ""
 		}
 	}
 	return sp
+}
+
+// isBitSpelling reports whether a literal is written b'..' or 0b..
+// (MariaDB reads both alike).
+func isBitSpelling(s string) bool {
+	return strings.HasPrefix(s, "0b") || strings.HasPrefix(s, "b'") || strings.HasPrefix(s, "B'")
 }
 
 func firstStmt(stmts []ast.StmtNode) ast.StmtNode {
@@ -338,6 +358,42 @@ func (c *charFuncExpr) Accept(v ast.Visitor) (ast.Node, bool) {
 	return v.Leave(n)
 }
 
+// insertFuncExpr stands in for the string function INSERT(s, pos, len,
+// new), which the parser holds as a call of INSERT_FUNC.
+type insertFuncExpr struct {
+	*ast.FuncCallExpr
+}
+
+func (c *insertFuncExpr) Restore(ctx *format.RestoreCtx) error {
+	ctx.WriteKeyWord("INSERT")
+	ctx.WritePlain("(")
+	for i, a := range c.Args {
+		if i > 0 {
+			ctx.WritePlain(", ")
+		}
+		if err := a.Restore(ctx); err != nil {
+			return err
+		}
+	}
+	ctx.WritePlain(")")
+	return nil
+}
+
+func (c *insertFuncExpr) Accept(v ast.Visitor) (ast.Node, bool) {
+	n, skip := v.Enter(c)
+	if skip {
+		return v.Leave(n)
+	}
+	for i, a := range c.Args {
+		na, ok := a.Accept(v)
+		if !ok {
+			return c, false
+		}
+		c.Args[i] = na.(ast.ExprNode)
+	}
+	return v.Leave(n)
+}
+
 // swapper replaces, on the way out of each node, the nodes the parser
 // would write back with another meaning by stand-ins that write them as
 // the server reads them, and back again.
@@ -358,6 +414,8 @@ func (w *swapper) Leave(n ast.Node) (ast.Node, bool) {
 		case *spelledExpr:
 			return x.ValueExpr, true
 		case *charFuncExpr:
+			return x.FuncCallExpr, true
+		case *insertFuncExpr:
 			return x.FuncCallExpr, true
 		}
 		return n, true
@@ -388,8 +446,11 @@ func (w *swapper) Leave(n ast.Node) (ast.Node, bool) {
 			w.err = fmt.Errorf("%w: cannot tell how the literal %s is spelled in the statement", ErrUnsupported, d.String())
 		}
 	case *ast.FuncCallExpr:
-		if x.FnName.L == ast.CharFunc && len(x.Args) > 0 {
+		switch {
+		case x.FnName.L == ast.CharFunc && len(x.Args) > 0:
 			return &charFuncExpr{x}, true
+		case x.FnName.L == ast.InsertFunc:
+			return &insertFuncExpr{x}, true
 		}
 	}
 	return n, true
