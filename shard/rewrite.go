@@ -677,8 +677,8 @@ func (b *builder) rename(t *Template, stmt ast.StmtNode) error {
 // restored again: a rewrite whose second restore differs, or that spells a
 // hexadecimal or bit literal the client did not write, is not trusted.
 func (b *builder) restore(t *Template, n ast.Node) (*text, error) {
-	if _, arrow := scanText(b.sql, b.mode); arrow {
-		return nil, fmt.Errorf("%w: the JSON operator -> or ->> (MariaDB has neither) in a statement on %s", ErrUnsupported, t.ru.lower)
+	if _, hazard := scanText(b.sql, b.mode); hazard != "" {
+		return nil, fmt.Errorf("%w: cannot rewrite the statement on %s: it holds %s, which sluice's parser reads otherwise than the server", ErrUnsupported, t.ru.lower, hazard)
 	}
 	s, err := b.restoreText(n)
 	if err == nil {

@@ -1,7 +1,9 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -87,64 +89,81 @@ func scanLiterals(sql string, m SQLMode) []literalTok {
 	return out
 }
 
-// scanText is scanLiterals, and also reports whether the text holds, as
-// code, the JSON operators -> or ->>, which MariaDB does not have: the
-// parser takes them for JSON_EXTRACT, and a rewrite would answer a
-// statement the server rejects.
-func scanText(sql string, m SQLMode) (out []literalTok, arrow bool) {
+// scanText is scanLiterals, and also returns, when the text holds one, a
+// construct the parser reads otherwise than MariaDB, so that no rewrite of
+// it can be trusted (hazard is "" when there is none):
+//   - the JSON operators -> and ->>, which MariaDB does not have (the
+//     parser takes them for JSON_EXTRACT);
+//   - /*M! comments, which MariaDB runs and the parser drops, and /*!
+//     comments with a version past 5.6, which MariaDB runs only from
+//     that version on (MySQL's 5.7 and later never) and the parser
+//     always;
+//   - a string after an introduced one (N'a' 'b', _latin1'a' 'b'), one
+//     string to MariaDB and a string with an alias to the parser.
+func scanText(sql string, m SQLMode) (out []literalTok, hazard string) {
 	afterIntroducer := false
-	introducer := 0 // where the introducer before a literal starts
+	introducer := 0     // where the introducer before a literal starts
+	introduced := false // the last token was a string after an introducer
 	for i := 0; i < len(sql); {
 		c := sql[i]
 		switch {
 		case c == '\'' || c == '"' && m&ModeANSIQuotes == 0:
+			if introduced {
+				hazard = "a string after a string with a character set introducer"
+			}
 			i = skipQuoted(sql, i, m&ModeNoBackslashEscapes != 0)
-			afterIntroducer = false
+			introduced, afterIntroducer = afterIntroducer, false
 			continue
 		case c == '`' || c == '"':
 			i = skipQuoted(sql, i, true)
-			afterIntroducer = false
-			continue
 		case c == '/' && strings.HasPrefix(sql[i:], "/*"):
 			rest := sql[i+2:]
-			switch {
-			case strings.HasPrefix(rest, "!"):
-				i += 3
-				for i < len(sql) && sql[i] >= '0' && sql[i] <= '9' {
-					i++
+			if strings.HasPrefix(rest, "!") || strings.HasPrefix(rest, "M!") {
+				j := i + 3
+				if rest[0] == 'M' {
+					j++
 				}
-				continue
-			case strings.HasPrefix(rest, "M!"):
-				i += 4
-				for i < len(sql) && sql[i] >= '0' && sql[i] <= '9' {
-					i++
+				k := j
+				for k < len(sql) && sql[k] >= '0' && sql[k] <= '9' {
+					k++
 				}
-				continue
+				if v, _ := strconv.Atoi(sql[j:k]); k > j && (k-j != 5 || v >= 50700) {
+					// MariaDB runs /*!NNNNN from 5.7 on (MySQL's versions)
+					// never, and /*!NNNNNN from its own version on.
+					hazard = "a /*! comment for a server version"
+				}
+				if rest[0] == 'M' {
+					hazard = "a /*M! comment"
+				}
+				i = k
+				continue // the comment's body is code; its end is skipped below
 			}
 			j := strings.Index(rest, "*/")
 			if j < 0 {
-				return out, arrow
+				return out, hazard
 			}
 			i += 2 + j + 2
+			continue // a comment is no token
+		case c == '*' && i+1 < len(sql) && sql[i+1] == '/':
+			i += 2 // the end of an executable comment
 			continue
 		case c == '#' || c == '-' && strings.HasPrefix(sql[i:], "--") && (i+2 == len(sql) || sql[i+2] <= ' '):
 			j := strings.IndexByte(sql[i:], '\n')
 			if j < 0 {
-				return out, arrow
+				return out, hazard
 			}
 			i += j + 1
 			continue
 		case c == '-' && i+1 < len(sql) && sql[i+1] == '>':
-			arrow = true
+			hazard = "the JSON operator -> or ->> (MariaDB has neither)"
 			i += 2
-			continue
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
 			i++
 			continue
 		case (c == 'x' || c == 'X' || c == 'b' || c == 'B') && i+1 < len(sql) && sql[i+1] == '\'':
 			j := strings.IndexByte(sql[i+2:], '\'')
 			if j < 0 {
-				return out, arrow
+				return out, hazard
 			}
 			end := i + 2 + j + 1
 			start := i
@@ -152,8 +171,7 @@ func scanText(sql string, m SQLMode) (out []literalTok, arrow bool) {
 				start = introducer
 			}
 			out = append(out, literalTok{text: sql[start:end], bin: true})
-			i, afterIntroducer = end, false
-			continue
+			i = end
 		case c >= '0' && c <= '9' || c == '.' && i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9' && (i == 0 || !isIdentByte(sql[i-1]) && sql[i-1] != '`'):
 			j, bin := scanNumber(sql, i)
 			if j < len(sql) && isIdentByte(sql[j]) {
@@ -168,21 +186,23 @@ func scanText(sql string, m SQLMode) (out []literalTok, arrow bool) {
 				}
 				out = append(out, literalTok{text: sql[start:j], bin: bin})
 			}
-			i, afterIntroducer = j, false
-			continue
+			i = j
 		case isIdentByte(c) || c == '@':
 			j := i + 1
 			for j < len(sql) && isIdentByte(sql[j]) {
 				j++
 			}
-			afterIntroducer, introducer = c == '_' && j-i > 1, i
+			// _latin1 'x', or N'x' (no space allowed).
+			intro := c == '_' && j-i > 1 || j-i == 1 && (c == 'N' || c == 'n') && j < len(sql) && sql[j] == '\''
+			afterIntroducer, introducer, introduced = intro, i, false
 			i = j
 			continue
+		default:
+			i++
 		}
-		i++
-		afterIntroducer = false
+		afterIntroducer, introduced = false, false
 	}
-	return out, arrow
+	return out, hazard
 }
 
 // scanNumber returns the end of the number that starts at sql[i] and
@@ -443,7 +463,7 @@ func (w *swapper) Leave(n ast.Node) (ast.Node, bool) {
 		case x.Kind() == test_driver.KindBinaryLiteral:
 			// The client wrote it both as 0x.. and as X'..', or sluice
 			// could not read how: the two mean different values.
-			w.err = fmt.Errorf("%w: cannot tell how the literal %s is spelled in the statement", ErrUnsupported, d.String())
+			w.err = fmt.Errorf("cannot tell how the literal %s is spelled in the statement", d.String())
 		}
 	case *ast.FuncCallExpr:
 		switch {
@@ -484,7 +504,7 @@ func refuseRestore(n ast.Node) error {
 		case *ast.SelectStmt:
 			if x.LockInfo != nil && x.LockInfo.LockType == ast.SelectLockForShare {
 				// LOCK IN SHARE MODE comes back as FOR SHARE.
-				err = fmt.Errorf("%w: LOCK IN SHARE MODE cannot be rewritten", ErrUnsupported)
+				err = errors.New("LOCK IN SHARE MODE is written back as FOR SHARE, which MariaDB does not have")
 			}
 		}
 		return err != nil
