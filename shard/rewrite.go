@@ -706,6 +706,13 @@ func (b *builder) restoreText(n ast.Node) (string, error) {
 	if err := sw.Restore(format.NewRestoreCtx(b.flags, &sb)); err != nil {
 		return "", err
 	}
+	if _, stmt := n.(ast.StmtNode); !stmt {
+		// A fragment (a value of an INSERT's row) is checked as the value
+		// of an INSERT.
+		if err := b.checkRestored("INSERT INTO `x` VALUES (" + sb.String() + ")"); err != nil {
+			return "", err
+		}
+	}
 	return sb.String(), nil
 }
 
