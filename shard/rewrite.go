@@ -610,6 +610,21 @@ func (b *builder) rename(t *Template, stmt ast.StmtNode) error {
 			if f.WildCard != nil || f.AsName.L != "" {
 				continue
 			}
+			inner := f.Expr
+			for p, ok := inner.(*ast.ParenthesesExpr); ok; p, ok = inner.(*ast.ParenthesesExpr) {
+				inner = p.Expr
+			}
+			switch x := inner.(type) {
+			case *ast.ColumnNameExpr:
+				// MariaDB names (qty) qty and (2.5e-1) 2.5e-1 (but
+				// (0x41) (0x41)): without the parentheses, which change
+				// nothing else, the rewrite is named alike.
+				f.Expr = inner
+			case *test_driver.ValueExpr:
+				if x.Kind() != test_driver.KindBinaryLiteral {
+					f.Expr = inner
+				}
+			}
 			switch f.Expr.(type) {
 			case *test_driver.ParamMarkerExpr:
 				// The server names a parameter "?"; written in as a
