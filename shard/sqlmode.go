@@ -99,7 +99,9 @@ func scanLiterals(sql string, m SQLMode) []literalTok {
 //     that version on (MySQL's 5.7 and later never) and the parser
 //     always;
 //   - a string after an introduced one (N'a' 'b', _latin1'a' 'b'), one
-//     string to MariaDB and a string with an alias to the parser.
+//     string to MariaDB and a string with an alias to the parser;
+//   - the names char_func and insert_func, which the parser gives the
+//     built-ins CHAR(...) and INSERT(...) too.
 func scanText(sql string, m SQLMode) (out []literalTok, hazard string) {
 	afterIntroducer := false
 	introducer := 0     // where the introducer before a literal starts
@@ -194,6 +196,9 @@ func scanText(sql string, m SQLMode) (out []literalTok, hazard string) {
 			}
 			// _latin1 'x', or N'x' (no space allowed).
 			intro := c == '_' && j-i > 1 || j-i == 1 && (c == 'N' || c == 'n') && j < len(sql) && sql[j] == '\''
+			if w := sql[i:j]; strings.EqualFold(w, "char_func") || strings.EqualFold(w, "insert_func") {
+				hazard = "the name " + w + ", which the parser also gives CHAR(...) and INSERT(...)"
+			}
 			afterIntroducer, introducer, introduced = intro, i, false
 			i = j
 			continue

@@ -62,6 +62,7 @@ func TestRewriteRefusals(t *testing.T) {
 		{0, "SELECT id /*M!100000 , note */ FROM orders WHERE uid = 0", "/*M!"},
 		{0, "SELECT id /*!99999 , note */ FROM orders WHERE uid = 0", "/*!"},
 		{0, "SELECT N'a' 'b' FROM orders WHERE uid = 0", "introducer"},
+		{0, "SELECT insert_func(note, 1) FROM orders WHERE uid = 0", "insert_func"},
 		{ModeUnsure, "SELECT * FROM orders WHERE uid = 0", "sql_mode"},
 	}
 	for _, c := range cases {
