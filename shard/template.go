@@ -451,7 +451,7 @@ func (r *Rules) prepare(schema, sql string) (*Template, error) {
 func (r *Rules) prepareMode(schema, sql string, mode SQLMode) (*Template, error) {
 	if mode&ModeUnsure != 0 {
 		if r.mayName(sql) {
-			return nil, fmt.Errorf("%w: a statement that may name a sharded or broadcast table under an sql_mode sluice cannot read statements in (not yet known, or ORACLE)", ErrUnsupported)
+			return nil, fmt.Errorf("%w: a statement that may name a sharded or broadcast table under an sql_mode sluice cannot read statements in (ORACLE, not known yet, or not the same on every cluster)", ErrUnsupported)
 		}
 		return r.passTemplate(sql, 0), nil
 	}

@@ -309,6 +309,19 @@ func TestRewriteUnderSQLMode(t *testing.T) {
 	})
 }
 
+// TestRewriteRefusesOracleMode (item 9): under sql_mode ORACLE, whose
+// grammar sluice's parser does not know, a statement on a sharded table
+// is refused, not rewritten.
+func TestRewriteRefusesOracleMode(t *testing.T) {
+	for _, binary := range []bool{false, true} {
+		sl, _ := r20Conns(t, "ORACLE", binary)
+		res := r20Query(ctxT(t), sl, "SELECT COUNT(*) FROM t WHERE k = 3")
+		if res.code != 1235 || !strings.Contains(res.err, "sql_mode") {
+			t.Errorf("binary %v: SELECT on a sharded table under sql_mode ORACLE: %s, want error 1235 naming the sql_mode", binary, res)
+		}
+	}
+}
+
 // TestRewriteFunctions (item 14, first half): constructs the parser writes
 // back differently are written as MariaDB reads them, or refused.
 func TestRewriteFunctions(t *testing.T) {
