@@ -569,8 +569,14 @@ func paramValue(v protocol.Param, buf *[]byte) shard.Value {
 // server gives it (see shard.Interpolate).
 func paramType(t byte) shard.ParamType {
 	switch t {
-	case protocol.TypeLong, protocol.TypeLongLong:
-		return shard.ParamWideInt
+	case protocol.TypeTiny:
+		return shard.ParamInt1
+	case protocol.TypeShort, protocol.TypeYear:
+		return shard.ParamInt2
+	case protocol.TypeLong, protocol.TypeInt24:
+		return shard.ParamInt4
+	case protocol.TypeLongLong:
+		return shard.ParamInt8
 	case protocol.TypeNewDecimal, protocol.TypeDecimal:
 		return shard.ParamDecimal
 	case protocol.TypeDate, protocol.TypeNewDate:

@@ -15,9 +15,15 @@ const (
 	// ParamString: a string in the connection's character set (the
 	// string types), or a number (Value.Kind tells).
 	ParamString ParamType = iota
-	// ParamWideInt: INT or BIGINT, which the server types as wide as a
-	// literal of ten digits or more (BIGINT in arithmetic).
-	ParamWideInt
+	// ParamInt1, ParamInt2, ParamInt4 and ParamInt8: TINYINT, SMALLINT
+	// (and YEAR), INT (and MEDIUMINT), BIGINT. The server gives such a
+	// parameter the width of the type whatever its value (4, 6, 11 and 21
+	// characters), and a literal the width of its text, which decides the
+	// type of arithmetic on it: the literal is written that wide.
+	ParamInt1
+	ParamInt2
+	ParamInt4
+	ParamInt8
 	// ParamDecimal: DECIMAL, its text in Value.S.
 	ParamDecimal
 	// ParamDate, ParamDatetime, ParamTime: temporal values in the text
@@ -125,29 +131,38 @@ func appendLiteral(b []byte, v Value, tp ParamType, noBackslashEscapes bool) ([]
 	case KindInt, KindUint:
 		var digits [20]byte
 		d := digits[:0]
+		neg := false
 		if v.Kind == KindUint {
 			d = strconv.AppendUint(d, v.U, 10)
 		} else {
-			if v.I < 0 {
-				b = append(b, '-')
-			}
+			neg = v.I < 0
 			d = strconv.AppendUint(d, absInt(v.I), 10)
 		}
-		if tp == ParamWideInt {
-			// Leading zeros make the literal as wide as the parameter:
-			// MariaDB types an integer literal by its length.
-			for n := len(d); n < 10; n++ {
-				b = append(b, '0')
-			}
+		width := 0
+		switch tp {
+		case ParamInt1:
+			width = 4
+		case ParamInt2:
+			width = 6
+		case ParamInt4:
+			width = 11
+		case ParamInt8:
+			width = 21
 		}
-		return append(b, d...), nil
+		if v.Kind == KindInt && v.I == math.MinInt64 {
+			width = 0 // MariaDB reads -9223372036854775808 as a BIGINT only as written
+		}
+		return appendPadded(b, neg, d, width), nil
 	case KindFloat:
 		if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
 			return nil, fmt.Errorf("%w: a FLOAT or DOUBLE parameter that is not a number", ErrUnsupported)
 		}
 		// The exponent makes it a double literal; the shortest digits
-		// that read back as the same float64 keep its value exact.
-		return strconv.AppendFloat(b, v.F, 'e', -1, 64), nil
+		// that read back as the same float64 keep its value exact; the
+		// width is the parameter's (23).
+		var digits [32]byte
+		d := strconv.AppendFloat(digits[:0], math.Abs(v.F), 'e', -1, 64)
+		return appendPadded(b, math.Signbit(v.F) && v.F != 0, d, 23), nil
 	}
 	switch tp {
 	case ParamDecimal:
@@ -197,6 +212,22 @@ func appendLiteral(b []byte, v Value, tp ParamType, noBackslashEscapes bool) ([]
 		}
 	}
 	return append(b, '\''), nil
+}
+
+// appendPadded appends the number digits, after a minus sign when neg,
+// with leading zeros to make the literal width characters long: MariaDB
+// gives a number literal the width of its text, and leading zeros change
+// nothing else.
+func appendPadded(b []byte, neg bool, digits []byte, width int) []byte {
+	n := len(digits)
+	if neg {
+		b = append(b, '-')
+		n++
+	}
+	for ; n < width; n++ {
+		b = append(b, '0')
+	}
+	return append(b, digits...)
 }
 
 // absInt is |i| as an unsigned number (math.MinInt64 included).

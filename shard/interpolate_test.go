@@ -21,7 +21,7 @@ func TestInterpolate(t *testing.T) {
 	}{
 		{"SELECT * FROM t WHERE a = ? AND b = ?", []int{0, 1}, false, `SELECT * FROM t WHERE a = -7 AND b = 'it''s a \\ test'`},
 		{"SELECT * FROM t WHERE b = ?", []int{1}, true, `SELECT * FROM t WHERE b = 'it''s a \ test'`},
-		{"INSERT INTO t VALUES (?, ?, ?)", []int{2, 3, 4}, false, "INSERT INTO t VALUES (NULL, 18446744073709551615, 1.5e+00)"},
+		{"INSERT INTO t VALUES (?, ?, ?)", []int{2, 3, 4}, false, "INSERT INTO t VALUES (NULL, 18446744073709551615, 00000000000000001.5e+00)"},
 		{"SELECT '?', `?`, \"?\" /* ? */ FROM t WHERE a = ? -- ?\n", []int{0}, false, "SELECT '?', `?`, \"?\" /* ? */ FROM t WHERE a = -7 -- ?\n"},
 		{"SELECT 'a\\'?' , ?", []int{0}, false, "SELECT 'a\\'?' , -7"},
 		{"SELECT ?, ?", nil, false, `SELECT -7, 'it''s a \\ test'`},
@@ -49,9 +49,9 @@ func TestInterpolateTypes(t *testing.T) {
 		tp   ParamType
 		want string
 	}{
-		{Value{Kind: KindFloat, F: 0.1}, ParamString, "1e-01"},
-		{Value{Kind: KindFloat, F: float64(float32(0.1))}, ParamString, "1.0000000149011612e-01"},
-		{Value{Kind: KindFloat, F: 5e-324}, ParamString, "5e-324"},
+		{Value{Kind: KindFloat, F: 0.1}, ParamString, "0000000000000000001e-01"},
+		{Value{Kind: KindFloat, F: float64(float32(0.1))}, ParamString, "01.0000000149011612e-01"},
+		{Value{Kind: KindFloat, F: 5e-324}, ParamString, "000000000000000005e-324"},
 		{Value{Kind: KindFloat, F: -1.7976931348623157e308}, ParamString, "-1.7976931348623157e+308"},
 		{str("-12.50"), ParamDecimal, "-12.50"},
 		{str("2020-01-02"), ParamDate, "DATE'2020-01-02'"},
@@ -59,10 +59,15 @@ func TestInterpolateTypes(t *testing.T) {
 		{str("-26:03:04"), ParamTime, "TIME'-26:03:04'"},
 		{str("a\x00'"), ParamBinary, `_binary'a\0'''`},
 		{str("x"), ParamString, "'x'"},
-		{intv(-7), ParamWideInt, "-0000000007"},
-		{intv(-9223372036854775808), ParamWideInt, "-9223372036854775808"},
-		{Value{Kind: KindUint, U: 7}, ParamWideInt, "0000000007"},
+		{intv(-7), ParamInt8, "-00000000000000000007"},
+		{intv(7), ParamInt8, "000000000000000000007"},
+		{intv(-7), ParamInt4, "-0000000007"},
+		{intv(-7), ParamInt2, "-00007"},
+		{intv(7), ParamInt1, "0007"},
+		{intv(-9223372036854775808), ParamInt8, "-9223372036854775808"},
+		{Value{Kind: KindUint, U: 18446744073709551615}, ParamInt8, "018446744073709551615"},
 		{intv(-7), ParamString, "-7"},
+		{Value{Kind: KindFloat, F: -0.1}, ParamString, "-000000000000000001e-01"},
 	}
 	for _, c := range cases {
 		got, err := Interpolate("SELECT ?", []Value{c.v}, []ParamType{c.tp}, nil, false)
