@@ -327,16 +327,15 @@ type spelledExpr struct {
 	text string
 }
 
+// Restore writes the literal as the client wrote it.
 func (s *spelledExpr) Restore(ctx *format.RestoreCtx) error {
 	ctx.WritePlain(s.text)
 	return nil
 }
 
+// Accept visits the stand-in alone: a literal has no children.
 func (s *spelledExpr) Accept(v ast.Visitor) (ast.Node, bool) {
-	n, skip := v.Enter(s)
-	if skip {
-		return v.Leave(n)
-	}
+	n, _ := v.Enter(s)
 	return v.Leave(n)
 }
 
@@ -347,6 +346,8 @@ type charFuncExpr struct {
 	*ast.FuncCallExpr
 }
 
+// Restore writes CHAR(args USING charset), or CHAR(args) when the call
+// names no character set.
 func (c *charFuncExpr) Restore(ctx *format.RestoreCtx) error {
 	args := c.Args
 	ctx.WriteKeyWord("CHAR")
@@ -368,6 +369,8 @@ func (c *charFuncExpr) Restore(ctx *format.RestoreCtx) error {
 	return nil
 }
 
+// Accept visits the stand-in and its arguments, so the literals among them
+// are swapped like any other.
 func (c *charFuncExpr) Accept(v ast.Visitor) (ast.Node, bool) {
 	n, skip := v.Enter(c)
 	if skip {
@@ -389,6 +392,7 @@ type insertFuncExpr struct {
 	*ast.FuncCallExpr
 }
 
+// Restore writes INSERT(args).
 func (c *insertFuncExpr) Restore(ctx *format.RestoreCtx) error {
 	ctx.WriteKeyWord("INSERT")
 	ctx.WritePlain("(")
@@ -404,6 +408,7 @@ func (c *insertFuncExpr) Restore(ctx *format.RestoreCtx) error {
 	return nil
 }
 
+// Accept visits the stand-in and its arguments.
 func (c *insertFuncExpr) Accept(v ast.Visitor) (ast.Node, bool) {
 	n, skip := v.Enter(c)
 	if skip {
