@@ -70,14 +70,15 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 // session that has not set sql_mode runs each cluster's statements under
 // that cluster's global one: the probes' readings of every server, which
 // must agree. Until the first probes have read them (just after start-up)
-// the session waits for them, a few probe intervals at most.
+// the session waits for them: two probe rounds, and at least 5 s, before
+// it gives up (ModeUnsure).
 func (s *Session) shardMode() shard.SQLMode {
 	m := s.lexModes()
 	if !s.lex.modesSet {
 		var known bool
 		if m, known = s.shardGlobalModes(); !known {
 			cfg := s.srv.config().Health
-			deadline := time.Now().Add(2*cfg.Interval.Duration + cfg.Timeout.Duration)
+			deadline := time.Now().Add(max(5*time.Second, 2*cfg.Interval.Duration+2*cfg.Timeout.Duration))
 			for !known && time.Now().Before(deadline) && s.srv.ctx.Err() == nil {
 				time.Sleep(10 * time.Millisecond)
 				m, known = s.shardGlobalModes()
