@@ -28,6 +28,11 @@ type lexState struct {
 	modesSet   bool
 	modesKnown bool
 	modesRound uint64
+	// shardModes are the flags every cluster's servers agree on, for the
+	// sharding rewrite, as read in probe round shardRound (shardKnown).
+	shardModes router.LexModes
+	shardRound uint64
+	shardKnown bool
 }
 
 // lexModes returns the sql_mode flags the session's statements are lexed

@@ -111,6 +111,7 @@ type Session struct {
 	// and argText a prepared execution's parameters as shard key values.
 	shardPkt []byte
 	args     []shard.Value
+	argTypes []shard.ParamType
 	argText  []byte
 	renamed  shard.Row
 

@@ -49,17 +49,20 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 			return nil, true, s.refuseShard(err)
 		}
 	}
-	if plan.Kind == router.KindSet || plan.ParseErr != nil {
+	mode := s.shardMode()
+	if plan.Kind == router.KindSet || plan.ParseErr != nil && mode == 0 {
 		// The default cluster runs it as it is (and reports a syntax
 		// error), unless it may reach a sharded table: then no one cluster
-		// can answer it.
-		if err := s.srv.shards().CheckDefault(s.schema, sql); err != nil {
+		// can answer it. (The router parses under the default sql_mode;
+		// under another one PrepareMode parses the text as the session's
+		// server reads it.)
+		if err := s.srv.shards().CheckDefault(s.schema, sql, mode); err != nil {
 			return nil, true, s.refuseShard(err)
 		}
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
-	tpl, err := s.srv.shards().Prepare(s.schema, sql)
+	tpl, err := s.srv.shards().PrepareMode(s.schema, sql, mode)
 	if err != nil {
 		return nil, true, s.refuseShard(err)
 	}
@@ -112,6 +115,73 @@ func (s *Session) userVarRoute(tpl *shard.Template, route *shard.Route) (*shard.
 	}
 	return nil, fmt.Errorf("%w: the statement uses user variable %s, which exists on the default cluster %s only, and would run on %s; pass the value as a literal or a parameter",
 		shard.ErrUnsupported, v, names[def], where)
+}
+
+// shardMode is the session's sql_mode as the sharding rewrite takes it:
+// the flags that change how the server reads a statement, or ModeUnsure
+// while they are not known or the parser cannot follow them (ORACLE). A
+// session that has not set sql_mode runs each cluster's statements under
+// that cluster's global one: the probes' readings of every server, which
+// must agree. Until the first probes have read them (just after start-up)
+// the session waits for them: two probe rounds, and at least 5 s, before
+// it gives up (ModeUnsure).
+func (s *Session) shardMode() shard.SQLMode {
+	m := s.lexModes()
+	if !s.lex.modesSet {
+		var known bool
+		if m, known = s.shardGlobalModes(); !known {
+			cfg := s.srv.config().Health
+			deadline := time.Now().Add(max(5*time.Second, 2*cfg.Interval.Duration+2*cfg.Timeout.Duration))
+			for !known && time.Now().Before(deadline) && s.srv.ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+				m, known = s.shardGlobalModes()
+			}
+			if !known {
+				return shard.ModeUnsure
+			}
+		}
+		if s.lastStatus&protocol.StatusNoBackslashEscape != 0 {
+			m |= router.LexNoBackslashEscapes
+		}
+	}
+	if m&router.LexOracle != 0 {
+		return shard.ModeUnsure
+	}
+	var sm shard.SQLMode
+	if m&router.LexANSIQuotes != 0 {
+		sm |= shard.ModeANSIQuotes
+	}
+	if m&router.LexNoBackslashEscapes != 0 {
+		sm |= shard.ModeNoBackslashEscapes
+	}
+	if m&router.LexPipesAsConcat != 0 {
+		sm |= shard.ModePipesAsConcat
+	}
+	if m&router.LexHighNotPrecedence != 0 {
+		sm |= shard.ModeHighNotPrecedence
+	}
+	return sm
+}
+
+// shardGlobalModes returns the lexing flags of the global sql_mode of
+// every server of every cluster, known when the probes have read each and
+// they agree; the answer is kept for the probe round.
+func (s *Session) shardGlobalModes() (router.LexModes, bool) {
+	round := s.srv.topo.Round()
+	if s.lex.shardKnown && round == s.lex.shardRound {
+		return s.lex.shardModes, true
+	}
+	var first router.LexModes
+	for i, c := range s.srv.topo.Current().Clusters {
+		m, known := globalModes(c)
+		if !known || i > 0 && m != first {
+			s.lex.shardKnown = false
+			return 0, false
+		}
+		first = m
+	}
+	s.lex.shardModes, s.lex.shardRound, s.lex.shardKnown = first, round, true
+	return first, true
 }
 
 // answerNextID answers SELECT NEXT_ID('table'[, key]) with a new global id.
@@ -466,16 +536,17 @@ func (bc *BackendConn) execOK(sql string) (protocol.OK, error) {
 // path (done false); otherwise it runs the execution itself, the values
 // written into each Part's text, and returns done true.
 func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) (*shard.Part, bool, error) {
-	args := s.args[:0]
+	args, types := s.args[:0], s.argTypes[:0]
 	s.argText = s.argText[:0]
 	err := protocol.ExecuteParams(p, ex, st.params, st.types, func(i int) ([]byte, bool) {
 		d, ok := st.longData[i]
 		return d, ok
 	}, func(i int, v protocol.Param) error {
 		args = append(args, paramValue(v, &s.argText))
+		types = append(types, paramType(v.Type))
 		return nil
 	})
-	s.args = args
+	s.args, s.argTypes = args, types
 	if err != nil {
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
 			"Incorrect arguments to mysqld_stmt_execute: %v", err))
@@ -503,12 +574,17 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 			return part, false, nil
 		}
 	}
-	// Run the Parts as text with the values written in.
+	// Run the Parts as text with the values written in, which reads as
+	// the statement only under the sql_mode its texts were written for.
+	if m := s.shardMode(); m != st.shard.Mode() {
+		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
+			"sluice: the session's sql_mode changed since the statement was prepared; prepare it again"))
+	}
 	nbe := s.lastStatus&protocol.StatusNoBackslashEscape != 0
 	text := &shard.Route{Write: route.Write, AnyOne: route.AnyOne, Merge: route.Merge, Rename: route.Rename,
 		FirstRow: route.FirstRow, Parts: make([]shard.Part, len(route.Parts))}
 	for i, pt := range route.Parts {
-		q, err := shard.Interpolate(pt.SQL, args, pt.Params, nbe)
+		q, err := shard.Interpolate(pt.SQL, args, types, pt.Params, nbe)
 		if err != nil {
 			return nil, true, s.client.WriteErr(shardError(err))
 		}
@@ -545,6 +621,32 @@ func paramValue(v protocol.Param, buf *[]byte) shard.Value {
 	*buf = v.AppendText(*buf)
 	return shard.Value{Kind: shard.KindString, S: (*buf)[start:len(*buf):len(*buf)],
 		Decimal: v.Type == protocol.TypeNewDecimal || v.Type == protocol.TypeDecimal}
+}
+
+// paramType is what of a parameter's bound type decides the type the
+// server gives it (see shard.Interpolate).
+func paramType(t byte) shard.ParamType {
+	switch t {
+	case protocol.TypeTiny:
+		return shard.ParamInt1
+	case protocol.TypeShort, protocol.TypeYear:
+		return shard.ParamInt2
+	case protocol.TypeLong, protocol.TypeInt24:
+		return shard.ParamInt4
+	case protocol.TypeLongLong:
+		return shard.ParamInt8
+	case protocol.TypeNewDecimal, protocol.TypeDecimal:
+		return shard.ParamDecimal
+	case protocol.TypeDate, protocol.TypeNewDate:
+		return shard.ParamDate
+	case protocol.TypeDatetime, protocol.TypeTimestamp, protocol.TypeTimestamp2, protocol.TypeDatetime2:
+		return shard.ParamDatetime
+	case protocol.TypeTime, protocol.TypeTime2:
+		return shard.ParamTime
+	case protocol.TypeTinyBlob, protocol.TypeMediumBlob, protocol.TypeLongBlob, protocol.TypeBlob:
+		return shard.ParamBinary
+	}
+	return shard.ParamString
 }
 
 // partStream reads one Part's result rows for a merge.

@@ -116,7 +116,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 				return s.client.WriteErr(shardError(err))
 			}
 		}
-		if tpl, err = s.srv.shards().Prepare(s.schema, sql); err != nil {
+		if tpl, err = s.srv.shards().PrepareMode(s.schema, sql, s.shardMode()); err != nil {
 			return s.client.WriteErr(shardError(err))
 		}
 		if tpl.Local() != shard.LocalNone {

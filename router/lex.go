@@ -23,6 +23,11 @@ const (
 	// LexOracle: ORACLE, MariaDB's Oracle-compatible grammar (seq.nextval,
 	// PL/SQL), which the TiDB parser does not know at all.
 	LexOracle
+	// LexHighNotPrecedence: HIGH_NOT_PRECEDENCE, NOT binds tighter than
+	// comparisons. It changes what a statement computes, not how it is
+	// split into tokens, so the router's own reading does not depend on
+	// it; a rewrite of the statement (sharding) does.
+	LexHighNotPrecedence
 )
 
 // LexUnknown is the set to assume when a session's sql_mode is not known:
@@ -36,6 +41,7 @@ var lexModeNames = map[string]LexModes{
 	"NO_BACKSLASH_ESCAPES": LexNoBackslashEscapes,
 	"ANSI_QUOTES":          LexANSIQuotes,
 	"PIPES_AS_CONCAT":      LexPipesAsConcat,
+	"HIGH_NOT_PRECEDENCE":  LexHighNotPrecedence,
 	"ANSI":                 LexANSIQuotes | LexPipesAsConcat,
 	"DB2":                  LexANSIQuotes | LexPipesAsConcat,
 	"MAXDB":                LexANSIQuotes | LexPipesAsConcat,

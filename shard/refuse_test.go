@@ -77,7 +77,7 @@ func TestRefuseHalfUnderstood(t *testing.T) {
 		{"SELECT * FROM orders WHERE 'a' SOUNDS LIKE 'a'", "pay.orders"},
 		{"SELECT * FROM notes WHERE 'a' SOUNDS LIKE 'a'", ""},
 	} {
-		err := r.CheckDefault("pay", tc.sql)
+		err := r.CheckDefault("pay", tc.sql, 0)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("CheckDefault(%q): %v", tc.sql, err)
@@ -187,7 +187,7 @@ func FuzzCheckDefault(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, sql string) {
-		err := r.CheckDefault("pay", sql)
+		err := r.CheckDefault("pay", sql, 0)
 		if err != nil && r.mayName(sql) == "" {
 			t.Errorf("CheckDefault(%q) refused a text naming no rule's table: %v", sql, err)
 		}

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -238,19 +239,30 @@ func (r *Rules) CheckOpaque(sql string) error {
 	return nil
 }
 
+// errModeUnsure stands for a parse that cannot be tried: the session's
+// sql_mode is not one the parser follows.
+var errModeUnsure = errors.New("the session's sql_mode is not one sluice's parser follows")
+
 // CheckDefault returns an error wrapping ErrUnsupported and naming the
 // table when sql, which the proxy means to send unchanged to the default
 // cluster without a Template (a text its parser rejects, a SET), may reach
 // a sharded table, or a broadcast table other than for reading it. It
 // returns nil when the default cluster answers the text exactly.
-func (r *Rules) CheckDefault(schema, sql string) error {
+//
+// mode is the session's sql_mode, under which the text is read; with
+// ModeUnsure any text that may name a rule's table is refused.
+func (r *Rules) CheckDefault(schema, sql string, mode SQLMode) error {
 	// Every table the parser finds is a token of the text: a text without
 	// one of the rules' names needs no parse.
 	n := r.mayName(sql)
 	if n == "" {
 		return nil
 	}
-	stmts, err := parse(sql)
+	var stmts []ast.StmtNode
+	err := errModeUnsure
+	if mode&ModeUnsure == 0 {
+		stmts, err = parse(sql, mode)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: sluice cannot parse this statement, and its text may name table %s, which is sharded or broadcast (sluice cannot tell which shards it needs)", ErrUnsupported, n)
 	}
@@ -276,17 +288,26 @@ func (r *Rules) CheckDefault(schema, sql string) error {
 }
 
 // Prepare returns the Template of sql as run with the session's current
-// database schema ("" when none). Templates are cached by schema and text,
-// and a cache hit does not allocate. The error, also cached, wraps one of
-// the package's sentinels.
+// database schema ("" when none) under the server's default sql_mode; see
+// PrepareMode.
 func (r *Rules) Prepare(schema, sql string) (*Template, error) {
-	if e, ok := r.cache.get(schema, sql); ok {
+	return r.PrepareMode(schema, sql, 0)
+}
+
+// PrepareMode returns the Template of sql as run with the session's
+// current database schema ("" when none) under the sql_mode flags mode:
+// the text is parsed as the server reads it under them, and rewritten so
+// the server reads the rewrite alike. Templates are cached by schema, text
+// and mode, and a cache hit does not allocate. The error, also cached,
+// wraps one of the package's sentinels.
+func (r *Rules) PrepareMode(schema, sql string, mode SQLMode) (*Template, error) {
+	if e, ok := r.cache.get(schema, sql, mode); ok {
 		return e.t, e.err
 	}
 	// The Template and the cache outlive the caller's text: keep a copy.
 	schema, sql = strings.Clone(schema), strings.Clone(sql)
-	t, err := r.prepare(schema, sql)
-	r.cache.put(schema, sql, cacheEntry{t, err})
+	t, err := r.prepareMode(schema, sql, mode)
+	r.cache.put(schema, sql, mode, cacheEntry{t, err})
 	return t, err
 }
 
@@ -297,15 +318,18 @@ const (
 	cacheShardCap = 512
 )
 
-type cacheKey struct{ schema, sql string }
+type cacheKey struct {
+	schema, sql string
+	mode        SQLMode
+}
 
 type cacheEntry struct {
 	t   *Template
 	err error
 }
 
-// templateCache is a bounded, sharded map from (schema, text) to the
-// Template or error Prepare made of it; safe for concurrent use.
+// templateCache is a bounded, sharded map from (schema, text, mode) to the
+// Template or error PrepareMode made of it; safe for concurrent use.
 type templateCache struct {
 	seed   maphash.Seed
 	shards [cacheShards]cacheShard
@@ -328,10 +352,10 @@ func (c *templateCache) shard(sql string) *cacheShard {
 	return &c.shards[maphash.String(c.seed, sql)%cacheShards]
 }
 
-func (c *templateCache) get(schema, sql string) (cacheEntry, bool) {
+func (c *templateCache) get(schema, sql string, mode SQLMode) (cacheEntry, bool) {
 	s := c.shard(sql)
 	s.mu.RLock()
-	e, ok := s.m[cacheKey{schema, sql}]
+	e, ok := s.m[cacheKey{schema, sql, mode}]
 	s.mu.RUnlock()
 	return e, ok
 }
@@ -347,9 +371,9 @@ func (c *templateCache) clear() {
 	}
 }
 
-func (c *templateCache) put(schema, sql string, e cacheEntry) {
+func (c *templateCache) put(schema, sql string, mode SQLMode, e cacheEntry) {
 	s := c.shard(sql)
-	k := cacheKey{schema, sql}
+	k := cacheKey{schema, sql, mode}
 	s.mu.Lock()
 	if len(s.m) >= cacheShardCap {
 		clear(s.m)

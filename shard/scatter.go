@@ -121,7 +121,8 @@ func withAliases(e ast.ExprNode, aliases map[string]*ast.SelectField) (ast.ExprN
 		return e, "", nil
 	}
 	text := restoreExpr(e)
-	stmts, err := parse("SELECT " + text)
+	// restoreExpr writes for the default sql_mode: read it back so.
+	stmts, err := parse("SELECT "+text, 0)
 	if err != nil || len(stmts) != 1 {
 		return nil, "", err
 	}

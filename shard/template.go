@@ -66,6 +66,7 @@ type Template struct {
 	kind   templateKind
 	params int
 	fixed  *Route
+	mode   SQLMode
 
 	// Sharded statements.
 	ru    *rule
@@ -116,6 +117,10 @@ type limitPlan struct {
 // cluster only: the proxy must refuse a Route of such a statement that
 // reaches any other cluster, or several Parts.
 func (t *Template) UserVar() string { return t.userVar }
+
+// Mode returns the sql_mode flags the template was built under: its
+// rewritten texts read as the statement only under them.
+func (t *Template) Mode() SQLMode { return t.mode }
 
 // Params returns the number of parameter markers of the statement.
 func (t *Template) Params() int { return t.params }
@@ -474,9 +479,21 @@ func (r *Rules) passTemplate(sql string, params int) *Template {
 		fixed: &Route{Parts: []Part{{Cluster: r.def, SQL: sql}}, Write: true}}
 }
 
-// prepare parses and analyses sql; see Prepare.
+// prepare parses and analyses sql under the default sql_mode; see Prepare.
 func (r *Rules) prepare(schema, sql string) (*Template, error) {
-	stmts, err := parse(sql)
+	return r.prepareMode(schema, sql, 0)
+}
+
+// prepareMode parses and analyses sql as the server reads it under mode;
+// see PrepareMode.
+func (r *Rules) prepareMode(schema, sql string, mode SQLMode) (*Template, error) {
+	if mode&ModeUnsure != 0 {
+		if n := r.mayName(sql); n != "" {
+			return nil, fmt.Errorf("%w: a statement whose text may name table %s, which is sharded or broadcast, under an sql_mode sluice cannot read statements in (ORACLE, not known yet, or not the same on every cluster)", ErrUnsupported, n)
+		}
+		return r.passTemplate(sql, 0), nil
+	}
+	stmts, err := parse(sql, mode)
 	if err != nil {
 		if n := r.mayName(sql); n != "" {
 			// Keep the message only: the parser's error carries a stack.
@@ -505,13 +522,14 @@ func (r *Rules) prepare(schema, sql string) (*Template, error) {
 		}
 		return r.passTemplate(sql, 0), nil
 	}
-	b := &builder{r: r, sql: sql, schema: strings.ToLower(schema)}
+	b := &builder{r: r, sql: sql, schema: strings.ToLower(schema), mode: mode, flags: mode.restoreFlags()}
 	t, err := b.build(stmts[0])
 	if n := b.c.cteShadow; n != "" {
 		return nil, cteShadowError(n)
 	}
 	if t != nil {
 		t.userVar = b.c.userVar
+		t.mode = mode
 	}
 	return t, err
 }
@@ -520,11 +538,13 @@ func cteShadowError(name string) error {
 	return fmt.Errorf("%w: a common table expression is named %s like a sharded or broadcast table; rename it", ErrUnsupported, name)
 }
 
-// parse parses sql with a pooled parser. The parser's literal driver
-// panics on some inputs (very long decimal literals): that is a parse
-// error, and the parser that panicked is not reused.
-func parse(sql string) (stmts []ast.StmtNode, err error) {
+// parse parses sql with a pooled parser as the server reads it under mode.
+// The parser's literal driver panics on some inputs (very long decimal
+// literals): that is a parse error, and the parser that panicked is not
+// reused.
+func parse(sql string, mode SQLMode) (stmts []ast.StmtNode, err error) {
 	p := parserPool.Get().(*parser.Parser)
+	p.SetSQLMode(mode.tidbMode())
 	defer func() {
 		if v := recover(); v != nil {
 			stmts, err = nil, fmt.Errorf("parser failed: %v", v)
