@@ -42,14 +42,14 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
-	if plan.Opaque {
+	mode := s.shardMode()
+	if s.shardOpaque(plan, sql, mode) {
 		// The parser's reading may differ from the server's: it cannot
 		// place a text that may name a sharded table.
 		if err := s.srv.shards().CheckOpaque(sql); err != nil {
 			return nil, true, s.refuseShard(err)
 		}
 	}
-	mode := s.shardMode()
 	if plan.Kind == router.KindSet || plan.ParseErr != nil && mode == 0 {
 		// The default cluster runs it as it is (and reports a syntax
 		// error), unless it may reach a sharded table: then no one cluster
@@ -115,6 +115,36 @@ func (s *Session) userVarRoute(tpl *shard.Template, route *shard.Route) (*shard.
 	}
 	return nil, fmt.Errorf("%w: the statement uses user variable %s, which exists on the default cluster %s only, and would run on %s; pass the value as a literal or a parameter",
 		shard.ErrUnsupported, v, names[def], where)
+}
+
+// shardOpaque reports whether the parser may read sql otherwise than the
+// server under the session's sql_mode mode and character set, for reasons
+// the sharding rewrite does not check itself: several statements, a /*T!,
+// /*M! or versioned /*! comment, a byte the lexers disagree on where this mode reads code, or
+// non-ASCII text in a character set the parser does not follow. A text
+// the router could not parse under the default sql_mode is not: the
+// rewrite parses it under the session's.
+func (s *Session) shardOpaque(plan *router.Plan, sql string, mode shard.SQLMode) bool {
+	if plan.ParseErr != nil {
+		return false
+	}
+	if plan.Multi || plan.TiDBComment || plan.NonASCII && s.unsafeCharset() {
+		return true
+	}
+	if !plan.Hazard {
+		return false
+	}
+	if mode&shard.ModeUnsure != 0 {
+		return true
+	}
+	var m router.LexModes
+	if mode&shard.ModeNoBackslashEscapes != 0 {
+		m |= router.LexNoBackslashEscapes
+	}
+	if mode&shard.ModeANSIQuotes != 0 {
+		m |= router.LexANSIQuotes
+	}
+	return router.HazardUnder(sql, m)
 }
 
 // shardMode is the session's sql_mode as the sharding rewrite takes it:

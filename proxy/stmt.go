@@ -111,12 +111,13 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		// Prepare one physical text (they all have the same parameters
 		// and columns) on its cluster; executions route by their values.
 		var err error
-		if plan.Opaque {
+		mode := s.shardMode()
+		if s.shardOpaque(plan, sql, mode) {
 			if err = s.srv.shards().CheckOpaque(sql); err != nil {
 				return s.client.WriteErr(shardError(err))
 			}
 		}
-		if tpl, err = s.srv.shards().PrepareMode(s.schema, sql, s.shardMode()); err != nil {
+		if tpl, err = s.srv.shards().PrepareMode(s.schema, sql, mode); err != nil {
 			return s.client.WriteErr(shardError(err))
 		}
 		if tpl.Local() != shard.LocalNone {

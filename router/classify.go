@@ -88,6 +88,8 @@ type analysis struct {
 	// opaque: the server may read the text otherwise than the parser did
 	// (executable comments, /*T! */, bytes the lexers disagree on).
 	opaque bool
+	// tidbComment and hazard: see Plan.TiDBComment and Plan.Hazard.
+	tidbComment, hazard bool
 	// previous: the statement asks about the previous statement's
 	// diagnostics (SHOW WARNINGS, @@warning_count), which only the
 	// connection that ran it can answer.
@@ -146,6 +148,7 @@ func analyze(sql string, flags textFlags) analysis {
 		}
 		a.readOnly = false
 	}
+	a.tidbComment, a.hazard = flags&(flagTiDBComment|flagConditional) != 0, flags&flagHazard != 0
 	if flags&(flagTiDBComment|flagHazard) != 0 {
 		// Here the server's reading may have nothing in common with the
 		// parser's: nothing is tracked from the text, and the session keeps

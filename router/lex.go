@@ -98,6 +98,13 @@ func codeHazard(s string) bool {
 	return false
 }
 
+// HazardUnder reports whether s holds, where MariaDB reads statement text
+// under the sql_mode flags m, a byte the two lexers may treat differently
+// (see codeHazard, which tries every reading of quotes instead).
+func HazardUnder(s string, m LexModes) bool {
+	return hazardIn(s, lexReading{backslash: m&LexNoBackslashEscapes == 0, ansiQuotes: m&LexANSIQuotes != 0})
+}
+
 // hazardIn scans s the way MariaDB's lexer splits it into string literals,
 // quoted identifiers, comments and the rest, under reading r.
 func hazardIn(s string, r lexReading) bool {

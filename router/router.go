@@ -211,6 +211,13 @@ type Plan struct {
 	// server may run more or less of it (executable comments, /*T! */,
 	// bytes the lexers disagree on). See UnsureConnectionCommand.
 	Opaque bool
+	// TiDBComment: the text holds a /*T! comment, code to the parser and
+	// a comment to the server, or a /*M! or versioned /*!NNNNN comment,
+	// which the server may run and the parser may drop. Hazard: outside literals and comments, as
+	// some sql_mode reads the quotes, the text holds a byte the two
+	// lexers may read differently (see HazardUnder for one mode's
+	// reading). Both make the text Opaque.
+	TiDBComment, Hazard bool
 	// NoTables: a SELECT, SET or DO that names no table. Raising no
 	// warning or error itself, it leaves the previous statement's
 	// diagnostics in place on the server, for a SHOW WARNINGS after it.
@@ -487,6 +494,8 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		Scoped:          a.scoped,
 		NoTables:        a.noTables,
 		Opaque:          a.opaque || a.multi || a.parseErr != nil,
+		TiDBComment:     a.tidbComment,
+		Hazard:          a.hazard,
 		Found:           foundRowsEffectOf(digest),
 		Call:            strings.HasPrefix(digest, "call "),
 		Txn:             a.txn,
