@@ -152,9 +152,9 @@ func (s *Session) shardOpaque(plan *router.Plan, sql string, mode shard.SQLMode)
 // while they are not known or the parser cannot follow them (ORACLE). A
 // session that has not set sql_mode runs each cluster's statements under
 // that cluster's global one: the probes' readings of every server, which
-// must agree. Until the first probes have read them (just after start-up)
-// the session waits for them: two probe rounds, and at least 5 s, before
-// it gives up (ModeUnsure).
+// must agree. Until the first probe round has read them (just after
+// start-up) the session waits for it, for two probe intervals and at least
+// 5 s, before it gives up (ModeUnsure).
 func (s *Session) shardMode() shard.SQLMode {
 	m := s.lexModes()
 	if !s.lex.modesSet {
@@ -162,7 +162,11 @@ func (s *Session) shardMode() shard.SQLMode {
 		if m, known = s.shardGlobalModes(); !known {
 			cfg := s.srv.config().Health
 			deadline := time.Now().Add(max(5*time.Second, 2*cfg.Interval.Duration+2*cfg.Timeout.Duration))
-			for !known && time.Now().Before(deadline) && s.srv.ctx.Err() == nil {
+			// Only the first probe round may still be reading them: a
+			// server down or clusters that disagree after it are an
+			// answer (ModeUnsure), not a reason to wait on every
+			// statement.
+			for !known && s.srv.topo.Round() < 1 && time.Now().Before(deadline) && s.srv.ctx.Err() == nil {
 				time.Sleep(10 * time.Millisecond)
 				m, known = s.shardGlobalModes()
 			}
