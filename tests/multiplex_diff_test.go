@@ -285,7 +285,12 @@ func genDiffScript(seed uint64, i int, gaps diffGaps) []diffStep {
 	killAt := 3 + g.r.IntN(n-3)
 	for len(g.steps) < n {
 		if killAt >= 0 && len(g.steps) >= killAt {
-			g.steps = append(g.steps, diffStep{sql: fmt.Sprintf("SELECT SLEEP(%d) AS killme%d", diffKillSleep, i), killed: true})
+			g.steps = append(g.steps, diffStep{sql: fmt.Sprintf("SELECT SLEEP(%d) AS killme%d", diffKillSleep, i), killed: true},
+				// Whether the kill ends the SLEEP with its row or with 1317
+				// depends on when it lands, on a server alone too; it
+				// decides FOUND_ROWS(), ROW_COUNT() and the diagnostics,
+				// which the next statement sets anew on both sides.
+				diffStep{sql: fmt.Sprintf("SELECT %d AS after_kill", i)})
 			killAt = -1
 			continue
 		}
