@@ -14,7 +14,7 @@ import (
 const m20bSchema = "m20b"
 
 var m20bF = &rule{schema: m20bSchema, table: "f", key: "id", algo: "mod", clusters: clusterNames, tables: 1,
-	columns: "id INT NOT NULL PRIMARY KEY, x FLOAT NULL, d DOUBLE NULL, e ENUM('b','a','c') NULL, g INT NULL"}
+	columns: "id INT NOT NULL PRIMARY KEY, x FLOAT NULL, d DOUBLE NULL, e ENUM('b','a','c') NULL, g INT NULL, uu UUID NULL"}
 
 // m20bSeed puts 1.0000002, 1.0000001 and 1, which the server prints alike
 // as "1", on different shards.
@@ -104,6 +104,12 @@ func TestMerge20bFloatExact(t *testing.T) {
 	got := run(ctxT(t), sl, stmt{sql: "SELECT id FROM f ORDER BY COALESCE(x), id"})
 	if errCode(got.err) != 1235 || !strings.Contains(got.err.Error(), "FLOAT") {
 		t.Errorf("ORDER BY a FLOAT expression: got %v, want error 1235 naming FLOAT", got)
+	}
+	// DISTINCT gives each column its e+0, which a UUID has not: refused,
+	// as ORDER BY and GROUP BY of one are.
+	got = run(ctxT(t), sl, stmt{sql: "SELECT DISTINCT uu FROM f"})
+	if errCode(got.err) != 1235 || !strings.Contains(got.err.Error(), "DISTINCT") {
+		t.Errorf("DISTINCT a UUID column: got %v, want error 1235 naming DISTINCT", got)
 	}
 }
 
