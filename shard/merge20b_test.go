@@ -116,6 +116,12 @@ func TestLimitToTheEnd(t *testing.T) {
 		{"SELECT id FROM orders ORDER BY id LIMIT ?, ?", []Value{{Kind: KindUint, U: 1<<64 - 1}, {Kind: KindUint, U: 1<<64 - 1}}, noLimit, noLimit, "LIMIT 4611686018427387904"},
 		{"SELECT id FROM orders ORDER BY id LIMIT ?, ?", []Value{intv(2), {Kind: KindString, S: []byte(max64)}}, noLimit, 2, "LIMIT 4611686018427387904"},
 		{"SELECT COUNT(*) FROM orders LIMIT 1 OFFSET " + max64, nil, 1, noLimit, ""},
+		// A negative parameter is read as unsigned, a NULL one as 0.
+		{"SELECT id FROM orders ORDER BY id LIMIT ?, ?", []Value{intv(-1), intv(2)}, 2, noLimit, "LIMIT 4611686018427387904"},
+		{"SELECT id FROM orders ORDER BY id LIMIT ?, ?", []Value{intv(1), {Kind: KindString, S: []byte("-1")}}, noLimit, 1, "LIMIT 4611686018427387904"},
+		{"SELECT id FROM orders ORDER BY id LIMIT ?, ?", []Value{intv(1), {Kind: KindFloat, F: -1}}, noLimit, 1, "LIMIT 4611686018427387904"},
+		{"SELECT id FROM orders ORDER BY id LIMIT ?, ?", []Value{{Kind: KindNull}, intv(2)}, 2, 0, "LIMIT 2"},
+		{"SELECT id FROM orders ORDER BY id LIMIT ?, ?", []Value{intv(1), {Kind: KindNull}}, 0, 1, "LIMIT 1"},
 	} {
 		tm, err := r.Prepare("pay", tc.sql)
 		if err != nil {

@@ -319,10 +319,17 @@ const maxLimit = 1 << 62
 func (l *limitPlan) values(args []Value) (count, offset int64, err error) {
 	get := func(src valSrc) (int64, error) {
 		v := src.value(args)
-		if v.Kind == KindNull && src.param < 0 {
+		if v.Kind == KindNull {
+			// An absent OFFSET; a NULL parameter, which the server
+			// takes as 0.
 			return 0, nil
 		}
 		mag, neg, ok := integerOf(v)
+		if ok && neg && src.param >= 0 {
+			// The server reads a parameter's integer as unsigned: -1
+			// is 2^64-1, and every negative one is 2^63 or more.
+			return maxLimit, nil
+		}
 		if !ok || neg {
 			return 0, fmt.Errorf("%w: LIMIT value %s", ErrUnsupported, formatValue(v))
 		}

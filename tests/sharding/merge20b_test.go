@@ -58,10 +58,14 @@ func m20bSetup(t *testing.T) string {
 }
 
 // m20bCompare runs stmts through sluice and on the reference, in the text
-// and the binary protocol, and reports every difference.
-func m20bCompare(t *testing.T, addr string, stmts []stmt) {
+// and the binary protocol (or in those given), and reports every
+// difference.
+func m20bCompare(t *testing.T, addr string, stmts []stmt, protocols ...bool) {
 	t.Helper()
-	for _, binary := range []bool{false, true} {
+	if protocols == nil {
+		protocols = []bool{false, true}
+	}
+	for _, binary := range protocols {
 		sl := conn(t, sluiceDB(t, addr, m20bSchema, binary))
 		ref := conn(t, refDB(t, m20bSchema, binary))
 		for _, s := range stmts {
@@ -132,4 +136,13 @@ func TestMerge20bLimitToTheEnd(t *testing.T) {
 		q("SELECT id FROM f ORDER BY id LIMIT ?, ?", uint64(1), uint64(1<<64-1)),
 		q("SELECT id FROM f ORDER BY id LIMIT ?, ?", uint64(1<<64-1), uint64(2)),
 	})
+	// A negative parameter is read as unsigned, a NULL one as 0 (in the
+	// text protocol they are written into the text: a syntax error).
+	m20bCompare(t, addr, []stmt{
+		q("SELECT id FROM f ORDER BY id LIMIT ?, ?", int64(-1), int64(2)),
+		q("SELECT id FROM f ORDER BY id LIMIT ?, ?", int64(1), int64(-2)),
+		q("SELECT id FROM f ORDER BY id LIMIT ?, ?", int64(1), "-1"),
+		q("SELECT id FROM f ORDER BY id LIMIT ?, ?", nil, int64(2)),
+		q("SELECT id FROM f ORDER BY id LIMIT ?, ?", int64(1), nil),
+	}, true)
 }
