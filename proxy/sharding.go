@@ -937,7 +937,7 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 			// type has no number (UUID, INET6, geometry): sluice cannot
 			// tell its order.
 			failed = protocol.NewError(protocol.ErNotSupportedYet,
-				"sluice: ORDER BY or GROUP BY over several shards of a column whose type sluice cannot order (%s)", failed.Message)
+				"sluice: ORDER BY, GROUP BY or DISTINCT over several shards of a column whose type sluice cannot order (%s)", failed.Message)
 		}
 		return fail(failed)
 	}

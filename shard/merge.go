@@ -54,7 +54,12 @@ func (m *Merge) Run(cols []Column, parts []RowSource, maxRows int, emit func(Row
 		r.col[w.Column].wt = int32(i)
 	}
 	for i, c := range cols {
-		r.col[i].kind = columnKind(c, r.col[i].wt >= 0 && m.Weights[r.col[i].wt].Position > 0)
+		pos := r.col[i].wt >= 0 && m.Weights[r.col[i].wt].Position > 0
+		r.col[i].kind = columnKind(c, pos)
+		// The server prints a FLOAT with 6 significant digits, so that
+		// values it tells apart can print alike; its e+0 is the DOUBLE of
+		// the same value, whose text reads back exactly.
+		r.col[i].exact = pos && c.Type == typeFloat
 	}
 	if err := r.checkWeights(); err != nil {
 		return err
@@ -121,13 +126,30 @@ func (r *runner) checkWeights() error {
 		}
 		return nil
 	}
+	// A FLOAT's text is rounded to 6 significant digits: values the
+	// server orders or tells apart by their exact value can print alike.
+	// Only a column has its exact value (e+0) beside it. MIN and MAX
+	// may compare the text: rounding keeps the order, and values that
+	// round alike print alike.
+	exact := func(c int, what string) error {
+		if r.cols[c].Type == typeFloat && !r.col[c].exact {
+			return fmt.Errorf("%w: %s compares FLOAT column %d, an expression whose text is rounded; CAST it AS DOUBLE", ErrUnsupported, what, c+1)
+		}
+		return nil
+	}
 	for _, k := range m.OrderBy {
 		if err := need(k.Column, "ORDER BY"); err != nil {
+			return err
+		}
+		if err := exact(k.Column, "ORDER BY"); err != nil {
 			return err
 		}
 	}
 	for _, c := range m.GroupBy {
 		if err := need(c, "GROUP BY"); err != nil {
+			return err
+		}
+		if err := exact(c, "GROUP BY"); err != nil {
 			return err
 		}
 	}
@@ -143,6 +165,9 @@ func (r *runner) checkWeights() error {
 			if err := need(c, "DISTINCT"); err != nil {
 				return err
 			}
+			if err := exact(c, "DISTINCT"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -152,6 +177,13 @@ func (r *runner) checkWeights() error {
 // and pad, ENUM and SET by their position, others by their value.
 func (r *runner) parseCol(row Row, c int, kv *keyVal) error {
 	k := r.col[c].kind
+	if r.col[c].exact && row[c] != nil {
+		w := &r.m.Weights[r.col[c].wt]
+		if err := parseKey(kindFloat, row[w.Position], kv); err != nil || kv.null {
+			return fmt.Errorf("%w: the exact value of FLOAT %q is %q", ErrMergeInput, row[c], row[w.Position])
+		}
+		return nil
+	}
 	if row[c] == nil || (k != kindWeight && k != kindPosition) {
 		return parseKey(k, row[c], kv)
 	}
@@ -247,8 +279,9 @@ func (r *runner) appendRowKey(dst []byte, row Row, idx []int) ([]byte, error) {
 
 // colRule is how the merge compares one column.
 type colRule struct {
-	kind cmpKind
-	wt   int32 // index into Merge.Weights, -1 for none
+	kind  cmpKind
+	wt    int32 // index into Merge.Weights, -1 for none
+	exact bool  // a FLOAT compared by its Position column (e+0)
 }
 
 // sink applies Distinct, Offset and Limit to the merged rows and emits

@@ -1440,9 +1440,12 @@ func (b *builder) scatterSelect(t *Template, sel *ast.SelectStmt) error {
 		}
 	}
 	if m.Distinct {
+		// A column gets its e+0 too: a FLOAT's exact value (its text is
+		// rounded), and an ENUM's or SET's position, as equal as its text.
 		for i, f := range fields {
 			if _, agg := f.Expr.(*ast.AggregateFuncExpr); !agg {
-				weigh(i, f.Expr, false)
+				_, col := f.Expr.(*ast.ColumnNameExpr)
+				weigh(i, f.Expr, col)
 			}
 		}
 	}

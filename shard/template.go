@@ -286,7 +286,7 @@ func (t *Template) multiRoute(set shardSet, args []Value) (*Route, error) {
 			return nil, err
 		}
 		if t.limit.onParts {
-			limitText = strconv.FormatInt(count+offset, 10)
+			limitText = strconv.FormatInt(min(count, maxLimit-offset)+offset, 10)
 		}
 		if t.limit.fromParam {
 			mm := *m
@@ -312,17 +312,31 @@ func (t *Template) multiRoute(set shardSet, args []Value) (*Route, error) {
 	return r, nil
 }
 
+// maxLimit is the count or offset of a LIMIT that stands for any larger
+// one: more rows than a table can hold.
+const maxLimit = 1 << 62
+
 func (l *limitPlan) values(args []Value) (count, offset int64, err error) {
 	get := func(src valSrc) (int64, error) {
 		v := src.value(args)
-		if v.Kind == KindNull && src.param < 0 {
+		if v.Kind == KindNull {
+			// An absent OFFSET; a NULL parameter, which the server
+			// takes as 0.
 			return 0, nil
 		}
 		mag, neg, ok := integerOf(v)
-		if !ok || neg || mag > 1<<62 {
+		if ok && neg && src.param >= 0 {
+			// The server reads a parameter's integer as unsigned: -1
+			// is 2^64-1, and every negative one is 2^63 or more.
+			return maxLimit, nil
+		}
+		if !ok || neg {
 			return 0, fmt.Errorf("%w: LIMIT value %s", ErrUnsupported, formatValue(v))
 		}
-		return int64(mag), nil
+		// The server takes any count up to 2^64-1 (the "to the end"
+		// idiom); no table holds 2^62 rows, so a larger count or offset
+		// means as much as 2^62 and the sums below cannot overflow.
+		return int64(min(mag, maxLimit)), nil
 	}
 	if count, err = get(l.count); err != nil {
 		return 0, 0, err

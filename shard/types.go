@@ -152,9 +152,11 @@ type Weight struct {
 	// PAD: a PAD SPACE comparison extends the shorter sort key with it.
 	Pad int
 	// Position, when not 0, holds the expression plus 0: an ENUM's index
-	// or a SET's bits, which ORDER BY and GROUP BY sort by. MIN and MAX
-	// compare ENUM and SET values as text and have none. (Column 0 is
-	// always a visible one, so 0 cannot name a hidden column.)
+	// or a SET's bits, which ORDER BY and GROUP BY sort by, and a FLOAT's
+	// exact value, which its text rounds to 6 digits. A column in ORDER
+	// BY, GROUP BY or DISTINCT has one. MIN and MAX compare ENUM and SET
+	// values as text and have none. (Column 0 is always a visible one, so
+	// 0 cannot name a hidden column.)
 	Position int
 }
 
