@@ -84,7 +84,8 @@ const (
 
 // keyInfo is what a rule knows about its key column. A rule without one
 // (the column's type is not known yet, or its table exists nowhere) places
-// integers as an integer column would and scatters or refuses the rest.
+// mod, range and date keys as before and, for a hash rule, scatters reads
+// and refuses every INSERT.
 type keyInfo struct {
 	class    keyClass
 	col      KeyColumn
@@ -302,6 +303,9 @@ func classify(ru *rule, kc KeyColumn, w *Weights) *keyInfo {
 			ki.unsigned, ki.lo, ki.hi = true, 0, 2*it.hi+1
 		}
 		return ki
+	}
+	if ru.algo == algoDate && dt == "timestamp" {
+		return refuse("a date rule's key must not be a TIMESTAMP column: the server converts a TIMESTAMP from and to the session's time_zone, so the day a key names depends on the session and sluice cannot place it")
 	}
 	if ru.algo != algoHash {
 		// mod, range and date read the key as a number or a date, as
