@@ -196,3 +196,54 @@ func TestHashKeyUnknownRefusesIntegers(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightsLearntAfterTransientFailure: when the query that learns a
+// key collation's weights fails (here: the masters' max_join_size refuses
+// its 65,536-row scan, as a slow or loaded server's timeout would), the
+// rule is not refused for good: INSERTs wait for the weights (1235 "not
+// known yet") and succeed once a retry learns them (3.1).
+func TestWeightsLearntAfterTransientFailure(t *testing.T) {
+	const schema = "k20bw"
+	r := &rule{schema: schema, table: "w", key: "sku", algo: "hash", clusters: clusterNames, tables: 1,
+		columns: "sku VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY, n INT NOT NULL"}
+	for _, topo := range env.clusters {
+		if err := topo.Master.Exec(ctxT(t), "DROP DATABASE IF EXISTS "+schema, "CREATE DATABASE "+schema,
+			fmt.Sprintf("CREATE TABLE %s.%s (%s)", schema, r.physical(0), r.columns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setJoinSize := func(v string) {
+		for _, topo := range env.clusters {
+			if err := topo.Master.Exec(ctxT(t), "SET GLOBAL max_join_size = "+v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	setJoinSize("1000")
+	t.Cleanup(func() { setJoinSize("DEFAULT") })
+	srv, err := startSluice(named(clusterNames, clusterTopos()),
+		fmt.Sprintf("[sharding]\ndefault_cluster = %q\nnode_id = 14\n\n%s", defaultCluster, r.toml()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	setJoinSize("DEFAULT")
+	sl := conn(t, sluiceDB(t, srv.Addr().String(), schema, false))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := sl.ExecContext(ctxT(t), "INSERT INTO w (sku, n) VALUES ('Abc ', 1)")
+		if err == nil {
+			break
+		}
+		if me := mysqlErr(err); me == nil || me.Number != 1235 || !strings.Contains(me.Message, "not known yet") {
+			t.Fatalf("INSERT before the weights are learnt: %v, want 1235 (not known yet) until a retry learns them", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rule's key collation was not learnt in 30 s after the masters could answer: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := countRows(t, sl, "w", "sku = 'aBC'"); n != 1 {
+		t.Errorf("sku = 'aBC' found %d rows, want 1", n)
+	}
+}
