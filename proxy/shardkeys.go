@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -39,10 +40,18 @@ const (
 	shardKeyRetryMax = time.Minute
 )
 
+// shardWeightsTimeout bounds the queries that learn a collation's weights.
+const shardWeightsTimeout = 30 * time.Second
+
+// errWeightsDiffer marks weights the server gave that are not one weight
+// per character: a property of the collation, not a transient failure, so
+// the rule is refused.
+var errWeightsDiffer = errors.New("the collation's weights are not one per character")
+
 // learnShardKeys asks the masters about the key columns of rules, hands
 // each to the rules, logs rules refused because of them, and returns the
-// rules it could not settle (a master unreachable, or a table that exists
-// on no master).
+// rules it could not settle (a master unreachable, a table that exists
+// on no master, or a collation's weights the server did not give in time).
 func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet bool) (unsettled []string) {
 	lookups := rules.KeyLookups()
 	if len(lookups) == 0 {
@@ -140,9 +149,24 @@ func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet b
 		}
 		var w *shard.Weights
 		if cs, ok := shard.WeighedCharset(kc.Collation); ok {
+			// The weights are learnt once per collation with one query
+			// over 63,488 characters, which a loaded server may answer
+			// slower than a health probe: it gets a deadline of its own.
+			wctx, cancel := context.WithTimeout(s.ctx, shardWeightsTimeout)
 			var err error
-			if w, err = s.collationWeights(ctx, conns[src], l.Schema, cs, kc.Collation); err != nil {
-				s.log.Warn("could not learn a collation's weights from the server", zap.String("rule", l.Logical),
+			w, err = s.collationWeights(wctx, conns[src], l.Schema, cs, kc.Collation)
+			cancel()
+			if err != nil && !errors.Is(err, errWeightsDiffer) {
+				// A failed or slow query says nothing about the
+				// collation: the rule stays unsettled (reads scatter,
+				// INSERTs are refused) and is asked again.
+				s.log.Warn("could not learn a collation's weights from the server; asking again", zap.String("rule", l.Logical),
+					zap.String("collation", kc.Collation), zap.Error(err))
+				unsettled = append(unsettled, l.Logical)
+				continue
+			}
+			if err != nil {
+				s.log.Error("a collation does not weigh one character at a time on the server", zap.String("rule", l.Logical),
 					zap.String("collation", kc.Collation), zap.Error(err))
 				w = nil
 			}
@@ -195,6 +219,7 @@ func (s *Server) collationWeights(ctx context.Context, cc *health.ControlConn, s
 		return nil, err
 	}
 	if len(rows) != 0x10000-0x800 {
+		// A server setting (sql_select_limit) can cut the answer short.
 		return nil, fmt.Errorf("%d characters weighed, want %d", len(rows), 0x10000-0x800)
 	}
 	w := shard.NewWeights(collation)
@@ -238,7 +263,7 @@ func (s *Server) collationWeights(ctx context.Context, cc *health.ControlConn, s
 			return nil, err
 		}
 		if err := w.Check(sample, b); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", errWeightsDiffer, err)
 		}
 	}
 	if s.shardKeys.weights == nil {
@@ -250,7 +275,8 @@ func (s *Server) collationWeights(ctx context.Context, cc *health.ControlConn, s
 
 // settleShardKeys learns the key columns of rules now (bounded by the
 // health timeout, so a master that is down delays start-up or a reload by
-// that much at most), and keeps asking in the background about those it
+// that much at most; a collation's weights, learnt once, by
+// shardWeightsTimeout), and keeps asking in the background about those it
 // could not settle while rules are the running ones.
 func (s *Server) settleShardKeys(rules *shard.Rules) {
 	if rules == nil {

@@ -116,14 +116,18 @@ func (r *rule) place(v Value, store bool, cs ClientCharset) (int, error) {
 		}
 		return int(mag % r.modulus()), nil
 	case algoHash:
-		if ki == nil || ki.class == classInt {
-			if ki == nil && v.Kind != KindInt && v.Kind != KindUint {
-				if store {
-					return 0, fmt.Errorf("%w: %s.%s column %s: the key column's type is not known yet (sluice reads it from the cluster masters), so %s cannot be placed",
-						ErrUnsupported, r.schema, r.table, r.key, formatValue(v))
-				}
-				return 0, errNotExact
+		if ki == nil {
+			// Whether the column holds integers or strings of some
+			// collation decides where any key, 42 included, belongs: a
+			// row placed before that is known could be misplaced for
+			// good.
+			if store {
+				return 0, fmt.Errorf("%w: %s.%s column %s: the key column's type is not known yet (sluice reads it from the cluster masters), so %s cannot be placed",
+					ErrUnsupported, r.schema, r.table, r.key, formatValue(v))
 			}
+			return 0, errNotExact
+		}
+		if ki.class == classInt {
 			mag, neg, err := r.intKey(ki, v, store)
 			if err != nil {
 				return 0, err
@@ -148,6 +152,11 @@ func (r *rule) place(v Value, store bool, cs ClientCharset) (int, error) {
 			}
 			if store && ki.col.MaxChars > 0 && ki.charCount(v.S) > ki.col.MaxChars {
 				return 0, r.badValue(v, fmt.Sprintf("longer than the column's %d characters", ki.col.MaxChars))
+			}
+			if v.Binary && ki.class == classWeighed && !strings.HasPrefix(ki.w.collation, "utf8") {
+				// The server compares _binary bytes with the column's
+				// latin1 bytes; keyHash would read them as UTF-8.
+				return 0, r.inexact(v, store, "a _binary string of non-ASCII bytes for a "+ki.col.String()+" key")
 			}
 			h, ok = ki.keyHash(v.S, cs)
 		case KindInt, KindUint:
@@ -183,7 +192,7 @@ func (r *rule) place(v Value, store bool, cs ClientCharset) (int, error) {
 	default: // algoDate
 		n, ok := dateNumber(v, r.unit)
 		if !ok {
-			return 0, r.inexact(v, store, "not a date ('YYYY-MM-DD[ hh:mm:ss[.ffffff]]' or YYYYMMDD)")
+			return 0, r.inexact(v, store, "not a date sluice reads as the server does ('YYYY-MM-DD[ hh:mm:ss[.ffffff]]', YYYYMMDD or YYYYMMDDhhmmss)")
 		}
 		m := int64(r.shards)
 		return int(((n % m) + m) % m), nil
@@ -391,6 +400,20 @@ func dateNumber(v Value, unit dateUnit) (int64, bool) {
 				return 0, false
 			}
 			n = int64(v.U)
+		}
+		// The server reads a number of 6 digits as YYMMDD, of 12 as
+		// YYMMDDhhmmss and shorter ones likewise, with a two-digit year
+		// of its own choosing: only 8 digits (YYYYMMDD) and 14
+		// (YYYYMMDDhhmmss) name a date sluice reads the same way.
+		switch {
+		case n >= 10000101 && n <= 99991231:
+		case n >= 10000101000000 && n <= 99991231235959:
+			if n/10000%100 > 23 || n/100%100 > 59 || n%100 > 59 {
+				return 0, false
+			}
+			n /= 1000000
+		default:
+			return 0, false
 		}
 		y, m, d = n/10000, n/100%100, n%100
 	case KindString:

@@ -180,6 +180,12 @@ func constant(e ast.ExprNode, markers map[*test_driver.ParamMarkerExpr]int) (val
 			// the session's: not a value sluice can place.
 			return valSrc{}, false
 		}
+		if v.Kind == KindString && !v.Decimal && strings.EqualFold(x.Type.GetCharset(), "binary") && !isASCII(v.S) {
+			// _binary'\xc3\xa9' compares its bytes with the column's in
+			// the column's character set: place reads them as UTF-8
+			// only for a utf8 or binary column.
+			v.Binary = true
+		}
 		if neg {
 			switch v.Kind {
 			case KindInt:
@@ -195,7 +201,10 @@ func constant(e ast.ExprNode, markers map[*test_driver.ParamMarkerExpr]int) (val
 			case KindFloat:
 				v.F = -v.F
 			case KindString:
-				if v.S[0] == '-' {
+				// The server negates a string as a double ('abc' is 0,
+				// '' too): a number sluice does not compute, so no
+				// value it places. A decimal's text negates exactly.
+				if !v.Decimal || len(v.S) == 0 || v.S[0] == '-' {
 					return valSrc{}, false
 				}
 				v.S = append([]byte{'-'}, v.S...)

@@ -103,30 +103,26 @@ func (g *IDGenerator) next(version, shard int64) int64 {
 	return id & (1<<63 - 1)
 }
 
-// The generated range: ids whose time part lies between IDMinAge after
-// IDEpoch and IDFutureMargin past now. Only ids in it are decoded for
-// routing, so that an application's own small ids (an AUTO_INCREMENT
-// value, 1048836) that happen to carry the version bit are not taken for
-// generated ones; an INSERT that gives an id in the range must carry the
-// row's shard (Template.Route refuses it otherwise).
+// The generated range: ids whose time part is at least IDMinAge after
+// IDEpoch. Only ids in it are decoded for routing, so that an
+// application's own small ids (an AUTO_INCREMENT value, 1048836) that
+// happen to carry the version bit are not taken for generated ones; an
+// INSERT that gives an id in the range must carry the row's shard
+// (Template.Route refuses it otherwise). The range has no upper end, so
+// that the ids checked at INSERT and those decoded for routing are the
+// same set at every moment: an id whose time lies ahead of the clock is
+// checked today, not decoded unchecked tomorrow. UUID_SHORT() values and
+// other large integers may fall in it.
 const (
 	// IDMinAge is the least time part of a generated id: sluice made no
 	// id in the first day after IDEpoch, and an id below it (about
 	// 3.6e14) is an application's.
 	IDMinAge = 24 * time.Hour
-	// IDFutureMargin is how far past this instance's clock an id's time
-	// may lie and still count as generated (other instances' clocks may
-	// run ahead).
-	IDFutureMargin = 24 * time.Hour
 )
-
-// idNow returns milliseconds since IDEpoch; tests replace it.
-var idNow = func() int64 { return time.Since(IDEpoch).Milliseconds() }
 
 // InIDRange reports whether id lies in the generated range.
 func InIDRange(id int64) bool {
-	ts := id >> idTimeShift
-	return id > 0 && ts >= IDMinAge.Milliseconds() && ts <= idNow()+IDFutureMargin.Milliseconds()
+	return id > 0 && id>>idTimeShift >= IDMinAge.Milliseconds()
 }
 
 // ShardOfID returns the shard number embedded in id and whether id carries

@@ -84,7 +84,8 @@ const (
 
 // keyInfo is what a rule knows about its key column. A rule without one
 // (the column's type is not known yet, or its table exists nowhere) places
-// integers as an integer column would and scatters or refuses the rest.
+// mod, range and date keys as before and, for a hash rule, scatters reads
+// and refuses every INSERT.
 type keyInfo struct {
 	class    keyClass
 	col      KeyColumn
@@ -252,8 +253,10 @@ var intTypes = map[string]struct {
 // SetKeyColumn tells the rule of logical ("schema.table", as KeyLookups
 // names it) the type of its key column, as every physical table that has
 // it agrees; w is the collation's weight table when WeighedCharset says the
-// collation needs one (nil when it could not be learnt). It returns why
-// the rule's statements are refused from now on, or nil. Safe to call
+// collation needs one (nil when the server's weights are not one per
+// character; the proxy keeps a rule whose weights it could not ask for
+// unsettled instead of calling this). It returns why the rule's
+// statements are refused from now on, or nil. Safe to call
 // while sessions route: each rule's key information is swapped atomically,
 // and the template cache, whose join checks depend on it, is emptied.
 func (r *Rules) SetKeyColumn(logical string, kc KeyColumn, w *Weights) error {
@@ -303,6 +306,9 @@ func classify(ru *rule, kc KeyColumn, w *Weights) *keyInfo {
 		}
 		return ki
 	}
+	if ru.algo == algoDate && dt == "timestamp" {
+		return refuse("a date rule's key must not be a TIMESTAMP column: the server converts a TIMESTAMP from and to the session's time_zone, so the day a key names depends on the session and sluice cannot place it")
+	}
 	if ru.algo != algoHash {
 		// mod, range and date read the key as a number or a date, as
 		// they did before the column's type was known.
@@ -312,7 +318,7 @@ func classify(ru *rule, kc KeyColumn, w *Weights) *keyInfo {
 	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
 		if c, ok := weighedCollations[coll]; ok {
 			if w == nil {
-				return refuse("the collation's weights could not be learnt from the server")
+				return refuse("the server does not weigh the collation one character at a time, so sluice cannot place keys by its weights")
 			}
 			ki.class, ki.w, ki.pad, ki.mb3 = classWeighed, w, c.pad, c.charset == "utf8mb3"
 			if w.collation != coll && weighedCollations[w.collation] != c {

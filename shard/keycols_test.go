@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/sluice-proxy/sluice/conf"
@@ -207,13 +208,18 @@ func TestKeyPlacedAsStored(t *testing.T) {
 	}
 }
 
-// A rule whose key column is not known yet places integers as before and
-// scatters or refuses the rest; a refused rule refuses every statement.
+// A hash rule whose key column is not known yet scatters reads and refuses
+// every INSERT, integers included (placed by their text, they would belong
+// elsewhere once the column turns out to be a _ci string); a refused rule
+// refuses every statement.
 func TestKeyColumnUnknownOrRefused(t *testing.T) {
 	r := keyRules(t)
 	ru := ruleOf(t, r, "later")
-	if p, err := ru.place(Value{Kind: KindInt, I: 42}, true, ClientUTF8MB4); err != nil || p != int(crc32.ChecksumIEEE([]byte("42"))%8) {
-		t.Errorf("unknown column, integer key: %d, %v", p, err)
+	if p, err := ru.place(Value{Kind: KindInt, I: 42}, true, ClientUTF8MB4); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not known yet") {
+		t.Errorf("unknown column, INSERT integer key: placed on %d, %v; want ErrUnsupported (not known yet)", p, err)
+	}
+	if _, err := ru.place(Value{Kind: KindInt, I: 42}, false, ClientUTF8MB4); err != errNotExact {
+		t.Errorf("unknown column, WHERE integer: %v, want not exact", err)
 	}
 	if _, err := ru.place(str("x"), false, ClientUTF8MB4); err != errNotExact {
 		t.Errorf("unknown column, WHERE string: %v, want not exact", err)
@@ -300,9 +306,14 @@ func TestIDRange(t *testing.T) {
 			t.Errorf("%d (version bit set, time part below a day) decoded as a generated id", small)
 		}
 	}
-	future := (idNow()+IDFutureMargin.Milliseconds()+60_000)<<idTimeShift | IDVersionSharded<<idVersionShift | 5
-	if _, ok := ShardOfID(future); ok {
-		t.Errorf("an id more than a day ahead decoded as a generated one")
+	// An id whose time lies years ahead is decoded today, as it will be
+	// once the clock reaches it, so an INSERT of it is checked today.
+	ahead := func(shard int) int64 {
+		ms := time.Since(IDEpoch).Milliseconds() + 3*365*24*time.Hour.Milliseconds()
+		return ms<<idTimeShift | IDVersionSharded<<idVersionShift | int64(shard)
+	}
+	if s, ok := ShardOfID(ahead(5)); !ok || s != 5 {
+		t.Errorf("an id three years ahead: %d, %v; want shard 5 decoded", s, ok)
 	}
 
 	r := keyRules(t)
@@ -318,6 +329,8 @@ func TestIDRange(t *testing.T) {
 		{g.Next(other), true},
 		{1048836, false}, // an application's id
 		{g.NextPlain(), false},
+		{ahead(p), false},
+		{ahead(other), true}, // routed to other by the id alone once its time comes
 	} {
 		sql := fmt.Sprintf("INSERT INTO hints (k, id) VALUES (42, %d)", tc.id)
 		tm, err := r.Prepare("pay", sql)

@@ -394,7 +394,8 @@ func BenchmarkPlanShardedPointSelectMiss(b *testing.B) {
 func FuzzPrepare(f *testing.F) {
 	for _, s := range []string{"SELECT * FROM orders WHERE uid = ?", "INSERT INTO orders (uid, id) VALUES (1, 2), (?, 3)",
 		"SELECT AVG(x) FROM orders GROUP BY y ORDER BY 2 LIMIT ?, ?", "UPDATE config SET a = 1", "SELECT NEXT_ID('orders', ?)",
-		"DELETE o FROM orders o JOIN items i USING (uid) WHERE o.uid IN (1, 2)", "SELECT * FROM orders o, items i WHERE o.uid = i.uid"} {
+		"DELETE o FROM orders o JOIN items i USING (uid) WHERE o.uid IN (1, 2)", "SELECT * FROM orders o, items i WHERE o.uid = i.uid",
+		"SELECT * FROM orders WHERE uid = -''", "INSERT INTO orders (uid) VALUES (-'')", "SELECT * FROM users WHERE name IN (-'abc', -(''))"} {
 		f.Add(s)
 	}
 	r, err := New(testConfig())

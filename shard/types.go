@@ -14,6 +14,10 @@ type Value struct {
 	// prepared statement's decimal parameter), which the server compares
 	// with a string column as a number, not as a string.
 	Decimal bool
+	// Binary marks S as a _binary literal holding non-ASCII bytes, which
+	// the server compares byte for byte with the column's value in the
+	// column's character set, not as UTF-8 characters.
+	Binary bool
 }
 
 // ValueKind tells which field of a Value is set.
