@@ -42,6 +42,7 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
+	s.scoped.resolved = false
 	mode := s.shardMode()
 	if s.shardOpaque(plan, sql, mode) {
 		// The parser's reading may differ from the server's: it cannot
@@ -62,6 +63,15 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
+	if plan.Scoped != nil && !plan.Scoped.SetsLastInsertID && !invisibleLID(plan, false) {
+		// Each Part runs on a pooled connection holding another session's
+		// values: the text gets the session's own before it is parsed,
+		// routed and cut into Parts.
+		if q, ok := s.shardScopedText(plan.Scoped, p); ok {
+			p, sql = q, string(q[1:])
+			s.scoped.resolved = true
+		}
+	}
 	tpl, err := s.srv.shards().PrepareMode(s.schema, sql, mode)
 	if err != nil {
 		return nil, true, s.refuseShard(err)
@@ -73,10 +83,85 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	if err == nil {
 		route, err = s.userVarRoute(tpl, route)
 	}
+	if err == nil && plan.Scoped != nil && !s.scoped.resolved && !oneOrdinaryPart(s, route, sql) {
+		err = scopedRefusal(plan.Scoped)
+	}
 	if err != nil {
 		return nil, true, s.refuseShard(err)
 	}
 	return s.runRoute(p, plan, sql, route, nil)
+}
+
+// oneOrdinaryPart reports whether route runs sql as it is on one cluster,
+// through the ordinary path: there scopedText gives the statement the
+// session's values on the connection that runs it, as without sharding.
+func oneOrdinaryPart(s *Session, route *shard.Route, sql string) bool {
+	return route.Rename == nil && (len(route.Parts) == 1 || route.AnyOne) && s.pickPart(route).SQL == sql
+}
+
+// scopedRefusal is the error for a statement that reads or sets a value of
+// the client's own connection and would run on shards, where sluice cannot
+// give it the session's value.
+func scopedRefusal(sc *router.Scoped) error {
+	var names []string
+	if sc.SetsLastInsertID {
+		names = append(names, "LAST_INSERT_ID(expr)")
+	}
+	for _, f := range [...]struct {
+		f    router.ScopedFunc
+		name string
+	}{{router.ScopedLastInsertID, "LAST_INSERT_ID()"}, {router.ScopedRowCount, "ROW_COUNT()"},
+		{router.ScopedFoundRows, "FOUND_ROWS()"}, {router.ScopedConnID, "CONNECTION_ID()"}} {
+		if sc.Uses&f.f != 0 {
+			names = append(names, f.name)
+		}
+	}
+	return fmt.Errorf("%w: the statement uses %s of the client's own connection and runs on shards, where sluice cannot give it the session's value; pass the value as a literal or a parameter",
+		shard.ErrUnsupported, strings.Join(names, ", "))
+}
+
+// shardScopedText returns the COM_QUERY packet p with the session's own
+// values in place of every read of a connection-scoped value (see
+// scoped.go), whichever connections its Parts will run on. It reports
+// false when it cannot: a value sluice does not know exactly, or reads the
+// text cannot replace.
+func (s *Session) shardScopedText(sc *router.Scoped, p []byte) ([]byte, bool) {
+	if !sc.Rewritable {
+		return nil, false
+	}
+	sv := &s.scoped
+	if sv.prevStale && !s.readBackPrevious() && sc.Uses&(router.ScopedRowCount|router.ScopedFoundRows) != 0 {
+		return nil, false
+	}
+	if sc.Uses&router.ScopedLastInsertID != 0 {
+		// After an INSERT that gave its AUTO_INCREMENT column explicit
+		// values the OK packet's id is not LAST_INSERT_ID(): a held
+		// connection with the session's value is the exact source.
+		learnt := false
+		var holder *BackendConn
+		s.heldConns(func(bc *BackendConn) bool {
+			if !s.holdsLID(bc) {
+				return false
+			}
+			holder, learnt = bc, s.learnLID(bc) == nil
+			if s.ranPrevious(bc) {
+				// Its ROW_COUNT() is now the read's, no longer the
+				// session's previous statement's.
+				bc.prevSid = 0
+			}
+			return true
+		})
+		s.dropIfBroken(holder)
+		if sv.lidStale && !learnt {
+			return nil, false
+		}
+	}
+	v := router.ScopedValues{ConnID: uint64(s.id), LastInsertID: s.lastInsertID, RowCount: s.rowCount,
+		FoundRows: sv.foundRows, Refs: sv.refs}
+	buf := append(sv.shardBuf[:0], protocol.ComQuery)
+	buf, ok := sc.Rewrite(buf, p[1:], &v)
+	sv.shardBuf, sv.refs = buf, v.Refs
+	return buf, ok
 }
 
 // refuseShard answers the client with the ERR of a planning error and
@@ -614,6 +699,20 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
 			"sluice: the session's sql_mode changed since the statement was prepared; prepare it again"))
 	}
+	if sc := st.plan.Scoped; sc != nil {
+		// The Parts run as text on connections that hold other sessions'
+		// values (the ordinary path primes LAST_INSERT_ID() on its one
+		// connection instead): the session's values go into the text,
+		// which is routed again.
+		if route, err = s.scopedExecuteRoute(st, sc, args); err != nil {
+			var e *protocol.SQLError
+			if errors.As(err, &e) {
+				s.noteResult(protocol.RelayResult{Err: e})
+				return nil, true, s.client.WriteErr(e)
+			}
+			return nil, true, s.refuseShard(err)
+		}
+	}
 	nbe := s.lastStatus&protocol.StatusNoBackslashEscape != 0
 	text := &shard.Route{Write: route.Write, AnyOne: route.AnyOne, Merge: route.Merge, Rename: route.Rename,
 		FirstRow: route.FirstRow, Parts: make([]shard.Part, len(route.Parts))}
@@ -635,6 +734,34 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		return nil, true, s.writeParts(text)
 	}
 	return nil, true, s.scatter(st.plan, text, true)
+}
+
+// scopedExecuteRoute is the Route of an execution of st, whose text reads
+// connection-scoped values sc, with the session's values written into the
+// text in their place, for the parameter values args.
+func (s *Session) scopedExecuteRoute(st *preparedStmt, sc *router.Scoped, args []shard.Value) (*shard.Route, error) {
+	if sc.SetsLastInsertID || invisibleLID(st.plan, false) {
+		return nil, scopedRefusal(sc)
+	}
+	s.shardPkt = append(append(s.shardPkt[:0], protocol.ComQuery), st.sql...)
+	q, ok := s.shardScopedText(sc, s.shardPkt)
+	if !ok {
+		return nil, scopedRefusal(sc)
+	}
+	tpl, err := s.srv.shards().PrepareMode(s.schema, string(q[1:]), st.shard.Mode())
+	if err != nil {
+		return nil, err
+	}
+	route, err := tpl.RouteFor(args, s.clientCharset())
+	if err == nil {
+		route, err = s.userVarRoute(tpl, route)
+	}
+	if err == nil && route.Write {
+		if e := s.checkTxnWrite(route, st.plan); e != nil {
+			return nil, e
+		}
+	}
+	return route, err
 }
 
 // paramValue converts a prepared statement's parameter to a shard key

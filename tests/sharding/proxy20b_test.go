@@ -1,0 +1,186 @@
+package sharding
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Tests of issue 20's review findings 1.1 (connection-scoped values under
+// sharding) and 1.4 (prepared statements across RELOAD CONFIG), in schema
+// p20b.
+
+const p20bSchema = "p20b"
+
+var (
+	p20bF = &rule{schema: p20bSchema, table: "f", key: "id", algo: "mod", clusters: clusterNames, tables: 1,
+		columns: "id INT NOT NULL PRIMARY KEY, g INT NULL"}
+	p20bAW = &rule{schema: p20bSchema, table: "aw", key: "k", algo: "mod", clusters: clusterNames, tables: 1,
+		columns: "id INT AUTO_INCREMENT PRIMARY KEY, k INT NOT NULL, KEY (k)"}
+	p20bRules = []*rule{p20bF, p20bAW}
+)
+
+// p20bTables creates rules' physical tables on the clusters and their
+// logical tables on the reference, in a fresh schema p20b.
+func p20bTables(t *testing.T, rules ...*rule) {
+	t.Helper()
+	ctx := ctxT(t)
+	for name, topo := range env.clusters {
+		stmts := []string{"DROP DATABASE IF EXISTS " + p20bSchema, "CREATE DATABASE " + p20bSchema}
+		for _, r := range rules {
+			for s := range r.shards() {
+				if r.cluster(s) == name {
+					stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s.%s (%s)", r.schema, r.physical(s), r.columns))
+				}
+			}
+		}
+		if err := topo.Master.Exec(ctx, stmts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stmts := []string{"DROP DATABASE IF EXISTS " + p20bSchema, "CREATE DATABASE " + p20bSchema}
+	for _, r := range rules {
+		stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s.%s (%s)", r.schema, r.table, r.columns))
+	}
+	if err := env.ref.Master.Exec(ctx, stmts...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// p20bShardingTOML is the [sharding] table and rules' [[shard]] tables.
+func p20bShardingTOML(rules ...*rule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[sharding]\ndefault_cluster = %q\n\n", defaultCluster)
+	for _, r := range rules {
+		b.WriteString(r.toml())
+	}
+	return b.String()
+}
+
+// TestShardedScopedValuesAreTheSessions: a sharded statement that reads
+// LAST_INSERT_ID() or ROW_COUNT() sees the session's own value on every
+// Part, not the one another session left on the pooled connection the Part
+// runs on, and a sharded INSERT leaves the session's values as the server
+// reported them.
+func TestShardedScopedValuesAreTheSessions(t *testing.T) {
+	p20bTables(t, p20bRules...)
+	srv, err := startSluice(named(clusterNames, clusterTopos()), p20bShardingTOML(p20bRules...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	addr := srv.Addr().String()
+	seed := "INSERT INTO f (id, g) VALUES (1, 1), (2, 2), (3, 3), (4, 4)"
+	mustExec(t, conn(t, sluiceDB(t, addr, p20bSchema, false)), seed)
+	mustExec(t, conn(t, refDB(t, p20bSchema, false)), seed)
+	waitReplicated(t)
+
+	q := func(sql string) stmt { return stmt{sql: sql, ordered: true} }
+	w := func(sql string) stmt { return stmt{sql: sql, write: true} }
+	checks := []stmt{
+		q("SELECT id FROM f WHERE id = LAST_INSERT_ID()"),
+		q("SELECT COUNT(*) FROM f WHERE id <= LAST_INSERT_ID()"),
+		q("SELECT id, LAST_INSERT_ID() FROM f ORDER BY id"),
+		w("UPDATE f SET g = 100 WHERE id = LAST_INSERT_ID()"),
+		q("SELECT id, ROW_COUNT() FROM f ORDER BY id"),
+		q("SELECT id, g FROM f ORDER BY id"),
+		w("DELETE FROM f WHERE id = LAST_INSERT_ID() + 1"),
+		q("SELECT id, g FROM f ORDER BY id"),
+	}
+	var sides [2][]result
+	for i, side := range []string{"sluice", "reference"} {
+		db := refDB(t, p20bSchema, false)
+		if side == "sluice" {
+			db = sluiceDB(t, addr, p20bSchema, false)
+		}
+		a, b := conn(t, db), conn(t, db)
+		// B leaves LAST_INSERT_ID() = 2 on the c1 connection it used
+		// (aw's k = 2 is on c1).
+		mustExec(t, b, "INSERT INTO aw (k) VALUES (2)", "INSERT INTO aw (k) VALUES (2)")
+		b.Close()
+		mustExec(t, a, "CREATE TABLE ai (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+			"INSERT INTO ai (v) VALUES (1)", "INSERT INTO ai (v) VALUES (1)", "INSERT INTO ai (v) VALUES (1)")
+		for _, s := range checks {
+			sides[i] = append(sides[i], run(ctxT(t), a, s))
+		}
+	}
+	for i, s := range checks {
+		if !same(sides[0][i], sides[1][i]) {
+			t.Errorf("%s\n sluice:    %v\n reference: %v", s.sql, sides[0][i], sides[1][i])
+		}
+	}
+
+	// A sharded INSERT of rows on both clusters: the session's
+	// LAST_INSERT_ID() is the id the OK packet gave the client, its
+	// ROW_COUNT() the rows inserted, and a sharded read of them sees those.
+	a := conn(t, sluiceDB(t, addr, p20bSchema, false))
+	res, err := a.ExecContext(ctxT(t), "INSERT INTO aw (k) VALUES (1), (2), (3)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := res.LastInsertId()
+	if got := queryStrings(t, a, "SELECT ROW_COUNT()"); len(got) != 1 || got[0] != "3" {
+		t.Errorf("ROW_COUNT() after a 3-row sharded INSERT: %v", got)
+	}
+	if got := queryStrings(t, a, "SELECT LAST_INSERT_ID()"); len(got) != 1 || got[0] != fmt.Sprint(id) {
+		t.Errorf("LAST_INSERT_ID() after a sharded INSERT: %v, the OK packet said %d", got, id)
+	}
+	if got := queryStrings(t, a, "SELECT LAST_INSERT_ID(), COUNT(*) FROM aw WHERE id >= 0"); len(got) != 1 || got[0] != fmt.Sprintf("%d | 5", id) {
+		t.Errorf("LAST_INSERT_ID() in a scatter read after a sharded INSERT: %v, want %d | 5", got, id)
+	}
+
+	// LAST_INSERT_ID(expr) on several shards would set the value on each
+	// Part's connection: refused, and nothing changes.
+	_, err = a.ExecContext(ctxT(t), "UPDATE f SET g = LAST_INSERT_ID(g) + 1000 WHERE id > 0")
+	if errCode(err) != 1235 || !strings.Contains(err.Error(), "LAST_INSERT_ID(expr)") {
+		t.Errorf("UPDATE ... LAST_INSERT_ID(expr) over shards: %v, want ERR 1235 naming LAST_INSERT_ID(expr)", err)
+	}
+	if n := countRows(t, a, "f", "g >= 1000"); n != 0 {
+		t.Errorf("the refused UPDATE changed %d rows", n)
+	}
+}
+
+// TestShardedScopedPrepared: TestShardedScopedValuesAreTheSessions for
+// prepared statements whose executions run as text on several shards.
+func TestShardedScopedPrepared(t *testing.T) {
+	p20bTables(t, p20bRules...)
+	srv, err := startSluice(named(clusterNames, clusterTopos()), p20bShardingTOML(p20bRules...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	addr := srv.Addr().String()
+	seed := "INSERT INTO f (id, g) VALUES (1, 1), (2, 2), (3, 3), (4, 4)"
+	mustExec(t, conn(t, sluiceDB(t, addr, p20bSchema, false)), seed)
+	mustExec(t, conn(t, refDB(t, p20bSchema, false)), seed)
+	waitReplicated(t)
+	q := func(sql string) stmt { return stmt{sql: sql, ordered: true, args: []any{0}} }
+	w := func(sql string) stmt { return stmt{sql: sql, write: true, args: []any{0}} }
+	checks := []stmt{
+		q("SELECT id FROM f WHERE id = LAST_INSERT_ID() AND g > ?"),
+		q("SELECT id, LAST_INSERT_ID() FROM f WHERE g > ? ORDER BY id"),
+		w("UPDATE f SET g = 100 WHERE id = LAST_INSERT_ID() AND g > ?"),
+		q("SELECT id, ROW_COUNT() FROM f WHERE g > ? ORDER BY id"),
+		q("SELECT id, g FROM f WHERE g > ? ORDER BY id"),
+	}
+	var sides [2][]result
+	for i, side := range []string{"sluice", "reference"} {
+		db := refDB(t, p20bSchema, true)
+		if side == "sluice" {
+			db = sluiceDB(t, addr, p20bSchema, true)
+		}
+		a, b := conn(t, db), conn(t, db)
+		mustExec(t, b, "INSERT INTO aw (k) VALUES (2)", "INSERT INTO aw (k) VALUES (2)")
+		b.Close()
+		mustExec(t, a, "CREATE TABLE ai (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+			"INSERT INTO ai (v) VALUES (1)", "INSERT INTO ai (v) VALUES (1)", "INSERT INTO ai (v) VALUES (1)")
+		for _, s := range checks {
+			sides[i] = append(sides[i], run(ctxT(t), a, s))
+		}
+	}
+	for i, s := range checks {
+		if !same(sides[0][i], sides[1][i]) {
+			t.Errorf("%s\n sluice:    %v\n reference: %v", s.sql, sides[0][i], sides[1][i])
+		}
+	}
+}
