@@ -2,8 +2,16 @@ package sharding
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/sandbox"
 )
 
 // Tests of issue 20's review findings 1.1 (connection-scoped values under
@@ -182,5 +190,75 @@ func TestShardedScopedPrepared(t *testing.T) {
 		if !same(sides[0][i], sides[1][i]) {
 			t.Errorf("%s\n sluice:    %v\n reference: %v", s.sql, sides[0][i], sides[1][i])
 		}
+	}
+}
+
+// TestPreparedAfterReloadFollowsNewRules: statements prepared before
+// RELOAD CONFIG route their executions by the rules loaded since, not by
+// those they were prepared under: rule rl (mod by id) over [c1, c2]
+// becomes rl over [c2, c1], and id 2 goes to (and is read from) c2.
+func TestPreparedAfterReloadFollowsNewRules(t *testing.T) {
+	rl := &rule{schema: p20bSchema, table: "rl", key: "id", algo: "mod", clusters: clusterNames, tables: 1,
+		columns: "id INT NOT NULL PRIMARY KEY, n INT NOT NULL"}
+	p20bTables(t, rl)
+	text := func(r *rule) string {
+		o := sandbox.SluiceOptions{Listen: "127.0.0.1:0", ProxyKeys: []string{`admin_listen = "127.0.0.1:0"`},
+			ClusterKeys: []string{`consistency = "causal"`}}
+		return sandbox.ShardedSluiceConfig(o, env.ref.Auth, named(clusterNames, clusterTopos()), p20bShardingTOML(r)) +
+			"\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"
+	}
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	if err := os.WriteFile(path, []byte(text(rl)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := conf.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	sl := conn(t, sluiceDB(t, srv.Addr().String(), p20bSchema, true))
+	ins, err := sl.PrepareContext(ctxT(t), "INSERT INTO rl (id, n) VALUES (?, ?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := sl.PrepareContext(ctxT(t), "SELECT n FROM rl WHERE id = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before the reload id 2 is c1's: the statements ran there once.
+	if _, err := ins.ExecContext(ctxT(t), 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := countOn(t, clusterNames[0], p20bSchema, "rl", "id = 2"); n != 1 {
+		t.Fatalf("before the reload: %d rows of id 2 on %s, want 1", n, clusterNames[0])
+	}
+	var n int
+	if err := sel.QueryRowContext(ctxT(t), 2).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	swapped := *rl
+	swapped.clusters = []string{clusterNames[1], clusterNames[0]}
+	if err := os.WriteFile(path, []byte(text(&swapped)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ins.ExecContext(ctxT(t), 4, 7); err != nil {
+		t.Fatal(err)
+	}
+	if got := countOn(t, clusterNames[1], p20bSchema, "rl", "id = 4"); got != 1 {
+		t.Errorf("after the reload the prepared INSERT put id 4 on %s %d times, want 1 (the new rules place it there); %s has %d",
+			clusterNames[1], got, clusterNames[0], countOn(t, clusterNames[0], p20bSchema, "rl", "id = 4"))
+	}
+	if err := sel.QueryRowContext(ctxT(t), 4).Scan(&n); err != nil || n != 7 {
+		t.Errorf("after the reload the prepared SELECT of id 4: n %d, %v; want 7", n, err)
 	}
 }
