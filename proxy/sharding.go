@@ -1103,8 +1103,10 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		sources[i] = ps
 	}
 	var clientErr error
+	var sent int64
 	visibleDefs := colDefs[:visible]
 	err = m.Run(cols, sources, s.srv.shards().MaxMergeRows(), func(r shard.Row) error {
+		sent++
 		var err error
 		if rn := route.Rename; rn != nil {
 			r = s.renameRow(r, rn)
@@ -1136,6 +1138,9 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		return s.client.WriteErr(e)
 	}
 	s.noteResult(protocol.RelayResult{Columns: true})
+	// FOUND_ROWS() is now the rows the client got (SQL_CALC_FOUND_ROWS
+	// is refused over shards), which no connection holds.
+	s.scoped.foundRows, s.scoped.prevFound, s.scoped.prevStale = sent, true, false
 	s.scratch = protocol.AppendEOF(s.scratch[:0], 0, s.status())
 	return s.client.WritePacketFlush(s.scratch)
 }

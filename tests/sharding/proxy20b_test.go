@@ -94,6 +94,10 @@ func TestShardedScopedValuesAreTheSessions(t *testing.T) {
 		q("SELECT id, g FROM f ORDER BY id"),
 		w("DELETE FROM f WHERE id = LAST_INSERT_ID() + 1"),
 		q("SELECT id, g FROM f ORDER BY id"),
+		q("SELECT FOUND_ROWS()"),
+		q("SELECT id, FOUND_ROWS() FROM f WHERE id > 1 ORDER BY id"),
+		q("SELECT id, g FROM f WHERE g > 2 ORDER BY id LIMIT 1"),
+		q("SELECT FOUND_ROWS(), ROW_COUNT()"),
 	}
 	var sides [2][]result
 	for i, side := range []string{"sluice", "reference"} {
