@@ -35,6 +35,7 @@ import (
 // ordinary path should forward, after making its cluster the active one,
 // with handled false; or handled true once it answered the client itself.
 func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, bool, error) {
+	s.scoped.resolved = false
 	switch plan.Kind {
 	case router.KindTxn:
 		return nil, true, s.shardTxn(p, plan, sql)
@@ -42,7 +43,6 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
-	s.scoped.resolved = false
 	mode := s.shardMode()
 	if s.shardOpaque(plan, sql, mode) {
 		// The parser's reading may differ from the server's: it cannot
