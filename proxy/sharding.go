@@ -683,7 +683,13 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 			return nil, true, s.client.WriteErr(e)
 		}
 	}
-	if (len(route.Parts) == 1 || route.AnyOne) && !route.PerExecution && route.Rename == nil {
+	// The ordinary path gives a prepared statement the session's
+	// LAST_INSERT_ID() (set on its connection) and, for the client's own
+	// text, its connection id; other reads of connection-scoped values
+	// get them written into the text below.
+	sc := st.plan.Scoped
+	ordinary := sc == nil || sc.Uses&^router.ScopedLastInsertID == 0
+	if (len(route.Parts) == 1 || route.AnyOne) && !route.PerExecution && route.Rename == nil && ordinary {
 		part := s.pickPart(route)
 		if part.Params == nil {
 			s.useCluster(part.Cluster)
@@ -699,7 +705,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
 			"sluice: the session's sql_mode changed since the statement was prepared; prepare it again"))
 	}
-	if sc := st.plan.Scoped; sc != nil {
+	if sc != nil {
 		// The Parts run as text on connections that hold other sessions'
 		// values (the ordinary path primes LAST_INSERT_ID() on its one
 		// connection instead): the session's values go into the text,
@@ -748,7 +754,7 @@ func (s *Session) scopedExecuteRoute(st *preparedStmt, sc *router.Scoped, args [
 	if !ok {
 		return nil, scopedRefusal(sc)
 	}
-	tpl, err := s.srv.shards().PrepareMode(s.schema, string(q[1:]), st.shard.Mode())
+	tpl, err := s.srv.shards().PrepareMode(st.shardSchema, string(q[1:]), st.shard.Mode())
 	if err != nil {
 		return nil, err
 	}

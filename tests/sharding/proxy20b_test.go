@@ -25,7 +25,9 @@ var (
 		columns: "id INT NOT NULL PRIMARY KEY, g INT NULL"}
 	p20bAW = &rule{schema: p20bSchema, table: "aw", key: "k", algo: "mod", clusters: clusterNames, tables: 1,
 		columns: "id INT AUTO_INCREMENT PRIMARY KEY, k INT NOT NULL, KEY (k)"}
-	p20bRules = []*rule{p20bF, p20bAW}
+	p20bT2 = &rule{schema: p20bSchema, table: "t2", key: "id", algo: "mod", clusters: clusterNames, tables: 2,
+		columns: "id INT NOT NULL PRIMARY KEY"}
+	p20bRules = []*rule{p20bF, p20bAW, p20bT2}
 )
 
 // p20bTables creates rules' physical tables on the clusters and their
@@ -173,6 +175,8 @@ func TestShardedScopedPrepared(t *testing.T) {
 		q("SELECT id, LAST_INSERT_ID() FROM f WHERE g > ? ORDER BY id"),
 		w("UPDATE f SET g = 100 WHERE id = LAST_INSERT_ID() AND g > ?"),
 		q("SELECT id, ROW_COUNT() FROM f WHERE g > ? ORDER BY id"),
+		w("UPDATE f SET g = g + 1 WHERE id > ?"),
+		{sql: "SELECT id, ROW_COUNT() FROM f WHERE id = ?", args: []any{2}},
 		q("SELECT id, g FROM f WHERE g > ? ORDER BY id"),
 	}
 	var sides [2][]result
@@ -193,6 +197,18 @@ func TestShardedScopedPrepared(t *testing.T) {
 	for i, s := range checks {
 		if !same(sides[0][i], sides[1][i]) {
 			t.Errorf("%s\n sluice:    %v\n reference: %v", s.sql, sides[0][i], sides[1][i])
+		}
+	}
+
+	// CONNECTION_ID() in a prepared statement whose one Part runs another
+	// physical text (t2_0) is the session's id, as in a text query.
+	a := conn(t, sluiceDB(t, addr, p20bSchema, true))
+	mustExec(t, a, "INSERT INTO t2 (id) VALUES (1), (2)")
+	want := queryStrings(t, a, "SELECT CONNECTION_ID()")
+	for _, id := range []int{1, 2} {
+		got := queryStrings(t, a, "SELECT CONNECTION_ID() FROM t2 WHERE id = ?", id)
+		if len(got) != 1 || len(want) != 1 || got[0] != want[0] {
+			t.Errorf("prepared SELECT CONNECTION_ID() FROM t2 WHERE id = %d: %v, the session's id is %v", id, got, want)
 		}
 	}
 }
