@@ -49,6 +49,10 @@ type scopedState struct {
 	prevFound bool
 	buf       []byte
 	refs      []router.ScopedRef
+	// resolved: under sharding the statement's text already has the
+	// session's values in place of all its reads (shardScopedText).
+	resolved bool
+	shardBuf []byte
 }
 
 // resetScoped puts the values as a fresh server connection has them.
@@ -166,6 +170,9 @@ func (s *Session) scopedText(bc *BackendConn, p []byte, plan *router.Plan, invis
 	sc := plan.Scoped
 	if sc == nil {
 		return p, s.primeLID(bc)
+	}
+	if s.scoped.resolved {
+		return p, nil
 	}
 	v, err := s.scopedValues(bc, sc)
 	if err != nil {

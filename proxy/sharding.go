@@ -35,6 +35,7 @@ import (
 // ordinary path should forward, after making its cluster the active one,
 // with handled false; or handled true once it answered the client itself.
 func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, bool, error) {
+	s.scoped.resolved = false
 	switch plan.Kind {
 	case router.KindTxn:
 		return nil, true, s.shardTxn(p, plan, sql)
@@ -62,6 +63,15 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		s.useCluster(s.srv.defaultCluster())
 		return p, false, nil
 	}
+	if plan.Scoped != nil && !plan.Scoped.SetsLastInsertID && !invisibleLID(plan, false) {
+		// Each Part runs on a pooled connection holding another session's
+		// values: the text gets the session's own before it is parsed,
+		// routed and cut into Parts.
+		if q, ok := s.shardScopedText(plan.Scoped, p); ok {
+			p, sql = q, string(q[1:])
+			s.scoped.resolved = true
+		}
+	}
 	tpl, err := s.srv.shards().PrepareMode(s.schema, sql, mode)
 	if err != nil {
 		return nil, true, s.refuseShard(err)
@@ -73,10 +83,85 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	if err == nil {
 		route, err = s.userVarRoute(tpl, route)
 	}
+	if err == nil && plan.Scoped != nil && !s.scoped.resolved && !oneOrdinaryPart(s, route, sql) {
+		err = scopedRefusal(plan.Scoped)
+	}
 	if err != nil {
 		return nil, true, s.refuseShard(err)
 	}
 	return s.runRoute(p, plan, sql, route, nil)
+}
+
+// oneOrdinaryPart reports whether route runs sql as it is on one cluster,
+// through the ordinary path: there scopedText gives the statement the
+// session's values on the connection that runs it, as without sharding.
+func oneOrdinaryPart(s *Session, route *shard.Route, sql string) bool {
+	return route.Rename == nil && (len(route.Parts) == 1 || route.AnyOne) && s.pickPart(route).SQL == sql
+}
+
+// scopedRefusal is the error for a statement that reads or sets a value of
+// the client's own connection and would run on shards, where sluice cannot
+// give it the session's value.
+func scopedRefusal(sc *router.Scoped) error {
+	var names []string
+	if sc.SetsLastInsertID {
+		names = append(names, "LAST_INSERT_ID(expr)")
+	}
+	for _, f := range [...]struct {
+		f    router.ScopedFunc
+		name string
+	}{{router.ScopedLastInsertID, "LAST_INSERT_ID()"}, {router.ScopedRowCount, "ROW_COUNT()"},
+		{router.ScopedFoundRows, "FOUND_ROWS()"}, {router.ScopedConnID, "CONNECTION_ID()"}} {
+		if sc.Uses&f.f != 0 {
+			names = append(names, f.name)
+		}
+	}
+	return fmt.Errorf("%w: the statement uses %s of the client's own connection and runs on shards, where sluice cannot give it the session's value; pass the value as a literal or a parameter",
+		shard.ErrUnsupported, strings.Join(names, ", "))
+}
+
+// shardScopedText returns the COM_QUERY packet p with the session's own
+// values in place of every read of a connection-scoped value (see
+// scoped.go), whichever connections its Parts will run on. It reports
+// false when it cannot: a value sluice does not know exactly, or reads the
+// text cannot replace.
+func (s *Session) shardScopedText(sc *router.Scoped, p []byte) ([]byte, bool) {
+	if !sc.Rewritable {
+		return nil, false
+	}
+	sv := &s.scoped
+	if sv.prevStale && !s.readBackPrevious() && sc.Uses&(router.ScopedRowCount|router.ScopedFoundRows) != 0 {
+		return nil, false
+	}
+	if sc.Uses&router.ScopedLastInsertID != 0 {
+		// After an INSERT that gave its AUTO_INCREMENT column explicit
+		// values the OK packet's id is not LAST_INSERT_ID(): a held
+		// connection with the session's value is the exact source.
+		learnt := false
+		var holder *BackendConn
+		s.heldConns(func(bc *BackendConn) bool {
+			if !s.holdsLID(bc) {
+				return false
+			}
+			holder, learnt = bc, s.learnLID(bc) == nil
+			if s.ranPrevious(bc) {
+				// Its ROW_COUNT() is now the read's, no longer the
+				// session's previous statement's.
+				bc.prevSid = 0
+			}
+			return true
+		})
+		s.dropIfBroken(holder)
+		if sv.lidStale && !learnt {
+			return nil, false
+		}
+	}
+	v := router.ScopedValues{ConnID: uint64(s.id), LastInsertID: s.lastInsertID, RowCount: s.rowCount,
+		FoundRows: sv.foundRows, Refs: sv.refs}
+	buf := append(sv.shardBuf[:0], protocol.ComQuery)
+	buf, ok := sc.Rewrite(buf, p[1:], &v)
+	sv.shardBuf, sv.refs = buf, v.Refs
+	return buf, ok
 }
 
 // refuseShard answers the client with the ERR of a planning error and
@@ -598,7 +683,13 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 			return nil, true, s.client.WriteErr(e)
 		}
 	}
-	if (len(route.Parts) == 1 || route.AnyOne) && !route.PerExecution && route.Rename == nil {
+	// The ordinary path gives a prepared statement the session's
+	// LAST_INSERT_ID() (set on its connection) and, for the client's own
+	// text, its connection id; other reads of connection-scoped values
+	// get them written into the text below.
+	sc := st.plan.Scoped
+	ordinary := sc == nil || sc.Uses&^router.ScopedLastInsertID == 0
+	if (len(route.Parts) == 1 || route.AnyOne) && !route.PerExecution && route.Rename == nil && ordinary {
 		part := s.pickPart(route)
 		if part.Params == nil {
 			s.useCluster(part.Cluster)
@@ -613,6 +704,20 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 	if m := s.shardMode(); m != st.shard.Mode() {
 		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
 			"sluice: the session's sql_mode changed since the statement was prepared; prepare it again"))
+	}
+	if sc != nil {
+		// The Parts run as text on connections that hold other sessions'
+		// values (the ordinary path primes LAST_INSERT_ID() on its one
+		// connection instead): the session's values go into the text,
+		// which is routed again.
+		if route, err = s.scopedExecuteRoute(st, sc, args); err != nil {
+			var e *protocol.SQLError
+			if errors.As(err, &e) {
+				s.noteResult(protocol.RelayResult{Err: e})
+				return nil, true, s.client.WriteErr(e)
+			}
+			return nil, true, s.refuseShard(err)
+		}
 	}
 	nbe := s.lastStatus&protocol.StatusNoBackslashEscape != 0
 	text := &shard.Route{Write: route.Write, AnyOne: route.AnyOne, Merge: route.Merge, Rename: route.Rename,
@@ -635,6 +740,34 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 		return nil, true, s.writeParts(text)
 	}
 	return nil, true, s.scatter(st.plan, text, true)
+}
+
+// scopedExecuteRoute is the Route of an execution of st, whose text reads
+// connection-scoped values sc, with the session's values written into the
+// text in their place, for the parameter values args.
+func (s *Session) scopedExecuteRoute(st *preparedStmt, sc *router.Scoped, args []shard.Value) (*shard.Route, error) {
+	if sc.SetsLastInsertID || invisibleLID(st.plan, false) {
+		return nil, scopedRefusal(sc)
+	}
+	s.shardPkt = append(append(s.shardPkt[:0], protocol.ComQuery), st.sql...)
+	q, ok := s.shardScopedText(sc, s.shardPkt)
+	if !ok {
+		return nil, scopedRefusal(sc)
+	}
+	tpl, err := s.srv.shards().PrepareMode(st.shardSchema, string(q[1:]), st.shard.Mode())
+	if err != nil {
+		return nil, err
+	}
+	route, err := tpl.RouteFor(args, s.clientCharset())
+	if err == nil {
+		route, err = s.userVarRoute(tpl, route)
+	}
+	if err == nil && route.Write {
+		if e := s.checkTxnWrite(route, st.plan); e != nil {
+			return nil, e
+		}
+	}
+	return route, err
 }
 
 // paramValue converts a prepared statement's parameter to a shard key
@@ -976,8 +1109,10 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		sources[i] = ps
 	}
 	var clientErr error
+	var sent int64
 	visibleDefs := colDefs[:visible]
 	err = m.Run(cols, sources, s.srv.shards().MaxMergeRows(), func(r shard.Row) error {
+		sent++
 		var err error
 		if rn := route.Rename; rn != nil {
 			r = s.renameRow(r, rn)
@@ -1009,6 +1144,9 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 		return s.client.WriteErr(e)
 	}
 	s.noteResult(protocol.RelayResult{Columns: true})
+	// FOUND_ROWS() is now the rows the client got (SQL_CALC_FOUND_ROWS
+	// is refused over shards), which no connection holds.
+	s.scoped.foundRows, s.scoped.prevFound, s.scoped.prevStale = sent, true, false
 	s.scratch = protocol.AppendEOF(s.scratch[:0], 0, s.status())
 	return s.client.WritePacketFlush(s.scratch)
 }

@@ -39,7 +39,10 @@ type preparedStmt struct {
 	cursor    *BackendConn
 	cursorKey stmtKey
 	// shard is the statement's sharding template; nil without sharding.
-	shard *shard.Template
+	// shardSchema is the session's schema when it was prepared, which its
+	// unqualified tables keep naming.
+	shard       *shard.Template
+	shardSchema string
 }
 
 // stmtKey names a statement prepared on a backend connection: the client's
@@ -160,7 +163,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		s.nextStmtID++
 		st := s.newStmt()
 		st.id, st.sql, st.plan, st.params, st.columns = s.nextStmtID, sql, plan, int(ok.Params), int(ok.Columns)
-		st.shard = tpl
+		st.shard, st.shardSchema = tpl, s.schema
 		bc.setStmt(stmtKey{id: st.id, text: variant}, backendStmt{id: ok.StatementID})
 		s.stmts[st.id] = st
 		protocol.SetStmtID(first, st.id)
@@ -202,13 +205,15 @@ func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt, text string) (bac
 	if err != nil {
 		return backendStmt{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
 	}
-	if int(ok.Params) != st.params {
+	if int(ok.Params) != st.params || st.shard != nil && text != "" && int(ok.Columns) != st.columns {
 		// The statement means something else here (a table changed):
-		// executing it with the client's parameters would be wrong.
+		// executing it with the client's parameters would be wrong. Under
+		// sharding another physical text (the rules changed) must also
+		// give the result columns the client was told of.
 		s.closeOn(bc, ok.StatementID)
 		return backendStmt{}, protocol.NewError(protocol.ErNeedReprepare,
-			"Prepared statement needs to be re-prepared: %s %s has %d parameters for it, the client prepared %d",
-			bc.backend.Role, bc.backend.Address, ok.Params, st.params)
+			"Prepared statement needs to be re-prepared: %s %s has %d parameters and %d result columns for it, the client prepared %d and %d",
+			bc.backend.Role, bc.backend.Address, ok.Params, ok.Columns, st.params, st.columns)
 	}
 	if err := protocol.DiscardPackets(bc.Conn, ok.PrepareMetadataPackets(false)); err != nil {
 		return backendStmt{}, err
@@ -277,6 +282,10 @@ func (s *Session) comStmtExecute(p []byte) error {
 	defer st.clearLongData()
 	variant := ""
 	if st.shard != nil {
+		if e := s.currentTemplate(st); e != nil {
+			s.noteResult(protocol.RelayResult{Err: e})
+			return s.client.WriteErr(e)
+		}
 		part, done, err := s.shardExecute(p, st, ex)
 		if done {
 			return err
@@ -337,6 +346,36 @@ func (s *Session) comStmtExecute(p []byte) error {
 		return errQuit
 	}
 	return err
+}
+
+// currentTemplate makes st's sharding template the one the running rules
+// make of its text: RELOAD CONFIG may have changed the rules since it was
+// prepared, and key-column types learnt since change what a template
+// checks (the rules' template cache is emptied then). The text, and so the
+// parameters the client was told of, stay; each backend connection
+// prepares the physical text the new template gives when it first runs it,
+// and refuses it (1615) if the server's parameters or columns for it are
+// not those the client was told. A cache hit costs no allocation.
+func (s *Session) currentTemplate(st *preparedStmt) *protocol.SQLError {
+	rules := s.srv.shards()
+	if rules == nil {
+		// Sharding is off now: the client's text runs as it is.
+		st.shard = nil
+		return nil
+	}
+	tpl, err := rules.PrepareMode(st.shardSchema, st.sql, st.shard.Mode())
+	if err != nil {
+		return shardError(err)
+	}
+	if tpl == st.shard {
+		return nil
+	}
+	if tpl.Local() != shard.LocalNone {
+		return protocol.NewError(protocol.ErNeedReprepare,
+			"Prepared statement needs to be re-prepared: the sharding rules changed since it was prepared")
+	}
+	st.shard = tpl
+	return nil
 }
 
 // sendLongData replays the buffered COM_STMT_SEND_LONG_DATA chunks to bc.
