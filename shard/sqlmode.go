@@ -371,19 +371,23 @@ func (c *charFuncExpr) Restore(ctx *format.RestoreCtx) error {
 
 // Accept visits the stand-in and its arguments, so the literals among them
 // are swapped like any other.
-func (c *charFuncExpr) Accept(v ast.Visitor) (ast.Node, bool) {
-	n, skip := v.Enter(c)
+func (c *charFuncExpr) Accept(v ast.Visitor) (ast.Node, bool) { return acceptCall(c, c.Args, v) }
+
+// acceptCall visits a stand-in n for a function call and then its
+// arguments args, replacing each by what the visitor returns.
+func acceptCall(n ast.Node, args []ast.ExprNode, v ast.Visitor) (ast.Node, bool) {
+	out, skip := v.Enter(n)
 	if skip {
-		return v.Leave(n)
+		return v.Leave(out)
 	}
-	for i, a := range c.Args {
+	for i, a := range args {
 		na, ok := a.Accept(v)
 		if !ok {
-			return c, false
+			return n, false
 		}
-		c.Args[i] = na.(ast.ExprNode)
+		args[i] = na.(ast.ExprNode)
 	}
-	return v.Leave(n)
+	return v.Leave(out)
 }
 
 // insertFuncExpr stands in for the string function INSERT(s, pos, len,
@@ -409,20 +413,7 @@ func (c *insertFuncExpr) Restore(ctx *format.RestoreCtx) error {
 }
 
 // Accept visits the stand-in and its arguments.
-func (c *insertFuncExpr) Accept(v ast.Visitor) (ast.Node, bool) {
-	n, skip := v.Enter(c)
-	if skip {
-		return v.Leave(n)
-	}
-	for i, a := range c.Args {
-		na, ok := a.Accept(v)
-		if !ok {
-			return c, false
-		}
-		c.Args[i] = na.(ast.ExprNode)
-	}
-	return v.Leave(n)
-}
+func (c *insertFuncExpr) Accept(v ast.Visitor) (ast.Node, bool) { return acceptCall(c, c.Args, v) }
 
 // swapper replaces, on the way out of each node, the nodes the parser
 // would write back with another meaning by stand-ins that write them as
