@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-proxy/sluice/internal/failpoint"
 )
 
 // Defaults of the Failover fields that are 0.
@@ -41,6 +43,10 @@ var (
 	ErrNoCandidate = errors.New("no replica can be promoted")
 	// ErrApplyTimeout: the chosen replica did not apply its relay log within ApplyTimeout.
 	ErrApplyTimeout = errors.New("the chosen replica did not apply what it received in time")
+	// ErrDivergent: promoting any reachable replica would discard transactions another one
+	// received (none received everything the others did, or those that did cannot apply it).
+	// Sluice refuses rather than lose them; a DBA must look.
+	ErrDivergent = errors.New("promoting any replica would discard transactions another received")
 	// ErrAmbiguousMaster: more than one server is writable and replicates from no one, so
 	// sluice cannot tell which is the master; it must refuse writes rather than guess.
 	ErrAmbiguousMaster = errors.New("cannot tell which server is the master")
@@ -68,11 +74,24 @@ var (
 //     ErrNoQuorum. The locks are held on Run's connections until it returns.
 //  6. Under the lock, the replicas are read again (another instance may have finished
 //     meanwhile) and steps 3 and 4 are repeated.
-//  7. Choose the replica that received the most (its received GTID set contains the others'),
-//     ties going to the first in Replicas; replicas whose SQL thread is stopped are skipped.
-//  8. Apply: wait up to ApplyTimeout until it has applied everything it received.
-//  9. Promote it (STOP SLAVE; RESET SLAVE ALL; read_only OFF) and repoint every other reachable
-//     replica to it with GTID auto-positioning.
+//  7. Choose: every reachable replica's received set counts (executed plus relay log), whatever
+//     the state of its SQL or IO thread; a read-only server that replicates from no one counts
+//     with its own position. Only a replica that received everything any other did may be
+//     promoted; among those, one whose SQL thread can run goes first, then the one that applied
+//     more, then one without MASTER_DELAY, then the configured order. When there is none,
+//     Run refuses with ErrDivergent.
+//  8. Apply: the candidate's stopped SQL thread is started, or its MASTER_DELAY lifted (the
+//     relay log is kept either way), and Run waits up to ApplyTimeout until it has applied
+//     everything (ErrApplyTimeout). A candidate whose SQL thread fails passes the choice to the
+//     next; when none is left, ErrDivergent.
+//  9. Promote it, a statement at a time (STOP SLAVE; RESET SLAVE ALL; semi-sync's master side
+//     on when it was a semi-sync replica; read_only OFF), and repoint every other reachable
+//     replica to it with GTID auto-positioning, unless that replica holds a transaction the
+//     new master lacks (Result.Divergent: it is left alone rather than have it discarded).
+//
+// Checkpoint sees the failover before each change, so a sluice that dies part way can finish
+// it: every step can be run again, and a read-only candidate that already forgot its master
+// is chosen again by step 7.
 type Failover struct {
 	Cluster string
 	// Master is the address sluice knows the failed master by.
@@ -93,6 +112,11 @@ type Failover struct {
 	ApplyTimeout time.Duration
 	// Now, when set, replaces time.Now (for the Block check and the Result's times).
 	Now func() time.Time
+	// Checkpoint, when set, is called with the failover so far (NewMaster naming the
+	// candidate) before the candidate is changed, after it is promoted and after each repoint,
+	// so that a sluice that dies part way can finish (the caller keeps it in the state file).
+	// It runs on Run's goroutine; it must copy what it keeps.
+	Checkpoint func(*Result)
 }
 
 // Outcome is what a successful Run did.
@@ -127,6 +151,9 @@ type Result struct {
 	NotRepointed map[string]string `json:"not_repointed,omitempty"`
 	// Skipped are replicas that could not be chosen, with the reason.
 	Skipped map[string]string `json:"skipped,omitempty"`
+	// Divergent are replicas left where they were because they hold transactions the new
+	// master lacks, with those GTIDs: repointing would discard them. A DBA must look.
+	Divergent map[string]string `json:"divergent,omitempty"`
 	// Warnings are what went wrong without stopping the sequence (a switchover's semi-sync
 	// settings).
 	Warnings []string `json:"warnings,omitempty"`
@@ -354,76 +381,107 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 	res.Servers = reports(members)
 	step("resurvey")
 
-	ci, skipped := chooseCandidate(members)
-	if len(skipped) > 0 {
-		res.Skipped = skipped
+	cand, err := f.choose(ctx, res, members, step)
+	if err != nil {
+		return nil, err
 	}
-	if ci < 0 {
-		return nil, f.errorf(ErrNoCandidate, "%s", describeSkipped(f.Replicas, skipped))
-	}
-	cand := members[ci]
-	// The others are repointed to the address sluice knows the candidate by.
-	host, portStr, err := net.SplitHostPort(cand.addr)
+	host, port, err := splitAddr(cand.addr)
 	if err != nil {
 		return nil, fmt.Errorf("health: cluster %s: replica address %q: %w", f.Cluster, cand.addr, err)
 	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("health: cluster %s: replica address %q: port: %w", f.Cluster, cand.addr, err)
-	}
-	step("choose")
-
-	applyTimeout := f.ApplyTimeout
-	if applyTimeout <= 0 {
-		applyTimeout = DefaultApplyTimeout
-	}
-	actx, cancel := context.WithTimeout(ctx, applyTimeout)
-	err = cand.conn.WaitExecuted(actx, cand.st.Replica.Received)
-	cancel()
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, f.errorf(ErrApplyTimeout, "%s had not applied %s after %v: %v", cand.addr, cand.st.Replica.Received, applyTimeout, err)
-		}
-		return nil, fmt.Errorf("health: cluster %s: waiting for %s to apply its relay log: %w", f.Cluster, cand.addr, err)
-	}
 	step("apply")
 
-	if err := cand.conn.Promote(ctx); err != nil {
+	if err := promote(ctx, cand, res); err != nil {
 		return nil, fmt.Errorf("health: cluster %s: promoting %s: %w", f.Cluster, cand.addr, err)
 	}
 	cand.refresh(ctx)
-	if cand.reachable() {
-		res.PromotedAt = cand.st.BinlogPos.String()
+	if !cand.reachable() {
+		return nil, fmt.Errorf("health: cluster %s: reading the position of %s after promoting it: %w", f.Cluster, cand.addr, cand.err)
 	}
+	promotedAt := cand.received()
+	res.PromotedAt = promotedAt.String()
+	f.checkpoint(res, cand.addr)
 	step("promote")
 
 	for _, m := range members {
 		if m == cand {
 			continue
 		}
-		why := ""
-		switch {
-		case !m.reachable():
-			why = "unreachable: " + m.err.Error()
-		case !m.st.Replica.Configured:
-			why = "replicates from no one"
-		default:
-			if rerr := m.conn.Repoint(ctx, host, port); rerr != nil {
-				why = rerr.Error()
-			}
-		}
-		if why == "" {
-			res.Repointed = append(res.Repointed, m.addr)
-			continue
-		}
-		if res.NotRepointed == nil {
-			res.NotRepointed = map[string]string{}
-		}
-		res.NotRepointed[m.addr] = why
+		m.refresh(ctx)
+		r, why := repointTo(ctx, m, cand.addr, host, port, promotedAt, f.Credentials)
+		res.noteRepoint(m.addr, r, why)
+		f.checkpoint(res, cand.addr)
 	}
 	step("repoint")
 	unlockAll(ctx, members, lock)
 	return finish(OutcomePromoted, cand.addr)
+}
+
+// checkpoint hands the failover so far to Checkpoint, naming the candidate.
+func (f *Failover) checkpoint(res *Result, candidate string) {
+	if f.Checkpoint == nil {
+		return
+	}
+	res.NewMaster, res.Epoch = candidate, f.Epoch+1
+	f.Checkpoint(res)
+}
+
+// choose picks the replica to promote (see the choice type) and makes it apply everything any
+// replica received, trying the ranked candidates in turn: one whose SQL thread fails moves the
+// choice on to the next; one that runs out of ApplyTimeout ends the attempt (ErrApplyTimeout;
+// it goes on applying, so the next attempt is closer). When no replica received everything
+// the others did, or none of those that did can apply it, promoting would discard
+// transactions: ErrDivergent, naming them.
+func (f *Failover) choose(ctx context.Context, res *Result, members []*member, step func(string)) (*member, error) {
+	c := choose(members)
+	if len(c.skipped) > 0 {
+		res.Skipped = c.skipped
+	}
+	if len(c.order) == 0 {
+		if len(c.lacking) > 0 {
+			return nil, f.errorf(ErrDivergent, "no reachable replica received everything the others did (%s): %s",
+				c.all, describeLacking(f.Replicas, c.lacking))
+		}
+		return nil, f.errorf(ErrNoCandidate, "%s", describeSkipped(f.Replicas, c.skipped))
+	}
+	step("choose")
+	applyTimeout := f.ApplyTimeout
+	if applyTimeout <= 0 {
+		applyTimeout = DefaultApplyTimeout
+	}
+	var failed []string
+	for _, m := range c.order {
+		f.checkpoint(res, m.addr)
+		failpoint.Hit(failpoint.FailoverChosen)
+		err := catchUp(ctx, m, c.all, applyTimeout)
+		if err == nil {
+			m.refresh(ctx)
+			if m.reachable() && m.applied().Contains(c.all) {
+				return m, nil
+			}
+			err = fmt.Errorf("it lacks %s after applying", c.all.Missing(m.applied()))
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("health: cluster %s: waiting for %s to apply %s: %w", f.Cluster, m.addr, c.all, err)
+		}
+		failed = append(failed, m.addr+": "+err.Error())
+		if res.Skipped == nil {
+			res.Skipped = map[string]string{}
+		}
+		res.Skipped[m.addr] = "could not apply what it received: " + err.Error()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, f.errorf(ErrApplyTimeout, "%s had not applied %s after %v: %v", m.addr, c.all, applyTimeout, err)
+		}
+	}
+	return nil, f.errorf(ErrDivergent, "the replicas that received %s cannot apply it (%s)%s", c.all, strings.Join(failed, "; "),
+		lackingSuffix(f.Replicas, c.lacking))
+}
+
+func lackingSuffix(order []string, lacking map[string]string) string {
+	if len(lacking) == 0 {
+		return ""
+	}
+	return "; the others lack transactions: " + describeLacking(order, lacking)
 }
 
 // ping logs in to addr and pings it.
@@ -509,60 +567,6 @@ func confirmMasterDown(members []*member) error {
 
 // hasMajority reports whether got locks are a majority of n servers.
 func hasMajority(got, n int) bool { return n > 0 && got*2 > n }
-
-// chooseCandidate picks the replica to promote: reachable, replicating, SQL thread running,
-// with the most advanced received GTID set (one that contains every other candidate's; when
-// none does, the one holding the most transactions); ties go to the earlier member. It returns
-// -1 when there is none, and the members it skipped with the reason.
-func chooseCandidate(members []*member) (int, map[string]string) {
-	best := -1
-	skipped := map[string]string{}
-	for i, m := range members {
-		switch {
-		case !m.reachable():
-			skipped[m.addr] = "unreachable: " + m.err.Error()
-			continue
-		case !m.st.Replica.Configured:
-			skipped[m.addr] = "replicates from no one"
-			continue
-		case !m.st.Replica.SQLRunning:
-			skipped[m.addr] = fmt.Sprintf("SQL thread not running (error %d: %s)", m.st.Replica.LastSQLErrno, m.st.Replica.LastSQLError)
-			continue
-		}
-		if best < 0 || moreAdvanced(m.st.Replica.Received, members[best].st.Replica.Received) {
-			best = i
-		}
-	}
-	if best >= 0 {
-		for i, m := range members {
-			if i != best && m.reachable() && m.st.Replica.Configured && m.st.Replica.SQLRunning {
-				if !members[best].st.Replica.Received.Contains(m.st.Replica.Received) {
-					skipped[m.addr] = "received transactions the chosen replica lacks: " +
-						m.st.Replica.Received.Missing(members[best].st.Replica.Received)
-				}
-			}
-		}
-	}
-	if len(skipped) == 0 {
-		skipped = nil
-	}
-	return best, skipped
-}
-
-// moreAdvanced reports whether a is strictly ahead of b: it contains b and more, or, when the
-// two diverged, holds more transactions.
-func moreAdvanced(a, b GTIDSet) bool {
-	ac, bc := a.Contains(b), b.Contains(a)
-	switch {
-	case ac && bc:
-		return false
-	case ac:
-		return true
-	case bc:
-		return false
-	}
-	return a.Count() > b.Count()
-}
 
 func describeSkipped(order []string, skipped map[string]string) string {
 	if len(skipped) == 0 {

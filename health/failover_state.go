@@ -32,12 +32,17 @@ type FailoverState struct {
 	LastFailover time.Time `json:"last_failover"`
 	// History holds the most recent failovers, oldest first (at most 20).
 	History []Result `json:"history"`
+	// Pending is a failover that has started changing servers and is not recorded yet (its
+	// NewMaster is the candidate, Steps and Repointed say how far it got); nil when none. A
+	// sluice that dies part way leaves it for the next one to finish.
+	Pending *Result `json:"pending,omitempty"`
 }
 
 // Record adds a successful Run's result: the new master and epoch, the old master to the
 // fenced list, and the result to the history.
 func (s *FailoverState) Record(r *Result) {
 	s.Cluster = r.Cluster
+	s.Pending = nil
 	s.Epoch, s.Master, s.LastFailover = r.Epoch, r.NewMaster, r.Finished
 	if r.OldMaster != "" && r.OldMaster != r.NewMaster && !slices.Contains(s.Fenced, r.OldMaster) {
 		s.Fenced = append(s.Fenced, r.OldMaster)

@@ -64,42 +64,67 @@ func TestHasMajority(t *testing.T) {
 	}
 }
 
-func TestChooseCandidate(t *testing.T) {
-	sqlStopped := replica("c", "Connecting", "0-1-9")
-	sqlStopped.st.Replica.SQLRunning, sqlStopped.st.Replica.LastSQLErrno = false, 1062
+func TestChoose(t *testing.T) {
+	// behind received recv and applied exec; sql says whether its SQL thread runs (errno when
+	// it stopped on an error); delay is MASTER_DELAY.
+	behind := func(addr, recv, exec string, sql bool, errno, delay int) *member {
+		m := replica(addr, "Connecting", recv)
+		m.st.Replica.Executed = MustParseGTID(FlavorMariaDB, exec)
+		m.st.Replica.SQLRunning, m.st.Replica.LastSQLErrno, m.st.Replica.SQLDelay = sql, errno, delay
+		return m
+	}
+	standalone := func(addr, pos string) *member {
+		m := replica(addr, "", "")
+		m.st.BinlogPos = MustParseGTID(FlavorMariaDB, pos)
+		return m
+	}
 	for _, tc := range []struct {
 		name    string
 		members []*member
-		want    int
+		order   []string // the candidates, best first
+		lacking []string // the others that take part, which lack something
 		skipped []string // addresses, with a reason each
 	}{
-		{"most advanced", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "Connecting", "0-1-7")}, 1, []string{}},
-		{"tie goes to configured order", []*member{replica("a", "Connecting", "0-1-7"), replica("b", "Connecting", "0-1-7")}, 0, []string{}},
-		{"server id does not matter", []*member{replica("a", "Connecting", "0-1-7"), replica("b", "Connecting", "0-2-7")}, 0, []string{}},
-		{"unreachable skipped", []*member{unreachable("a"), replica("b", "Connecting", "0-1-3")}, 1, []string{"a"}},
-		{"SQL thread stopped skipped", []*member{replica("a", "Connecting", "0-1-3"), replica("b", "Connecting", "0-1-4"), sqlStopped}, 1, []string{"c"}},
-		{"standalone skipped", []*member{replica("a", "", ""), replica("b", "No", "0-1-1")}, 1, []string{"a"}},
-		{"diverged: more transactions wins, the other is reported", []*member{
-			replica("a", "Connecting", "0-1-5,1-1-1"), replica("b", "Connecting", "0-1-9")}, 1, []string{"a"}},
-		{"nobody", []*member{unreachable("a"), replica("b", "", "")}, -1, []string{"a", "b"}},
+		{"most received", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "Connecting", "0-1-7")}, []string{"b"}, []string{"a"}, nil},
+		{"tie goes to configured order", []*member{replica("a", "Connecting", "0-1-7"), replica("b", "Connecting", "0-1-7")}, []string{"a", "b"}, nil, nil},
+		{"server id does not matter", []*member{replica("a", "Connecting", "0-1-7"), replica("b", "Connecting", "0-2-7")}, []string{"a", "b"}, nil, nil},
+		{"unreachable skipped", []*member{unreachable("a"), replica("b", "Connecting", "0-1-3")}, []string{"b"}, nil, []string{"a"}},
+		{"a stopped SQL thread does not hide what it received", []*member{
+			behind("a", "0-1-9", "0-1-3", false, 0, 0), replica("b", "No", "0-1-5")}, []string{"a"}, []string{"b"}, nil},
+		{"tie: applied more first", []*member{behind("a", "0-1-9", "0-1-5", true, 0, 0), behind("b", "0-1-9", "0-1-9", true, 0, 0)},
+			[]string{"b", "a"}, nil, nil},
+		{"tie: undelayed first", []*member{behind("a", "0-1-9", "0-1-9", true, 0, 20), behind("b", "0-1-9", "0-1-9", true, 0, 0)},
+			[]string{"b", "a"}, nil, nil},
+		{"delayed and behind goes last", []*member{behind("a", "0-1-9", "0-1-2", true, 0, 20), behind("b", "0-1-9", "0-1-8", false, 0, 0)},
+			[]string{"b", "a"}, nil, nil},
+		{"SQL error goes last", []*member{behind("a", "0-1-9", "0-1-9", false, 1062, 0), behind("b", "0-1-9", "0-1-7", true, 0, 0)},
+			[]string{"b", "a"}, nil, nil},
+		{"read-only standalone counts with its position", []*member{standalone("a", "0-1-9"), replica("b", "Connecting", "0-1-7")},
+			[]string{"a"}, []string{"b"}, nil},
+		{"diverged: nobody has everything", []*member{
+			replica("a", "Connecting", "0-1-5,1-1-1"), replica("b", "Connecting", "0-1-9")}, nil, []string{"a", "b"}, nil},
+		{"nobody", []*member{unreachable("a"), writable(replica("b", "", ""))}, nil, nil, []string{"a", "b"}},
 	} {
-		got, skipped := chooseCandidate(tc.members)
-		if got != tc.want {
-			t.Errorf("%s: chose %d, want %d", tc.name, got, tc.want)
+		c := choose(tc.members)
+		var order []string
+		for _, m := range c.order {
+			order = append(order, m.addr)
 		}
-		var addrs []string
-		for a, why := range skipped {
-			if why == "" {
-				t.Errorf("%s: %s skipped without a reason", tc.name, a)
+		if !reflect.DeepEqual(order, tc.order) {
+			t.Errorf("%s: order %v, want %v", tc.name, order, tc.order)
+		}
+		for _, set := range []struct {
+			what string
+			got  map[string]string
+			want []string
+		}{{"lacking", c.lacking, tc.lacking}, {"skipped", c.skipped, tc.skipped}} {
+			if len(set.got) != len(set.want) {
+				t.Errorf("%s: %s %v, want %v", tc.name, set.what, set.got, set.want)
 			}
-			addrs = append(addrs, a)
-		}
-		if len(addrs) != len(tc.skipped) {
-			t.Errorf("%s: skipped %v, want %v", tc.name, skipped, tc.skipped)
-		}
-		for _, a := range tc.skipped {
-			if _, ok := skipped[a]; !ok {
-				t.Errorf("%s: %s not in skipped %v", tc.name, a, skipped)
+			for _, a := range set.want {
+				if why := set.got[a]; why == "" {
+					t.Errorf("%s: %s not %s with a reason: %v", tc.name, a, set.what, set.got)
+				}
 			}
 		}
 	}

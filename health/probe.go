@@ -260,6 +260,12 @@ func (w *worker) probe(ctx context.Context) {
 	st.Time = now
 	if b.Role == RoleReplica {
 		judgeLag(st, w.c.Master.Status(), w.c.MaxReplicationLag, &w.behindSince, now)
+		if src := FencedSource(st, w.c); src != "" {
+			// Whatever its lag says, it follows a server that takes no writes: what it
+			// serves falls behind the master for good.
+			st.Lag, st.Lagging = -1, true
+			st.LagNote = "replicates from " + src + ", an old master fenced by a failover"
+		}
 	} else {
 		st.Lag = -1
 	}

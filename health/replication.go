@@ -270,6 +270,12 @@ type ReplicaStatus struct {
 	LastIOError  string
 	LastSQLErrno int
 	LastSQLError string
+	// SQLDelay is MASTER_DELAY (SOURCE_DELAY) in seconds: how long the SQL thread holds each
+	// transaction back.
+	SQLDelay int
+	// RelayLogFile and RelayLogPos are where the SQL thread is in the relay log.
+	RelayLogFile string
+	RelayLogPos  uint64
 	// Received is every transaction the server has from its master: MariaDB Gtid_IO_Pos
 	// merged with gtid_slave_pos; MySQL Retrieved_Gtid_Set merged with gtid_executed.
 	Received GTIDSet
@@ -356,6 +362,9 @@ func (cc *ControlConn) replicaStatus(ctx context.Context, executed GTIDSet) (Rep
 	st.SQLRunning = col("Slave_SQL_Running", "Replica_SQL_Running") == "Yes"
 	st.LastIOErrno, st.LastIOError = num("Last_IO_Errno"), col("Last_IO_Error")
 	st.LastSQLErrno, st.LastSQLError = num("Last_SQL_Errno"), col("Last_SQL_Error")
+	st.SQLDelay = num("SQL_Delay")
+	st.RelayLogFile = col("Relay_Log_File")
+	st.RelayLogPos, _ = strconv.ParseUint(col("Relay_Log_Pos"), 10, 64)
 	recvCol := "Gtid_IO_Pos"
 	if cc.d.flavor == FlavorMySQL {
 		recvCol = "Retrieved_Gtid_Set"
@@ -411,6 +420,50 @@ func (cc *ControlConn) WaitExecuted(ctx context.Context, pos GTIDSet) error {
 				cc.addr, pos, rst.LastSQLErrno, rst.LastSQLError)
 		}
 	}
+}
+
+// StopReplication stops both replication threads (STOP SLAVE / STOP REPLICA). The relay log
+// and the received position are kept; doing it on a server that does not replicate is not an
+// error.
+func (cc *ControlConn) StopReplication(ctx context.Context) error {
+	return cc.exec(ctx, cc.d.stopReplication())
+}
+
+// ResetReplication makes the server forget its master and discard its relay log (RESET SLAVE
+// ALL / RESET REPLICA ALL). Replication must be stopped and, for nothing to be lost, the relay
+// log applied. Doing it again is harmless.
+func (cc *ControlConn) ResetReplication(ctx context.Context) error {
+	return cc.exec(ctx, cc.d.resetReplication())
+}
+
+// StartApplier starts the SQL thread alone (START SLAVE SQL_THREAD), so that it applies what
+// the relay log holds; the IO thread is left as it is, which keeps the relay log (starting the
+// IO thread with GTID positioning would discard it).
+func (cc *ControlConn) StartApplier(ctx context.Context) error {
+	return cc.exec(ctx, cc.d.startApplier())
+}
+
+// LiftDelay sets MASTER_DELAY (SOURCE_DELAY) to 0 and starts the SQL thread, keeping the relay
+// log: on MariaDB, where CHANGE MASTER needs both threads stopped and otherwise discards the
+// relay log, it stops replication and names the SQL thread's own relay log position in the
+// CHANGE MASTER; on MySQL only the SQL thread needs to stop.
+func (cc *ControlConn) LiftDelay(ctx context.Context) error {
+	if cc.d.flavor != FlavorMariaDB {
+		return cc.exec(ctx, cc.d.liftDelayMySQL()...)
+	}
+	if err := cc.StopReplication(ctx); err != nil {
+		return err
+	}
+	st, err := cc.ReplicaStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if !st.Configured || st.RelayLogFile == "" {
+		return fmt.Errorf("health: %s: lifting MASTER_DELAY: no relay log position in the replication status", cc.addr)
+	}
+	return cc.exec(ctx,
+		"CHANGE MASTER TO MASTER_DELAY = 0, RELAY_LOG_FILE = "+quoteSQL(st.RelayLogFile)+", RELAY_LOG_POS = "+strconv.FormatUint(st.RelayLogPos, 10),
+		cc.d.startApplier())
 }
 
 // Promote makes the server a master: it stops replication, forgets its master (RESET SLAVE
@@ -550,6 +603,35 @@ func (d dialect) promote() []string {
 		return []string{"STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}
 	}
 	return []string{"STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"}
+}
+
+func (d dialect) stopReplication() string {
+	if d.replicaWords {
+		return "STOP REPLICA"
+	}
+	return "STOP SLAVE"
+}
+
+func (d dialect) resetReplication() string {
+	if d.replicaWords {
+		return "RESET REPLICA ALL"
+	}
+	return "RESET SLAVE ALL"
+}
+
+func (d dialect) startApplier() string {
+	if d.replicaWords {
+		return "START REPLICA SQL_THREAD"
+	}
+	return "START SLAVE SQL_THREAD"
+}
+
+// liftDelayMySQL: MySQL changes the delay with only the applier stopped and keeps the relay log.
+func (d dialect) liftDelayMySQL() []string {
+	if d.replicaWords {
+		return []string{"STOP REPLICA SQL_THREAD", "CHANGE REPLICATION SOURCE TO SOURCE_DELAY = 0", "START REPLICA SQL_THREAD"}
+	}
+	return []string{"STOP SLAVE SQL_THREAD", "CHANGE MASTER TO MASTER_DELAY = 0", "START SLAVE SQL_THREAD"}
 }
 
 func (d dialect) repoint(host string, port int) []string {

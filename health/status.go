@@ -2,7 +2,9 @@ package health
 
 import (
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -199,4 +201,20 @@ type Schemas []string
 func (l Schemas) Has(name string) bool {
 	_, ok := slices.BinarySearch(l, name)
 	return ok
+}
+
+// FencedSource returns the fenced old master of c that a replica whose probe read st
+// replicates from, "" when it replicates from none of them. Such a replica serves no reads
+// and is repointed to the master: a fenced server gets no writes, so it falls behind for good.
+func FencedSource(st *Status, c *Cluster) string {
+	if st == nil || c == nil || !st.Replicating || st.MasterHost == "" {
+		return ""
+	}
+	src := net.JoinHostPort(st.MasterHost, strconv.Itoa(st.MasterPort))
+	for _, b := range c.Fenced {
+		if sameServer(b.Address, src) {
+			return b.Address
+		}
+	}
+	return ""
 }

@@ -50,8 +50,9 @@ func (r *eventRing) list() []adminEvent {
 }
 
 // event records one row of SHOW EVENTS, with the topology epoch current
-// when it is recorded. kind is one of "failover", "switchover", "fenced",
-// "backend_up", "backend_down", "reload", "offline", "online". It is safe
+// when it is recorded. kind is one of "failover", "failover_refused",
+// "repointed", "switchover", "fenced", "backend_up", "backend_down",
+// "reload", "offline", "online". It is safe
 // for concurrent use from any goroutine.
 func (s *Server) event(kind, cluster, backend, detail string) {
 	var epoch uint64

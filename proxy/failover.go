@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/failpoint"
 )
 
 // failovers runs the automatic failovers of a Server: at most one goroutine per cluster runs
@@ -27,6 +30,9 @@ type failovers struct {
 	running map[string]bool
 	fencing map[string]bool // old master addresses being fenced or fenced by this process
 	state   map[string]*health.FailoverState
+	// repairing are the clusters a replica repair runs for; repaired when each last started.
+	repairing map[string]bool
+	repaired  map[string]time.Time
 }
 
 func newFailovers(s *Server) *failovers {
@@ -36,10 +42,13 @@ func newFailovers(s *Server) *failovers {
 		running: map[string]bool{},
 		fencing: map[string]bool{},
 		state:   map[string]*health.FailoverState{},
+
+		repairing: map[string]bool{},
+		repaired:  map[string]time.Time{},
 	}
 	f.total = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_failovers_total",
-		Help: "Failovers and switchovers of a cluster's master, by cluster and outcome (promoted: this instance promoted a replica; followed: another instance had; switchover: a planned switchover moved the master; failed, switchover_failed: one gave up).",
+		Help: "Failovers and switchovers of a cluster's master, by cluster and outcome (promoted: this instance promoted a replica; followed: another instance had; switchover: a planned switchover moved the master; failed, switchover_failed: one gave up; refused_divergent: a failover or a repoint was refused because it would discard transactions a replica received).",
 	}, []string{"cluster", "outcome"})
 	s.metrics.reg.MustRegister(f.total)
 	return f
@@ -113,12 +122,54 @@ func (f *failovers) masterDown(b *health.Backend) {
 }
 
 // retryable are the reasons a failover is tried again on the next probe round.
-var retryable = []error{health.ErrNotConfirmed, health.ErrInProgress, health.ErrNoQuorum, health.ErrApplyTimeout}
+var retryable = []error{health.ErrNotConfirmed, health.ErrInProgress, health.ErrNoQuorum, health.ErrApplyTimeout, health.ErrDivergent}
+
+// newFailover is the failover of cluster from master over snap's replicas, with the state
+// file as its checkpoint.
+func (f *failovers) newFailover(cluster, master string, snap *health.Snapshot) health.Failover {
+	c := snap.Cluster(cluster)
+	replicas := make([]string, len(c.Replicas))
+	for i, r := range c.Replicas {
+		replicas[i] = r.Address
+	}
+	f.lock()
+	last := f.stateOf(cluster).LastFailover
+	f.unlock()
+	return health.Failover{
+		Cluster:      cluster,
+		Master:       master,
+		Replicas:     replicas,
+		Credentials:  f.credentials(cluster, master),
+		Epoch:        snap.Epoch,
+		LastFailover: last,
+		Block:        f.s.config().Health.FailoverBlock.Duration,
+		Checkpoint:   func(r *health.Result) { f.checkpoint(r) },
+	}
+}
+
+// checkpoint keeps a failover in progress as the state's pending failover and writes the state
+// file, so that a sluice started after this one died finishes it.
+func (f *failovers) checkpoint(r *health.Result) {
+	p := cloneResult(r)
+	f.lock()
+	f.stateOf(r.Cluster).Pending = p
+	f.writeState(r.Cluster)
+	f.unlock()
+}
+
+// cloneResult is a deep copy of r: Run goes on changing its slices and maps.
+func cloneResult(r *health.Result) *health.Result {
+	c := *r
+	c.Servers, c.Steps, c.Warnings, c.Repointed = slices.Clone(r.Servers), slices.Clone(r.Steps), slices.Clone(r.Warnings), slices.Clone(r.Repointed)
+	c.NotRepointed, c.Skipped, c.Divergent = maps.Clone(r.NotRepointed), maps.Clone(r.Skipped), maps.Clone(r.Divergent)
+	return &c
+}
 
 // run fails over cluster from master until it succeeds, the master is back up, or a reason
 // that is not retryable stops it.
 func (f *failovers) run(cluster string, master *health.Backend) {
 	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", master.Address))
+	refused := ""
 	for attempt := 1; ; attempt++ {
 		snap := f.s.topo.Current()
 		c := snap.Cluster(cluster)
@@ -126,22 +177,7 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 			log.Info("failover not needed any more", zap.String("master", c.Master.Address), zap.String("state", c.Master.State().String()))
 			return
 		}
-		replicas := make([]string, len(c.Replicas))
-		for i, r := range c.Replicas {
-			replicas[i] = r.Address
-		}
-		f.lock()
-		last := f.stateOf(cluster).LastFailover
-		f.unlock()
-		fo := health.Failover{
-			Cluster:      cluster,
-			Master:       master.Address,
-			Replicas:     replicas,
-			Credentials:  f.credentials(cluster, master.Address),
-			Epoch:        snap.Epoch,
-			LastFailover: last,
-			Block:        f.s.config().Health.FailoverBlock.Duration,
-		}
+		fo := f.newFailover(cluster, master.Address, snap)
 		ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.config().Health.Timeout.Duration)
 		res, err := fo.Run(ctx)
 		cancel()
@@ -151,6 +187,12 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 		}
 		if f.s.ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, health.ErrDivergent) && err.Error() != refused {
+			// Alerted once per reason: the refusal stands until a DBA lets the replica that
+			// holds the transactions apply them (or gives them up), and each round tries again.
+			refused = err.Error()
+			f.refusedDivergent(cluster, master.Address, err, log)
 		}
 		again := false
 		for _, r := range retryable {
@@ -175,6 +217,25 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 	}
 }
 
+// refusedDivergent alerts that a failover was refused because promoting any replica would
+// discard transactions another one received: the metric, an event and an error log line.
+func (f *failovers) refusedDivergent(cluster, backend string, err error, log *zap.Logger) {
+	f.total.WithLabelValues(cluster, "refused_divergent").Inc()
+	f.s.event("failover_refused", cluster, backend, err.Error())
+	log.Error("failover refused: promoting any replica would discard transactions another received", zap.String("gtids", err.Error()))
+}
+
+// divergentReplicas alerts for each replica a failover or a repair left alone because it holds
+// transactions the master lacks (addr -> GTIDs).
+func (f *failovers) divergentReplicas(cluster, master string, divergent map[string]string, log *zap.Logger) {
+	for _, addr := range slices.Sorted(maps.Keys(divergent)) {
+		f.total.WithLabelValues(cluster, "refused_divergent").Inc()
+		f.s.event("failover_refused", cluster, addr, fmt.Sprintf("not repointed to %s: it holds transactions %s lacks: %s", master, master, divergent[addr]))
+		log.Error("replica not repointed: it holds transactions the master lacks; a DBA must look", zap.String("backend", addr),
+			zap.String("master", master), zap.String("gtids", divergent[addr]))
+	}
+}
+
 // publish makes a successful failover's new master the cluster's: a new snapshot (the pools
 // follow it, Server.followSnapshot), the old master's lent connections closed, the state file, the
 // log and the metric.
@@ -196,7 +257,13 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 	f.stateOf(res.Cluster).Record(res)
 	f.writeState(res.Cluster)
 	f.unlock()
+	failpoint.Hit(failpoint.FailoverRecorded)
 	f.total.WithLabelValues(res.Cluster, string(res.Outcome)).Inc()
+	f.divergentReplicas(res.Cluster, res.NewMaster, res.Divergent, log)
+	if res.Outcome == health.OutcomeFollowed {
+		// The instance that promoted may have died before repointing every replica.
+		f.repair(res.Cluster, []string{res.OldMaster}, true)
+	}
 	f.s.event("failover", res.Cluster, res.NewMaster, fmt.Sprintf("%s replaced %s (%s)", res.NewMaster, res.OldMaster, res.Outcome))
 	fields := []zap.Field{zap.String("outcome", string(res.Outcome)), zap.String("new_master", res.NewMaster),
 		zap.Uint64("epoch", snap.Epoch), zap.String("promoted_at", res.PromotedAt), zap.Strings("repointed", res.Repointed),
@@ -207,9 +274,17 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 	log.Warn("failover: writes go to the new master", fields...)
 }
 
-// status is called with each probe's Status: a fenced old master that answers is fenced on
-// the server (read_only) once per process.
+// status is called with each probe's Status: a replica that replicates from a fenced old
+// master is repaired (moved under the master), and a fenced old master that answers is fenced
+// on the server (read_only) once per process.
 func (f *failovers) status(b *health.Backend, st *health.Status) {
+	if b.Role == health.RoleReplica {
+		if c := f.s.topo.Current().Cluster(b.Cluster); c != nil {
+			if src := health.FencedSource(st, c); src != "" {
+				f.startRepair(b.Cluster, []string{src})
+			}
+		}
+	}
 	if b.State() != health.StateFenced {
 		return
 	}
@@ -251,6 +326,59 @@ func (f *failovers) status(b *health.Backend, st *health.Status) {
 	}()
 }
 
+// startRepair repairs cluster's replicas that replicate from one of from, in the background,
+// unless a failover, a switchover or a repair of the cluster runs or a repair started less
+// than a probe interval ago.
+func (f *failovers) startRepair(cluster string, from []string) {
+	f.lock()
+	if f.running[cluster] || f.repairing[cluster] || time.Since(f.repaired[cluster]) < f.s.config().Health.Interval.Duration {
+		f.unlock()
+		return
+	}
+	f.repairing[cluster], f.repaired[cluster] = true, time.Now()
+	f.unlock()
+	f.s.wg.Add(1)
+	go func() {
+		defer f.s.wg.Done()
+		defer func() { f.lock(); delete(f.repairing, cluster); f.unlock() }()
+		f.repair(cluster, from, false)
+	}()
+}
+
+// repair moves cluster's replicas that replicate from one of from (and, with noOne, read-only
+// ones that replicate from no one) under the current master (health.Repair), logging what it
+// did and alerting for those it left alone because they hold transactions the master lacks.
+func (f *failovers) repair(cluster string, from []string, noOne bool) {
+	c := f.s.topo.Current().Cluster(cluster)
+	if c == nil || c.WritesRefused != "" {
+		return
+	}
+	replicas := make([]string, len(c.Replicas))
+	for i, r := range c.Replicas {
+		replicas[i] = r.Address
+	}
+	rp := health.Repair{Cluster: cluster, Master: c.Master.Address, Replicas: replicas,
+		Credentials: f.credentials(cluster, c.Master.Address), From: from, NoOne: noOne}
+	log := f.s.log.With(zap.String("cluster", cluster), zap.String("master", rp.Master))
+	ctx, cancel := context.WithTimeout(f.s.ctx, 10*f.s.config().Health.Timeout.Duration)
+	out, err := rp.Run(ctx)
+	cancel()
+	if err != nil {
+		log.Warn("cannot repair the replicas that replicate from an old master", zap.Strings("from", from), zap.Error(err))
+		return
+	}
+	for _, a := range out.Repointed {
+		f.s.event("repointed", cluster, a, "replicates from "+rp.Master+" again")
+		log.Warn("replica repointed to the master: it replicated from an old master or from no one", zap.String("backend", a))
+	}
+	for a, why := range out.NotRepointed {
+		if _, div := out.Divergent[a]; !div {
+			log.Warn("replica replicates from an old master and could not be repointed", zap.String("backend", a), zap.String("reason", why))
+		}
+	}
+	f.divergentReplicas(cluster, rp.Master, out.Divergent, log)
+}
+
 // writableReplicas reports configured replicas that replicate but are not
 // read-only (a write sent to one by anything but sluice would make it
 // diverge), and sets them read-only when [health] enforce_read_only is on.
@@ -280,11 +408,13 @@ func (f *failovers) writableReplicas(cluster string, addrs []string) {
 	}
 }
 
-// recover sets up each cluster at start-up: with a state file, its recorded master and
-// fenced servers; and, whatever the record, it asks the servers which one is the master
-// (health.Discover): a recorded or discovered master other than the configured one becomes
-// the master, and two writable servers replicating from no one that the record cannot settle
-// refuse writes. Unreachable servers are left to the prober.
+// recover sets up each cluster at start-up, before sluice serves: with a state file, its
+// recorded master and fenced servers; and, whatever the record, it asks the servers which one
+// is the master (health.Discover): a recorded or discovered master other than the configured
+// one becomes the master, and two writable servers replicating from no one that the record
+// cannot settle refuse writes. A failover the previous process left pending is finished
+// (settle, resume), and replicas left following an old master are repointed (repair).
+// Unreachable servers are left to the prober.
 func (f *failovers) recover() error {
 	if dir := f.s.cfg.Proxy.StateDir; dir != "" {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -295,16 +425,20 @@ func (f *failovers) recover() error {
 		}
 	}
 	for _, cc := range f.s.cfg.Clusters {
-		var known string
+		var rec health.FailoverState
 		if dir := f.s.cfg.Proxy.StateDir; dir != "" {
 			st, ok, err := health.ReadFailoverState(dir, cc.Name)
 			if err != nil {
 				return err
 			}
 			if ok {
+				rec = st
 				f.state[cc.Name] = &st
-				known = st.Master
 			}
+		}
+		known, pending := rec.Master, rec.Pending
+		if pending != nil {
+			known = pending.NewMaster // a promoted candidate is the master, whatever came before
 		}
 		addrs := append([]string{cc.Master}, make([]string, 0, len(cc.Replicas))...)
 		for _, r := range cc.Replicas {
@@ -322,22 +456,114 @@ func (f *failovers) recover() error {
 			}
 			f.s.log.Error("writes refused: sluice cannot tell which server is the master", zap.String("cluster", cc.Name), zap.Error(err))
 			continue
+		case err != nil && pending != nil:
+			// The candidate takes no writes yet: finish the failover before serving. The
+			// failover started from the recorded master, which it fences when it publishes.
+			if rec.Master != "" && rec.Master != cc.Master {
+				_, _ = f.s.topo.Promote(cc.Name, rec.Master, nil)
+			}
+			if f.resume(cc.Name, pending) {
+				f.repairAfterFailover(cc.Name, rec, cc.Master)
+				continue
+			}
+			master = rec.Master
 		case err != nil:
 			// No writable master in sight: trust the record, else the configuration.
 			master = known
 			f.s.log.Warn("cannot confirm the master at start-up", zap.String("cluster", cc.Name), zap.String("recorded_master", known), zap.Error(err))
+		default:
+			f.settle(cc.Name, master)
 		}
-		if master == "" || master == cc.Master {
-			continue
+		if master != "" && master != cc.Master {
+			snap, perr := f.s.topo.Promote(cc.Name, master, nil)
+			if perr != nil {
+				f.s.log.Error("cannot use the recorded or discovered master; using the configured one", zap.String("cluster", cc.Name),
+					zap.String("master", master), zap.Error(perr))
+				continue
+			}
+			f.s.log.Warn("master from the failover state", zap.String("cluster", cc.Name), zap.String("master", master),
+				zap.String("configured_master", cc.Master), zap.Uint64("epoch", snap.Epoch))
 		}
-		snap, perr := f.s.topo.Promote(cc.Name, master, nil)
-		if perr != nil {
-			f.s.log.Error("cannot use the recorded or discovered master; using the configured one", zap.String("cluster", cc.Name),
-				zap.String("master", master), zap.Error(perr))
-			continue
+		if err == nil {
+			f.repairAfterFailover(cc.Name, rec, cc.Master)
 		}
-		f.s.log.Warn("master from the failover state", zap.String("cluster", cc.Name), zap.String("master", master),
-			zap.String("configured_master", cc.Master), zap.Uint64("epoch", snap.Epoch))
 	}
 	return nil
+}
+
+// settle finishes the record of a failover the previous process left pending, now that master
+// is known to be the cluster's master: when it is the pending candidate, the failover got as
+// far as promoting it and is recorded as done (the replicas are repaired next); otherwise the
+// failover changed nothing that mattered and is dropped. Both are written to the state file.
+func (f *failovers) settle(cluster, master string) {
+	f.lock()
+	defer f.unlock()
+	st := f.stateOf(cluster)
+	p := st.Pending
+	if p == nil {
+		return
+	}
+	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", p.OldMaster), zap.String("candidate", p.NewMaster))
+	if master != p.NewMaster {
+		st.Pending = nil
+		f.writeState(cluster)
+		log.Warn("a failover the previous sluice left unfinished is dropped: the master is another server", zap.String("master", master))
+		return
+	}
+	res := cloneResult(p)
+	res.Outcome, res.Finished = health.OutcomePromoted, time.Now()
+	res.Warnings = append(res.Warnings, "finished by a restarted sluice after the one that started it died")
+	st.Record(res)
+	f.writeState(cluster)
+	failpoint.Hit(failpoint.FailoverRecorded)
+	f.total.WithLabelValues(cluster, string(res.Outcome)).Inc()
+	f.s.event("failover", cluster, master, fmt.Sprintf("%s replaced %s (finished after a restart)", master, p.OldMaster))
+	log.Warn("failover finished: the previous sluice died after promoting the candidate", zap.String("new_master", master))
+}
+
+// resume runs again, at start-up, a failover the previous process left pending before its
+// candidate took writes, and publishes it. failover_block does not apply: it is the same
+// failover. It reports whether the cluster has its new master.
+func (f *failovers) resume(cluster string, p *health.Result) bool {
+	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", p.OldMaster), zap.String("candidate", p.NewMaster))
+	fo := f.newFailover(cluster, p.OldMaster, f.s.topo.Current())
+	fo.LastFailover, fo.Block = time.Time{}, 0
+	ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.config().Health.Timeout.Duration)
+	res, err := fo.Run(ctx)
+	cancel()
+	if err != nil {
+		if errors.Is(err, health.ErrDivergent) {
+			f.refusedDivergent(cluster, p.OldMaster, err, log)
+		}
+		log.Error("cannot finish the failover the previous sluice left unfinished; the probes take over", zap.Error(err))
+		return false
+	}
+	res.Started = p.Started
+	res.Warnings = append(res.Warnings, "finished by a restarted sluice after the one that started it died")
+	log.Warn("finishing the failover the previous sluice left unfinished")
+	f.publish(res, log)
+	return true
+}
+
+// repairAfterFailover repoints the replicas of cluster that still replicate from an old master
+// (the configured one, the ones the state file fenced or replaced, the pending failover's) to
+// the current master; after a failover that did not finish, read-only servers that replicate
+// from no one are repointed too.
+func (f *failovers) repairAfterFailover(cluster string, rec health.FailoverState, configured string) {
+	from := append([]string{configured}, rec.Fenced...)
+	for _, h := range rec.History {
+		from = append(from, h.OldMaster)
+	}
+	if rec.Pending != nil {
+		from = append(from, rec.Pending.OldMaster)
+	}
+	c := f.s.topo.Current().Cluster(cluster)
+	if c == nil {
+		return
+	}
+	from = slices.DeleteFunc(from, func(a string) bool { return a == "" || a == c.Master.Address })
+	if len(from) == 0 && rec.Pending == nil {
+		return
+	}
+	f.repair(cluster, from, rec.Pending != nil)
 }

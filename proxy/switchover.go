@@ -257,21 +257,15 @@ func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
 		return serr
 	}
 	defer s.failover.unclaim(cluster)
-	replicas := make([]string, len(c.Replicas))
-	for i, r := range c.Replicas {
-		replicas[i] = r.Address
-	}
-	fo := health.Failover{
-		Cluster:     cluster,
-		Master:      c.Master.Address,
-		Replicas:    replicas,
-		Credentials: s.failover.credentials(cluster, c.Master.Address),
-		Epoch:       snap.Epoch,
-	}
+	fo := s.failover.newFailover(cluster, c.Master.Address, snap)
+	fo.LastFailover, fo.Block = time.Time{}, 0 // the operator decided
 	log := s.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.Bool("manual", true))
 	rctx, cancel := context.WithTimeout(ctx, health.DefaultApplyTimeout+10*s.config().Health.Timeout.Duration)
 	defer cancel()
 	res, err := fo.Run(rctx)
+	if err != nil && errors.Is(err, health.ErrDivergent) {
+		s.failover.refusedDivergent(cluster, c.Master.Address, err, log)
+	}
 	if err != nil {
 		s.failover.total.WithLabelValues(cluster, "failed").Inc()
 		s.event("failover", cluster, c.Master.Address, "manual failover failed: "+err.Error())
