@@ -291,3 +291,76 @@ func TestFailoverState(t *testing.T) {
 		t.Errorf("file of another cluster: %v", err)
 	}
 }
+
+func TestRepairStranded(t *testing.T) {
+	following := func(addr, src, io string) *member {
+		m := replica(addr, io, "0-1-5")
+		h, p, _ := splitAddr(src)
+		m.st.Replica.MasterHost, m.st.Replica.MasterPort = h, p
+		return m
+	}
+	r := &Repair{Master: "127.0.0.1:3", From: []string{"127.0.0.1:1"}}
+	noOne := &Repair{Master: "127.0.0.1:3", From: []string{"127.0.0.1:1"}, NoOne: true}
+	for _, tc := range []struct {
+		name string
+		r    *Repair
+		m    *member
+		want bool
+	}{
+		{"follows the master", r, following("127.0.0.1:2", "127.0.0.1:3", "Yes"), false},
+		{"follows the master by another loopback name", r, following("127.0.0.1:2", "localhost:3", "Connecting"), false},
+		{"follows an old master", r, following("127.0.0.1:2", "127.0.0.1:1", "Yes"), true},
+		{"follows an old master that is down", r, following("127.0.0.1:2", "127.0.0.1:1", "Connecting"), true},
+		{"chained under another replica: left to the DBA", r, following("127.0.0.1:2", "127.0.0.1:4", "Yes"), false},
+		{"from no one, not asked", r, replica("127.0.0.1:2", "", ""), false},
+		{"from no one, read-only, asked", noOne, replica("127.0.0.1:2", "", ""), true},
+		{"from no one, writable: a master, not a replica", noOne, writable(replica("127.0.0.1:2", "", "")), false},
+		{"unreachable", noOne, unreachable("127.0.0.1:2"), false},
+		{"the master itself", noOne, replica("127.0.0.1:3", "", ""), false},
+	} {
+		if got := tc.r.stranded(tc.m); got != tc.want {
+			t.Errorf("%s: stranded = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRepointToLeavesDivergentAlone(t *testing.T) {
+	pos := MustParseGTID(FlavorMariaDB, "0-2-10")
+	// No connection: each case must decide before touching the server.
+	ahead := replica("127.0.0.1:2", "Connecting", "0-1-12")
+	got, why := repointTo(context.Background(), ahead, "127.0.0.1:3", "127.0.0.1", 3, pos, Credentials{})
+	if got != repointDivergent || !strings.Contains(why, "seq 11-12") {
+		t.Errorf("a replica ahead of the master: %v %q, want repointDivergent naming what it holds", got, why)
+	}
+	there := replica("127.0.0.1:2", "Yes", "0-1-9")
+	there.st.Replica.MasterHost, there.st.Replica.MasterPort = "127.0.0.1", 3
+	if got, why := repointTo(context.Background(), there, "127.0.0.1:3", "127.0.0.1", 3, pos, Credentials{}); got != repointDone || why != "" {
+		t.Errorf("a replica already under the master: %v %q, want repointDone", got, why)
+	}
+	if got, why := repointTo(context.Background(), unreachable("127.0.0.1:2"), "127.0.0.1:3", "127.0.0.1", 3, pos, Credentials{}); got != repointFailed || why == "" {
+		t.Errorf("unreachable: %v %q, want repointFailed with the reason", got, why)
+	}
+	var res Result
+	res.noteRepoint("127.0.0.1:2", repointDivergent, "0-1-12")
+	if res.Divergent["127.0.0.1:2"] != "0-1-12" || !strings.Contains(res.NotRepointed["127.0.0.1:2"], "lacks: 0-1-12") || len(res.Repointed) != 0 {
+		t.Errorf("noteRepoint(divergent) = %+v", res)
+	}
+}
+
+func TestFencedSource(t *testing.T) {
+	c := &Cluster{Fenced: []*Backend{{Address: "127.0.0.1:1"}}}
+	for _, tc := range []struct {
+		name string
+		st   *Status
+		want string
+	}{
+		{"follows the fenced old master", &Status{Replicating: true, MasterHost: "localhost", MasterPort: 1}, "127.0.0.1:1"},
+		{"follows the master", &Status{Replicating: true, MasterHost: "127.0.0.1", MasterPort: 3}, ""},
+		{"replicates from no one", &Status{}, ""},
+		{"no status", nil, ""},
+	} {
+		if got := FencedSource(tc.st, c); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
