@@ -144,4 +144,3 @@ func orNoOne(src string) string {
 	}
 	return src
 }
-
