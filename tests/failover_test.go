@@ -308,6 +308,18 @@ func TestFailoverKillMaster(t *testing.T) {
 		if _, err := serviceDB(t, topo, newMaster).ExecContext(ctx, "INSERT INTO acked (id, writer) VALUES (-1, -1)"); err != nil {
 			t.Fatal(err)
 		}
+		// A semi-sync cluster stays one: the new master waits for the other replica's
+		// acknowledgement, as the old one did.
+		if v, err := newMaster.Variable(ctx, "rpl_semi_sync_master_enabled"); err != nil || v != "ON" {
+			t.Errorf("new master rpl_semi_sync_master_enabled = %q (%v), want ON", v, err)
+		}
+		eventually(t, ctx, other.Name+" acknowledges the new master semi-synchronously", func() error {
+			v, err := newMaster.Status(ctx, "Rpl_semi_sync_master_clients")
+			if err != nil || v != "1" {
+				return fmt.Errorf("Rpl_semi_sync_master_clients = %q (%v)", v, err)
+			}
+			return nil
+		})
 		otherDB := serviceDB(t, topo, other)
 		eventually(t, ctx, "the new write reaches "+other.Name, func() error {
 			var n int
