@@ -43,6 +43,9 @@ var (
 	ErrNoCandidate = errors.New("no replica can be promoted")
 	// ErrApplyTimeout: the chosen replica did not apply its relay log within ApplyTimeout.
 	ErrApplyTimeout = errors.New("the chosen replica did not apply what it received in time")
+	// ErrPromoteFailed: a statement promoting the candidate failed. Each one can be run
+	// again, and the candidate still holds everything, so the next attempt chooses it again.
+	ErrPromoteFailed = errors.New("promoting the chosen replica failed")
 	// ErrDivergent: promoting any reachable replica would discard transactions another one
 	// received (none received everything the others did, or those that did cannot apply it).
 	// Sluice refuses rather than lose them; a DBA must look.
@@ -392,13 +395,17 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 	step("apply")
 
 	if err := promote(ctx, cand, res); err != nil {
-		return nil, fmt.Errorf("health: cluster %s: promoting %s: %w", f.Cluster, cand.addr, err)
+		return nil, f.errorf(ErrPromoteFailed, "%s: %v", cand.addr, err)
 	}
+	// The candidate is the master now whatever follows: Run must return it. Its position is
+	// read again; if that fails, what it had applied before (everything) stands for it.
+	applied := cand.applied()
 	cand.refresh(ctx)
 	if !cand.reachable() {
-		return nil, fmt.Errorf("health: cluster %s: reading the position of %s after promoting it: %w", f.Cluster, cand.addr, cand.err)
+		res.Warnings = append(res.Warnings, fmt.Sprintf("reading the position of %s after promoting it: %v", cand.addr, cand.err))
+		cand.err = nil
 	}
-	promotedAt := cand.received()
+	promotedAt := cand.received().Union(applied)
 	res.PromotedAt = promotedAt.String()
 	f.checkpoint(res, cand.addr)
 	step("promote")

@@ -122,7 +122,7 @@ func (f *failovers) masterDown(b *health.Backend) {
 }
 
 // retryable are the reasons a failover is tried again on the next probe round.
-var retryable = []error{health.ErrNotConfirmed, health.ErrInProgress, health.ErrNoQuorum, health.ErrApplyTimeout, health.ErrDivergent}
+var retryable = []error{health.ErrNotConfirmed, health.ErrInProgress, health.ErrNoQuorum, health.ErrApplyTimeout, health.ErrDivergent, health.ErrPromoteFailed}
 
 // newFailover is the failover of cluster from master over snap's replicas, with the state
 // file as its checkpoint.
@@ -175,6 +175,7 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 		c := snap.Cluster(cluster)
 		if c.Master != master || master.Up() {
 			log.Info("failover not needed any more", zap.String("master", c.Master.Address), zap.String("state", c.Master.State().String()))
+			f.dropPending(cluster, master.Address)
 			return
 		}
 		fo := f.newFailover(cluster, master.Address, snap)
@@ -215,6 +216,20 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 		case <-time.After(f.s.config().Health.Interval.Duration):
 		}
 	}
+}
+
+// dropPending forgets a pending failover from oldMaster that this process gave up (the master
+// came back, or another failover replaced it): nothing was promoted, and a restart must not
+// finish it.
+func (f *failovers) dropPending(cluster, oldMaster string) {
+	f.lock()
+	defer f.unlock()
+	st := f.stateOf(cluster)
+	if st.Pending == nil || st.Pending.OldMaster != oldMaster || st.Pending.PromotedAt != "" {
+		return
+	}
+	st.Pending = nil
+	f.writeState(cluster)
 }
 
 // refusedDivergent alerts that a failover was refused because promoting any replica would
