@@ -28,9 +28,9 @@ import (
 // replica that received everything is promoted (its relay log applied first), or the failover
 // is refused, never a silent loss.
 
-// transactional writers use these tables: every transaction inserts rows 2*txn and 2*txn+1 and
-// adds one to its writer's counter, so on any consistent server a writer's counter equals the
-// number of its transactions present, and a transaction has both rows or none.
+// txnSchema is the transactional writers' tables: every transaction inserts rows 2*txn and
+// 2*txn+1 and adds one to its writer's counter, so on any consistent server a writer's counter
+// equals the number of its transactions present, and a transaction has both rows or none.
 var txnSchema = []string{
 	"CREATE TABLE sluice_test.txn_rows (id BIGINT PRIMARY KEY, txn BIGINT NOT NULL, writer INT NOT NULL, KEY (txn))",
 	"CREATE TABLE sluice_test.txn_counter (writer INT PRIMARY KEY, n BIGINT NOT NULL)",
