@@ -791,6 +791,36 @@ func TestFailoverRefusesToDiscard(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	// SHOW EVENTS on the admin port has the refusal, naming what is at stake.
+	var kinds []string
+	refusal := ""
+	rows, err := adminDB(t, srv, adminPassword).QueryContext(ctx, "SHOW EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		row := map[string]string{}
+		for i, c := range cols {
+			row[c] = vals[i].String
+		}
+		kinds = append(kinds, row["kind"])
+		if row["kind"] == "failover_refused" && refusal == "" {
+			refusal = row["detail"]
+		}
+	}
+	rows.Close()
+	if !strings.Contains(refusal, "cannot apply") || !strings.Contains(refusal, r1.Addr()) {
+		t.Errorf("SHOW EVENTS has no failover_refused row naming %s and what it cannot apply: kinds %v, detail %q", r1.Addr(), kinds, refusal)
+	}
 	for _, r := range topo.Replicas {
 		if ro, err := r.Variable(ctx, "read_only"); err != nil || ro != "ON" {
 			t.Errorf("%s read_only = %q (%v) after the refusal", r.Name, ro, err)

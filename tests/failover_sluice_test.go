@@ -51,7 +51,7 @@ func failoverSluiceIn(t *testing.T, topo *sandbox.Topology, dir, wait string) (*
 			fmt.Sprintf("state_dir = %q", dir)},
 		HealthKeys: []string{`interval = "500ms"`, `failures_before_down = 3`, `auto_failover = true`,
 			fmt.Sprintf("failover_write_wait = %q", wait)},
-	})))
+	}) + "\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
