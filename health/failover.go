@@ -115,6 +115,19 @@ type Failover struct {
 	ApplyTimeout time.Duration
 	// Now, when set, replaces time.Now (for the Block check and the Result's times).
 	Now func() time.Time
+	// Elsewhere are other servers of the cluster that are not Master (old masters a failover
+	// replaced): a replica that replicates from one of them, or from another replica, tells
+	// nothing about Master. A replica that replicates from any other address is taken to
+	// know Master by another name.
+	Elsewhere []string
+	// Resumed: a failover from Master started before (a pending record names it), so the
+	// replicas confirmed then that the master is down. Step 4 no longer needs a replica that
+	// confirms (a candidate that already forgot its master cannot), but a replica whose IO
+	// thread receives from the master still stops Run.
+	Resumed bool
+	// Candidate, when set, is the only replica Run may promote: an earlier attempt began
+	// promoting it, and promoting another could leave two writable servers.
+	Candidate string
 	// Checkpoint, when set, is called with the failover so far (NewMaster naming the
 	// candidate) before the candidate is changed, after it is promoted and after each repoint,
 	// so that a sluice that dies part way can finish (the caller keeps it in the state file).
@@ -157,6 +170,10 @@ type Result struct {
 	// Divergent are replicas left where they were because they hold transactions the new
 	// master lacks, with those GTIDs: repointing would discard them. A DBA must look.
 	Divergent map[string]string `json:"divergent,omitempty"`
+	// Undo holds, per replica the failover changed before promoting anyone (its SQL thread
+	// started, its MASTER_DELAY lifted), the statements that put it back as it was: for a
+	// failover abandoned because the master answers again. Empty once one is promoted.
+	Undo map[string][]string `json:"undo,omitempty"`
 	// Warnings are what went wrong without stopping the sequence (a switchover's semi-sync
 	// settings).
 	Warnings []string `json:"warnings,omitempty"`
@@ -267,6 +284,7 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 	}
 	finish := func(outcome Outcome, newMaster string) (*Result, error) {
 		res.Outcome, res.NewMaster, res.Epoch, res.Finished = outcome, newMaster, f.Epoch+1, f.now()
+		res.Undo = nil
 		return res, nil
 	}
 
@@ -329,7 +347,7 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 		if masterErr == nil {
 			return nil, f.errorf(ErrMasterReachable, "sluice logged in to %s", f.Master)
 		}
-		err := confirmMasterDown(members)
+		err := confirmMasterDown(members, f.elsewhere(), f.Resumed)
 		if err == nil {
 			break
 		}
@@ -378,13 +396,13 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 		unlockAll(ctx, members, lock)
 		return finish(OutcomeFollowed, addr)
 	}
-	if err := confirmMasterDown(members); err != nil {
+	if err := confirmMasterDown(members, f.elsewhere(), f.Resumed); err != nil {
 		return nil, f.errorf(ErrNotConfirmed, "%v (after taking the lock)", err)
 	}
 	res.Servers = reports(members)
 	step("resurvey")
 
-	cand, err := f.choose(ctx, res, members, step)
+	cand, all, err := f.choose(ctx, res, members, step)
 	if err != nil {
 		return nil, err
 	}
@@ -394,19 +412,37 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 	}
 	step("apply")
 
-	if err := promote(ctx, cand, res); err != nil {
+	// A semi-sync cluster stays one, when a replica will be there to acknowledge: with none,
+	// the first commit would wait out rpl_semi_sync_master_timeout.
+	semi := false
+	if st, err := cand.conn.semiSync(ctx); err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("reading the semi-sync settings of %s: %v", cand.addr, err))
+	} else if st.replicaOn || st.sourceOn {
+		if semi = semiSyncAckers(ctx, members, cand, all) > 0; !semi {
+			res.Warnings = append(res.Warnings, "semi-sync left off on the new master: no replica is left to acknowledge its transactions")
+		}
+	}
+	for _, m := range members {
+		if !m.reachable() {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s was unreachable: it may hold acknowledged transactions the new master lacks; "+
+				"it is repointed only if it holds none (checked when it answers)", m.addr))
+		}
+	}
+	f.checkpoint(res, cand.addr)
+	if err := promote(ctx, cand, res, semi); err != nil {
 		return nil, f.errorf(ErrPromoteFailed, "%s: %v", cand.addr, err)
 	}
 	// The candidate is the master now whatever follows: Run must return it. Its position is
 	// read again; if that fails, what it had applied before (everything) stands for it.
 	applied := cand.applied()
 	cand.refresh(ctx)
+	binlog := cand.st.Binlog
 	if !cand.reachable() {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("reading the position of %s after promoting it: %v", cand.addr, cand.err))
 		cand.err = nil
+		binlog = BinlogStateOf(applied)
 	}
-	promotedAt := cand.received().Union(applied)
-	res.PromotedAt = promotedAt.String()
+	res.PromotedAt = cand.received().Union(applied).String()
 	f.checkpoint(res, cand.addr)
 	step("promote")
 
@@ -415,7 +451,7 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 			continue
 		}
 		m.refresh(ctx)
-		r, why := repointTo(ctx, m, cand.addr, host, port, promotedAt, f.Credentials)
+		r, why := repointTo(ctx, m, cand.addr, host, port, binlog, f.Credentials)
 		res.noteRepoint(m.addr, r, why)
 		f.checkpoint(res, cand.addr)
 	}
@@ -439,17 +475,26 @@ func (f *Failover) checkpoint(res *Result, candidate string) {
 // it goes on applying, so the next attempt is closer). When no replica received everything
 // the others did, or none of those that did can apply it, promoting would discard
 // transactions: ErrDivergent, naming them.
-func (f *Failover) choose(ctx context.Context, res *Result, members []*member, step func(string)) (*member, error) {
+func (f *Failover) choose(ctx context.Context, res *Result, members []*member, step func(string)) (*member, GTIDSet, error) {
 	c := choose(members)
+	if f.Candidate != "" {
+		// Only the replica an earlier attempt began promoting may be promoted.
+		only := slices.DeleteFunc(slices.Clone(c.order), func(m *member) bool { return m.addr != f.Candidate })
+		if len(only) == 0 {
+			return nil, c.all, f.errorf(ErrPromoteFailed, "an earlier attempt began promoting %s, which cannot be promoted now (%s)",
+				f.Candidate, describeSkipped(f.Replicas, c.skipped))
+		}
+		c.order = only
+	}
 	if len(c.skipped) > 0 {
 		res.Skipped = c.skipped
 	}
 	if len(c.order) == 0 {
 		if len(c.lacking) > 0 {
-			return nil, f.errorf(ErrDivergent, "no reachable replica received everything the others did (%s): %s",
+			return nil, c.all, f.errorf(ErrDivergent, "no reachable replica received everything the others did (%s): %s",
 				c.all, describeLacking(f.Replicas, c.lacking))
 		}
-		return nil, f.errorf(ErrNoCandidate, "%s", describeSkipped(f.Replicas, c.skipped))
+		return nil, c.all, f.errorf(ErrNoCandidate, "%s", describeSkipped(f.Replicas, c.skipped))
 	}
 	step("choose")
 	applyTimeout := f.ApplyTimeout
@@ -460,16 +505,16 @@ func (f *Failover) choose(ctx context.Context, res *Result, members []*member, s
 	for _, m := range c.order {
 		f.checkpoint(res, m.addr)
 		failpoint.Hit(failpoint.FailoverChosen)
-		err := catchUp(ctx, m, c.all, applyTimeout)
+		err := catchUp(ctx, m, c.all, applyTimeout, res, func() { f.checkpoint(res, m.addr) })
 		if err == nil {
 			m.refresh(ctx)
 			if m.reachable() && m.applied().Contains(c.all) {
-				return m, nil
+				return m, c.all, nil
 			}
 			err = fmt.Errorf("it lacks %s after applying", c.all.Missing(m.applied()))
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("health: cluster %s: waiting for %s to apply %s: %w", f.Cluster, m.addr, c.all, err)
+			return nil, c.all, fmt.Errorf("health: cluster %s: waiting for %s to apply %s: %w", f.Cluster, m.addr, c.all, err)
 		}
 		failed = append(failed, m.addr+": "+err.Error())
 		if res.Skipped == nil {
@@ -477,10 +522,10 @@ func (f *Failover) choose(ctx context.Context, res *Result, members []*member, s
 		}
 		res.Skipped[m.addr] = "could not apply what it received: " + err.Error()
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, f.errorf(ErrApplyTimeout, "%s had not applied %s after %v: %v", m.addr, c.all, applyTimeout, err)
+			return nil, c.all, f.errorf(ErrApplyTimeout, "%s had not applied %s after %v: %v", m.addr, c.all, applyTimeout, err)
 		}
 	}
-	return nil, f.errorf(ErrDivergent, "the replicas that received %s cannot apply it (%s)%s", c.all, strings.Join(failed, "; "),
+	return nil, c.all, f.errorf(ErrDivergent, "the replicas that received %s cannot apply it (%s)%s", c.all, strings.Join(failed, "; "),
 		lackingSuffix(f.Replicas, c.lacking))
 }
 
@@ -548,26 +593,41 @@ func (f *Failover) promotedElsewhere(masterErr error, members []*member) (string
 	return promoted[0], nil
 }
 
-// confirmMasterDown checks that every reachable replica that replicates has lost its master
-// (IO thread not "Yes") and that at least one replica confirms.
-func confirmMasterDown(members []*member) error {
+// elsewhere lists the addresses a replica may replicate from that are not the master: the
+// replicas and Elsewhere.
+func (f *Failover) elsewhere() []string {
+	out := append(slices.Clone(f.Replicas), f.Elsewhere...)
+	return slices.DeleteFunc(out, func(a string) bool { return sameServer(a, f.Master) })
+}
+
+// confirmMasterDown checks that no reachable replica's IO thread still receives from the master
+// and that at least one replica confirms it lost it: its IO thread is trying to reconnect, or
+// stopped on an error. A replica whose IO thread a DBA stopped tells nothing, nor does one
+// that replicates from a server in elsewhere (another replica, an old master). resumed drops
+// the need for a confirming replica (see Failover.Resumed).
+func confirmMasterDown(members []*member, elsewhere []string, resumed bool) error {
 	confirmed := 0
 	var alive []string
 	for _, m := range members {
 		if !m.reachable() || !m.st.Replica.Configured {
 			continue
 		}
-		if m.st.Replica.IOConnected() {
-			alive = append(alive, m.addr)
+		if src := m.source(); slices.ContainsFunc(elsewhere, func(a string) bool { return sameServer(a, src) }) {
 			continue
 		}
-		confirmed++
+		rs := m.st.Replica
+		switch {
+		case rs.IOConnected():
+			alive = append(alive, m.addr)
+		case rs.IORunning != "No" || rs.LastIOErrno != 0:
+			confirmed++
+		}
 	}
 	if len(alive) > 0 {
 		return fmt.Errorf("the IO thread of %s still receives from the master", strings.Join(alive, ", "))
 	}
-	if confirmed == 0 {
-		return errors.New("no reachable replica replicates from the master")
+	if confirmed == 0 && !resumed {
+		return errors.New("no reachable replica that replicates from the master has seen it go (IO threads stopped by hand tell nothing)")
 	}
 	return nil
 }

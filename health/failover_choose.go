@@ -120,37 +120,57 @@ func describeLacking(order []string, lacking map[string]string) string {
 	return strings.Join(parts, "; ")
 }
 
-// catchUp makes m apply everything in all: a stopped SQL thread is started, MASTER_DELAY is
-// lifted (both keep the relay log), and Run waits up to applyTimeout. It returns nil once m
-// holds all.
-func catchUp(ctx context.Context, m *member, all GTIDSet, applyTimeout time.Duration) error {
+// catchUp makes m apply everything in all (ControlConn.ApplyRelayLog: a stopped SQL thread
+// is started, MASTER_DELAY lifted, the relay log kept) and waits up to applyTimeout. It returns
+// nil once m holds all. res.Undo gets, before anything changes, what puts m back as it was
+// should the failover be abandoned.
+func catchUp(ctx context.Context, m *member, all GTIDSet, applyTimeout time.Duration, res *Result, checkpoint func()) error {
 	rs := m.st.Replica
 	if !rs.Configured {
 		if m.received().Contains(all) {
 			return nil
 		}
-		return fmt.Errorf("health: %s replicates from no one and lacks %s", m.addr, all.Missing(m.received()))
+		return fmt.Errorf("it replicates from no one and lacks %s", all.Missing(m.received()))
 	}
-	switch {
-	case rs.SQLDelay > 0:
-		if err := m.conn.LiftDelay(ctx); err != nil {
-			return fmt.Errorf("lifting MASTER_DELAY = %d: %w", rs.SQLDelay, err)
+	if undo := m.conn.d.undoApplyRelayLog(rs); len(undo) > 0 {
+		if res.Undo == nil {
+			res.Undo = map[string][]string{}
 		}
-	case !rs.SQLRunning:
-		if err := m.conn.StartApplier(ctx); err != nil {
-			return fmt.Errorf("starting its SQL thread: %w", err)
+		if _, ok := res.Undo[m.addr]; !ok {
+			res.Undo[m.addr] = undo
+			checkpoint()
 		}
+	}
+	if err := m.conn.ApplyRelayLog(ctx, rs); err != nil {
+		return fmt.Errorf("applying its relay log (SQL thread running %v, IO thread %q, MASTER_DELAY %d): %w",
+			rs.SQLRunning, rs.IORunning, rs.SQLDelay, err)
 	}
 	actx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
 	return m.conn.WaitExecuted(actx, all)
 }
 
+// semiSyncAckers counts the members other than cand that will acknowledge cand's transactions
+// once repointed: reachable, holding nothing cand lacks (all is what cand applied), with
+// semi-sync's replica side on.
+func semiSyncAckers(ctx context.Context, members []*member, cand *member, all GTIDSet) int {
+	n := 0
+	for _, m := range members {
+		if m == cand || !m.reachable() || !m.eligible() || !all.Contains(m.received()) {
+			continue
+		}
+		if st, err := m.conn.semiSync(ctx); err == nil && st.replicaOn {
+			n++
+		}
+	}
+	return n
+}
+
 // promote makes the chosen member the master, one idempotent statement at a time so that a
 // sluice that dies between two of them leaves a state the next one can finish from: stop
-// replication, forget the master, switch semi-sync's master side on when the member was a
-// semi-sync replica (before any write can land), then let writes in.
-func promote(ctx context.Context, m *member, res *Result) error {
+// replication, forget the master, switch semi-sync's master side on when semi says so (before
+// any write can land), then let writes in.
+func promote(ctx context.Context, m *member, res *Result, semi bool) error {
 	if err := m.conn.StopReplication(ctx); err != nil {
 		return err
 	}
@@ -159,13 +179,7 @@ func promote(ctx context.Context, m *member, res *Result) error {
 		return err
 	}
 	failpoint.Hit(failpoint.FailoverReset)
-	semi, err := m.conn.semiSync(ctx)
-	switch {
-	case err != nil:
-		res.Warnings = append(res.Warnings, fmt.Sprintf("reading the semi-sync settings of %s: %v", m.addr, err))
-	case semi.replicaOn || semi.sourceOn:
-		// A semi-sync cluster stays one: the new master waits for a replica's
-		// acknowledgement as the old one did.
+	if semi {
 		if err := m.conn.setSemiSync(ctx, true); err != nil {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync not enabled on the new master: %v", err))
 		}
@@ -184,23 +198,22 @@ const (
 	repointDone      repointed = iota // it replicates from the master now (or already did)
 	repointFailed                     // unreachable, or a statement failed
 	repointDivergent                  // it holds transactions the master lacks: left alone
-	repointLeft                       // nothing to do here (not stranded)
 )
 
-// repointTo moves m under the master at host:port, whose transactions are masterPos, unless m
-// holds a transaction the master lacks: repointing would discard it (its relay log is purged,
-// and its own binlog would disagree with the master's), so m is left alone and the GTIDs are
+// repointTo moves m under the master at host:port, whose binary log is master, unless m holds
+// a transaction the master lacks: repointing would discard it (its relay log is purged, and
+// its own binlog would disagree with the master's), so m is left alone and the GTIDs are
 // returned for the alert. A member that already replicates from the master with its IO thread
 // connected is left as it is; a read-only one that replicates from no one follows the master
 // logged in as the service account (cred), as an old master does after a switchover.
-func repointTo(ctx context.Context, m *member, masterAddr, host string, port int, masterPos GTIDSet, cred Credentials) (repointed, string) {
+func repointTo(ctx context.Context, m *member, masterAddr, host string, port int, master BinlogState, cred Credentials) (repointed, string) {
 	if !m.reachable() {
 		return repointFailed, "unreachable: " + m.err.Error()
 	}
 	if src := m.source(); src != "" && sameServer(src, masterAddr) && m.st.Replica.IOConnected() {
 		return repointDone, ""
 	}
-	if extra := m.received().Missing(masterPos); extra != "" {
+	if extra := master.Lacks(m.received()); extra != "" {
 		return repointDivergent, extra
 	}
 	var err error
@@ -237,13 +250,4 @@ func (res *Result) noteRepoint(addr string, r repointed, why string) {
 		}
 		res.NotRepointed[addr] = why
 	}
-}
-
-// errCatchUp sorts why no candidate caught up: any timeout is ErrApplyTimeout (the next try may
-// succeed, the SQL thread goes on), else ErrDivergent.
-func errCatchUp(timedOut bool) error {
-	if timedOut {
-		return ErrApplyTimeout
-	}
-	return ErrDivergent
 }

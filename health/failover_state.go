@@ -146,3 +146,9 @@ func ReadFailoverState(dir, cluster string) (s FailoverState, ok bool, err error
 	}
 	return s, true, nil
 }
+
+// PromotionStarted reports whether the failover r records (a pending one) had begun promoting
+// its candidate: from then on only that candidate may become the master.
+func (r *Result) PromotionStarted() bool {
+	return r.PromotedAt != "" || slices.ContainsFunc(r.Steps, func(s Step) bool { return s.Name == "apply" })
+}

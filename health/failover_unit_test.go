@@ -39,17 +39,79 @@ func TestConfirmMasterDown(t *testing.T) {
 		members []*member
 		want    string // "" = confirmed, else error substring
 	}{
-		{"all lost it", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "No", "0-1-5")}, ""},
+		{"all lost it", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "Preparing", "0-1-5")}, ""},
+		{"one lost it, one stopped by hand", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "No", "0-1-5")}, ""},
+		{"only stopped by hand: tells nothing", []*member{replica("a", "No", "0-1-5")}, "IO threads stopped by hand"},
+		{"stopped on an error", []*member{ioError(replica("a", "No", "0-1-5"))}, ""},
 		{"one unreachable", []*member{unreachable("a"), replica("b", "Connecting", "0-1-5")}, ""},
 		{"one still receives", []*member{replica("a", "Connecting", "0-1-5"), replica("b", "Yes", "0-1-5")}, "IO thread of b still receives"},
 		{"none reachable", []*member{unreachable("a"), unreachable("b")}, "no reachable replica"},
 		{"none replicates", []*member{replica("a", "", ""), unreachable("b")}, "no reachable replica"},
 		{"a standalone one is ignored", []*member{replica("a", "", ""), replica("b", "Preparing", "0-1-5")}, ""},
+		{"a replica of another server tells nothing", []*member{elsewhere(replica("a", "Connecting", "0-1-5"))}, "no reachable replica"},
+		{"the master by another name counts", []*member{alias(replica("a", "Connecting", "0-1-5"))}, ""},
+		{"the master by another name still receiving blocks", []*member{alias(replica("a", "Yes", "0-1-5")), replica("b", "Connecting", "0-1-5")}, "IO thread of a"},
+		{"a replica of another server does not block", []*member{elsewhere(replica("a", "Yes", "0-1-5")), replica("b", "Connecting", "0-1-5")}, ""},
 	} {
-		err := confirmMasterDown(tc.members)
+		err := confirmMasterDown(tc.members, []string{"10.0.0.2:3306"}, false)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestConfirmMasterDownResumed(t *testing.T) {
+	// A candidate that forgot its master cannot confirm; a resumed failover needs none.
+	members := []*member{replica("a", "", ""), unreachable("b")}
+	if err := confirmMasterDown(members, nil, true); err != nil {
+		t.Errorf("resumed, nobody left to confirm: %v", err)
+	}
+	members = append(members, replica("c", "Yes", "0-1-5"))
+	if err := confirmMasterDown(members, nil, true); err == nil {
+		t.Error("resumed, but a replica still receives from the master: confirmed")
+	}
+}
+
+func ioError(m *member) *member {
+	m.st.Replica.LastIOErrno, m.st.Replica.LastIOError = 1236, "could not find GTID"
+	return m
+}
+
+func elsewhere(m *member) *member { m.st.Replica.MasterHost = "10.0.0.2"; return m }
+
+func alias(m *member) *member { m.st.Replica.MasterHost = "db-master.example"; return m }
+
+func TestBinlogStateLacks(t *testing.T) {
+	st, err := ParseBinlogState(FlavorMariaDB, "0-1-6,0-2-106,1-1-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pos, lacks string // lacks: a substring, "" for none
+	}{
+		{"0-1-6", ""},
+		{"0-1-5", ""},
+		{"0-2-100", ""},
+		{"0-2-106,1-1-4", ""},
+		// Received from the old master (server 1) after the promotion at 0-1-6: the new
+		// master's seq 106 must not hide them.
+		{"0-1-56", "0-1-56"},
+		{"1-1-5", "1-1-5"},
+		// A server the binary log has nothing from: the sequence numbers decide.
+		{"0-3-50", ""},
+		{"0-3-107", "0-3-107"},
+		{"2-1-1", "2-1-1"},
+	} {
+		got := st.Lacks(MustParseGTID(FlavorMariaDB, tc.pos))
+		if (tc.lacks == "") != (got == "") || !strings.Contains(got, tc.lacks) {
+			t.Errorf("Lacks(%s) = %q, want %q", tc.pos, got, tc.lacks)
+		}
+	}
+	if got := st.Position().String(); got != "0-2-106,1-1-4" {
+		t.Errorf("Position = %s", got)
+	}
+	if _, err := ParseBinlogState(FlavorMariaDB, "0-1"); !errors.Is(err, ErrBadGTID) {
+		t.Errorf("bad state: %v", err)
 	}
 }
 
@@ -328,16 +390,16 @@ func TestRepointToLeavesDivergentAlone(t *testing.T) {
 	pos := MustParseGTID(FlavorMariaDB, "0-2-10")
 	// No connection: each case must decide before touching the server.
 	ahead := replica("127.0.0.1:2", "Connecting", "0-1-12")
-	got, why := repointTo(context.Background(), ahead, "127.0.0.1:3", "127.0.0.1", 3, pos, Credentials{})
+	got, why := repointTo(context.Background(), ahead, "127.0.0.1:3", "127.0.0.1", 3, BinlogStateOf(pos), Credentials{})
 	if got != repointDivergent || !strings.Contains(why, "seq 11-12") {
 		t.Errorf("a replica ahead of the master: %v %q, want repointDivergent naming what it holds", got, why)
 	}
 	there := replica("127.0.0.1:2", "Yes", "0-1-9")
 	there.st.Replica.MasterHost, there.st.Replica.MasterPort = "127.0.0.1", 3
-	if got, why := repointTo(context.Background(), there, "127.0.0.1:3", "127.0.0.1", 3, pos, Credentials{}); got != repointDone || why != "" {
+	if got, why := repointTo(context.Background(), there, "127.0.0.1:3", "127.0.0.1", 3, BinlogStateOf(pos), Credentials{}); got != repointDone || why != "" {
 		t.Errorf("a replica already under the master: %v %q, want repointDone", got, why)
 	}
-	if got, why := repointTo(context.Background(), unreachable("127.0.0.1:2"), "127.0.0.1:3", "127.0.0.1", 3, pos, Credentials{}); got != repointFailed || why == "" {
+	if got, why := repointTo(context.Background(), unreachable("127.0.0.1:2"), "127.0.0.1:3", "127.0.0.1", 3, BinlogStateOf(pos), Credentials{}); got != repointFailed || why == "" {
 		t.Errorf("unreachable: %v %q, want repointFailed with the reason", got, why)
 	}
 	var res Result

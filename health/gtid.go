@@ -585,3 +585,78 @@ func subtractIntervals(a, b []gtidInterval) []gtidInterval {
 	}
 	return out
 }
+
+// BinlogState is what a server's binary log holds, for telling whether it has every
+// transaction of a replica's position. A MariaDB position keeps only the last GTID per domain
+// and compares sequence numbers, so once a new master has written past a replica's sequence
+// number the position says "contained" even when the replica's last transactions came from the
+// old master and never reached the new one. gtid_binlog_state keeps the last GTID each server
+// wrote in each domain, which tells them apart. For MySQL it is gtid_executed, whose uuids need
+// no such help. A BinlogState is an immutable value.
+type BinlogState struct {
+	pos GTIDSet
+	// last is MariaDB's gtid_binlog_state: the last sequence number per (domain, server).
+	last map[[2]uint32]uint64
+}
+
+// ParseBinlogState reads gtid_binlog_state (MariaDB: "domain-server-seq" for each server that
+// wrote in each domain) or gtid_executed (MySQL). Errors wrap ErrBadGTID.
+func ParseBinlogState(f Flavor, s string) (BinlogState, error) {
+	if f != FlavorMariaDB {
+		pos, err := ParseGTID(f, s)
+		return BinlogState{pos: pos}, err
+	}
+	b := BinlogState{last: map[[2]uint32]uint64{}}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		var one GTIDSet
+		one.flavor = FlavorMariaDB
+		bad := func(p, format string, args ...any) error {
+			return fmt.Errorf("%w: gtid_binlog_state %q: %q: %s", ErrBadGTID, s, p, fmt.Sprintf(format, args...))
+		}
+		if err := one.addMariaDB(part, bad); err != nil {
+			return BinlogState{}, err
+		}
+		d := one.domains[0]
+		key := [2]uint32{d.domain, d.server}
+		b.last[key] = max(b.last[key], d.seq)
+		b.pos = b.pos.Union(one)
+	}
+	return b, nil
+}
+
+// BinlogStateOf is the state known only by a position: Lacks then compares sequence numbers.
+func BinlogStateOf(pos GTIDSet) BinlogState { return BinlogState{pos: pos} }
+
+// Position is the binary log's GTID position.
+func (b BinlogState) Position() GTIDSet { return b.pos }
+
+// Lacks describes the transactions of g, a replica's position or set, that the binary log does
+// not hold, or returns "" when it holds them all. On MariaDB the last GTID of each of g's
+// domains must be in the log: the log's last sequence number from that GTID's server must
+// reach it. When the log holds nothing from that server (it never logged a transaction
+// replicated from it), only the sequence numbers are compared.
+func (b BinlogState) Lacks(g GTIDSet) string {
+	if g.flavor != FlavorMariaDB || b.last == nil {
+		return g.Missing(b.pos)
+	}
+	var parts []string
+	for _, d := range g.domains {
+		seq, ok := b.last[[2]uint32{d.domain, d.server}]
+		if !ok {
+			if od, ok := b.pos.domain(d.domain); ok && od.seq >= d.seq {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%d-%d-%d (the binary log ends at %s in domain %d)", d.domain, d.server, d.seq, b.pos.String(), d.domain))
+			continue
+		}
+		if seq >= d.seq {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d-%d-%d (the binary log's last from server %d is %d-%d-%d)", d.domain, d.server, d.seq, d.server, d.domain, d.server, seq))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -125,13 +125,17 @@ func (r *Repair) Run(ctx context.Context) (RepairResult, error) {
 	if !master.reachable() {
 		return out, fmt.Errorf("health: cluster %s: repairing replicas: master %s: %w", r.Cluster, r.Master, master.err)
 	}
-	pos := master.received()
+	if master.st.ReadOnly || master.st.Replica.Configured {
+		// A switchover may have moved the master meanwhile.
+		return out, fmt.Errorf("health: cluster %s: repairing replicas: %w: %s is read-only or replicates from %s (after taking the lock)",
+			r.Cluster, ErrNoMaster, r.Master, orNoOne(master.source()))
+	}
 	var res Result
 	for _, m := range all[1:] {
 		if !r.stranded(m) {
 			continue
 		}
-		got, why := repointTo(ctx, m, r.Master, host, port, pos, r.Credentials)
+		got, why := repointTo(ctx, m, r.Master, host, port, master.st.Binlog, r.Credentials)
 		res.noteRepoint(m.addr, got, why)
 	}
 	out.Repointed, out.NotRepointed, out.Divergent = res.Repointed, res.NotRepointed, res.Divergent

@@ -276,6 +276,8 @@ type ReplicaStatus struct {
 	// RelayLogFile and RelayLogPos are where the SQL thread is in the relay log.
 	RelayLogFile string
 	RelayLogPos  uint64
+	// UsingGTID is MariaDB's Using_Gtid ("Slave_Pos", "Current_Pos" or "No"); "" on MySQL.
+	UsingGTID string
 	// Received is every transaction the server has from its master: MariaDB Gtid_IO_Pos
 	// merged with gtid_slave_pos; MySQL Retrieved_Gtid_Set merged with gtid_executed.
 	Received GTIDSet
@@ -296,7 +298,10 @@ type ServerState struct {
 	// MySQL gtid_executed. On a master, what it has written; on a replica with
 	// log_slave_updates, what it applied.
 	BinlogPos GTIDSet
-	Replica   ReplicaStatus
+	// Binlog is the binary log's state (MariaDB gtid_binlog_state, MySQL gtid_executed): what
+	// it holds, told apart by the server that wrote it.
+	Binlog  BinlogState
+	Replica ReplicaStatus
 }
 
 // State reads read_only, the server's GTID positions and its replication status.
@@ -312,7 +317,8 @@ func (cc *ControlConn) State(ctx context.Context) (ServerState, error) {
 			return st, fmt.Errorf("health: %s: %s: %w", cc.addr, cc.d.variablesQuery(), err)
 		}
 	}
-	// variablesQuery: read_only, super_read_only (MySQL) or 0, binlog position, slave position.
+	// variablesQuery: read_only, super_read_only (MySQL) or 0, binlog position, slave position,
+	// binlog state.
 	st.ReadOnly = vals[0] == "1" || vals[1] == "1"
 	if st.BinlogPos, err = ParseGTID(cc.d.flavor, vals[2]); err != nil {
 		return st, fmt.Errorf("health: %s: binlog GTID position: %w", cc.addr, err)
@@ -320,6 +326,9 @@ func (cc *ControlConn) State(ctx context.Context) (ServerState, error) {
 	executed, err := ParseGTID(cc.d.flavor, vals[3])
 	if err != nil {
 		return st, fmt.Errorf("health: %s: replica GTID position: %w", cc.addr, err)
+	}
+	if st.Binlog, err = ParseBinlogState(cc.d.flavor, vals[4]); err != nil {
+		return st, fmt.Errorf("health: %s: binlog GTID state: %w", cc.addr, err)
 	}
 	st.Replica, err = cc.replicaStatus(ctx, executed)
 	return st, err
@@ -365,6 +374,7 @@ func (cc *ControlConn) replicaStatus(ctx context.Context, executed GTIDSet) (Rep
 	st.SQLDelay = num("SQL_Delay")
 	st.RelayLogFile = col("Relay_Log_File")
 	st.RelayLogPos, _ = strconv.ParseUint(col("Relay_Log_Pos"), 10, 64)
+	st.UsingGTID = col("Using_Gtid")
 	recvCol := "Gtid_IO_Pos"
 	if cc.d.flavor == FlavorMySQL {
 		recvCol = "Retrieved_Gtid_Set"
@@ -436,20 +446,30 @@ func (cc *ControlConn) ResetReplication(ctx context.Context) error {
 	return cc.exec(ctx, cc.d.resetReplication())
 }
 
-// StartApplier starts the SQL thread alone (START SLAVE SQL_THREAD), so that it applies what
-// the relay log holds; the IO thread is left as it is, which keeps the relay log (starting the
-// IO thread with GTID positioning would discard it).
-func (cc *ControlConn) StartApplier(ctx context.Context) error {
-	return cc.exec(ctx, cc.d.startApplier())
-}
-
-// LiftDelay sets MASTER_DELAY (SOURCE_DELAY) to 0 and starts the SQL thread, keeping the relay
-// log: on MariaDB, where CHANGE MASTER needs both threads stopped and otherwise discards the
-// relay log, it stops replication and names the SQL thread's own relay log position in the
-// CHANGE MASTER; on MySQL only the SQL thread needs to stop.
-func (cc *ControlConn) LiftDelay(ctx context.Context) error {
+// ApplyRelayLog makes the server's SQL thread apply everything its relay log holds now, with
+// no MASTER_DELAY (SOURCE_DELAY), keeping the relay log; rs is the replication status it was
+// last read with. On MariaDB in GTID mode the relay log is discarded whenever replication
+// starts with the IO thread stopped (START SLAVE SQL_THREAD included) and by a CHANGE MASTER
+// that names no relay log position, so: with the IO thread running and no delay, only the SQL
+// thread is started; otherwise replication is stopped and CHANGE MASTER names the SQL thread's
+// own relay log position (and MASTER_DELAY = 0) before the SQL thread starts. That CHANGE
+// MASTER turns GTID positioning off, which a later repoint or promotion sets anew. On MySQL,
+// where the delay changes with only the applier stopped, the applier is restarted.
+func (cc *ControlConn) ApplyRelayLog(ctx context.Context, rs ReplicaStatus) error {
 	if cc.d.flavor != FlavorMariaDB {
-		return cc.exec(ctx, cc.d.liftDelayMySQL()...)
+		if rs.SQLDelay > 0 {
+			return cc.exec(ctx, cc.d.liftDelayMySQL()...)
+		}
+		if rs.SQLRunning {
+			return nil
+		}
+		return cc.exec(ctx, cc.d.startApplier())
+	}
+	if rs.SQLDelay == 0 && rs.IORunning != "No" && rs.IORunning != "" {
+		if rs.SQLRunning {
+			return nil
+		}
+		return cc.exec(ctx, cc.d.startApplier())
 	}
 	if err := cc.StopReplication(ctx); err != nil {
 		return err
@@ -459,11 +479,57 @@ func (cc *ControlConn) LiftDelay(ctx context.Context) error {
 		return err
 	}
 	if !st.Configured || st.RelayLogFile == "" {
-		return fmt.Errorf("health: %s: lifting MASTER_DELAY: no relay log position in the replication status", cc.addr)
+		return fmt.Errorf("health: %s: applying the relay log: no relay log position in the replication status", cc.addr)
 	}
 	return cc.exec(ctx,
 		"CHANGE MASTER TO MASTER_DELAY = 0, RELAY_LOG_FILE = "+quoteSQL(st.RelayLogFile)+", RELAY_LOG_POS = "+strconv.FormatUint(st.RelayLogPos, 10),
 		cc.d.startApplier())
+}
+
+// undoApplyRelayLog returns the statements that put a replica whose status was rs back as it
+// was after ApplyRelayLog, once its master answers again (an abandoned failover): its
+// MASTER_DELAY and GTID positioning, and the threads that ran. The relay log is fetched again.
+func (d dialect) undoApplyRelayLog(rs ReplicaStatus) []string {
+	if d.flavor != FlavorMariaDB {
+		var out []string
+		if rs.SQLDelay > 0 {
+			out = append(out, d.stopApplier(), d.changeDelay(rs.SQLDelay))
+		}
+		if !rs.SQLRunning {
+			out = append(out, d.stopApplier())
+		} else if rs.SQLDelay > 0 {
+			out = append(out, d.startApplier())
+		}
+		return out
+	}
+	if rs.SQLDelay == 0 && rs.IORunning != "No" && rs.IORunning != "" {
+		if rs.SQLRunning {
+			return nil
+		}
+		return []string{"STOP SLAVE SQL_THREAD"}
+	}
+	cm := "CHANGE MASTER TO MASTER_DELAY = " + strconv.Itoa(rs.SQLDelay)
+	switch strings.ToLower(rs.UsingGTID) {
+	case "slave_pos", "current_pos":
+		cm += ", MASTER_USE_GTID = " + strings.ToLower(rs.UsingGTID)
+	}
+	out := []string{"STOP SLAVE", cm}
+	io := rs.IORunning != "No" && rs.IORunning != ""
+	switch {
+	case io && rs.SQLRunning:
+		out = append(out, "START SLAVE")
+	case io:
+		out = append(out, "START SLAVE IO_THREAD")
+	case rs.SQLRunning:
+		out = append(out, "START SLAVE SQL_THREAD")
+	}
+	return out
+}
+
+// Exec executes statements an earlier step recorded (such as undoApplyRelayLog's), stopping at
+// the first error, which names it.
+func (cc *ControlConn) Exec(ctx context.Context, stmts ...string) error {
+	return cc.exec(ctx, stmts...)
 }
 
 // Promote makes the server a master: it stops replication, forgets its master (RESET SLAVE
@@ -579,13 +645,13 @@ func parseVersion(v string) (major, minor, patch int, ok bool) {
 	return n[0], n[1], n[2], true
 }
 
-// variablesQuery returns read_only, super_read_only (0 on MariaDB), the binlog GTID position
-// and the replica's applied position, in that order.
+// variablesQuery returns read_only, super_read_only (0 on MariaDB), the binlog GTID position,
+// the replica's applied position and the binlog GTID state, in that order.
 func (d dialect) variablesQuery() string {
 	if d.flavor == FlavorMariaDB {
-		return "SELECT @@GLOBAL.read_only, 0, @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_slave_pos"
+		return "SELECT @@GLOBAL.read_only, 0, @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_slave_pos, @@GLOBAL.gtid_binlog_state"
 	}
-	return "SELECT @@GLOBAL.read_only, @@GLOBAL.super_read_only, @@GLOBAL.gtid_executed, @@GLOBAL.gtid_executed"
+	return "SELECT @@GLOBAL.read_only, @@GLOBAL.super_read_only, @@GLOBAL.gtid_executed, @@GLOBAL.gtid_executed, @@GLOBAL.gtid_executed"
 }
 
 func (d dialect) showReplicaStatus() string {
@@ -628,10 +694,21 @@ func (d dialect) startApplier() string {
 
 // liftDelayMySQL: MySQL changes the delay with only the applier stopped and keeps the relay log.
 func (d dialect) liftDelayMySQL() []string {
+	return []string{d.stopApplier(), d.changeDelay(0), d.startApplier()}
+}
+
+func (d dialect) stopApplier() string {
 	if d.replicaWords {
-		return []string{"STOP REPLICA SQL_THREAD", "CHANGE REPLICATION SOURCE TO SOURCE_DELAY = 0", "START REPLICA SQL_THREAD"}
+		return "STOP REPLICA SQL_THREAD"
 	}
-	return []string{"STOP SLAVE SQL_THREAD", "CHANGE MASTER TO MASTER_DELAY = 0", "START SLAVE SQL_THREAD"}
+	return "STOP SLAVE SQL_THREAD"
+}
+
+func (d dialect) changeDelay(secs int) string {
+	if d.replicaWords {
+		return "CHANGE REPLICATION SOURCE TO SOURCE_DELAY = " + strconv.Itoa(secs)
+	}
+	return "CHANGE MASTER TO MASTER_DELAY = " + strconv.Itoa(secs)
 }
 
 func (d dialect) repoint(host string, port int) []string {

@@ -56,8 +56,8 @@ func TestDialectStatements(t *testing.T) {
 		{"status", []string{maria.showReplicaStatus(), mysql8.showReplicaStatus(), mysql80.showReplicaStatus()},
 			[]string{"SHOW SLAVE STATUS", "SHOW REPLICA STATUS", "SHOW SLAVE STATUS"}},
 		{"variables", []string{maria.variablesQuery(), mysql8.variablesQuery()}, []string{
-			"SELECT @@GLOBAL.read_only, 0, @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_slave_pos",
-			"SELECT @@GLOBAL.read_only, @@GLOBAL.super_read_only, @@GLOBAL.gtid_executed, @@GLOBAL.gtid_executed"}},
+			"SELECT @@GLOBAL.read_only, 0, @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_slave_pos, @@GLOBAL.gtid_binlog_state",
+			"SELECT @@GLOBAL.read_only, @@GLOBAL.super_read_only, @@GLOBAL.gtid_executed, @@GLOBAL.gtid_executed, @@GLOBAL.gtid_executed"}},
 		{"wait", []string{
 			maria.waitExecuted("0-1-5", 500*time.Millisecond),
 			mysql8.waitExecuted(uuidA+":1-5", 500*time.Millisecond),

@@ -484,6 +484,7 @@ func (t *Topology) Switch(cluster, newMaster string, res *Result) (*Snapshot, er
 // LastFailover alone: a planned switchover does not block an automatic failover.
 func (s *FailoverState) RecordSwitchover(r *Result) {
 	s.Cluster = r.Cluster
+	s.Pending = nil
 	s.Epoch, s.Master = r.Epoch, r.NewMaster
 	s.Fenced = slices.DeleteFunc(s.Fenced, func(a string) bool { return a == r.NewMaster || a == r.OldMaster })
 	s.History = append(s.History, *r)

@@ -32,7 +32,9 @@ type failovers struct {
 	state   map[string]*health.FailoverState
 	// repairing are the clusters a replica repair runs for; repaired when each last started.
 	repairing map[string]bool
-	repaired  map[string]time.Time
+	repaired  map[string]time.Time     // when the next repair of the cluster may start
+	backoff   map[string]time.Duration // how long the last fruitless repair pushed it back
+	alerted   map[string]string        // cluster, replica, master -> the divergent GTIDs alerted
 }
 
 func newFailovers(s *Server) *failovers {
@@ -45,6 +47,8 @@ func newFailovers(s *Server) *failovers {
 
 		repairing: map[string]bool{},
 		repaired:  map[string]time.Time{},
+		backoff:   map[string]time.Duration{},
+		alerted:   map[string]string{},
 	}
 	f.total = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_failovers_total",
@@ -132,10 +136,18 @@ func (f *failovers) newFailover(cluster, master string, snap *health.Snapshot) h
 	for i, r := range c.Replicas {
 		replicas[i] = r.Address
 	}
+	var elsewhere []string
+	for _, b := range c.Fenced {
+		elsewhere = append(elsewhere, b.Address)
+	}
+	if cm := f.s.cfg.Cluster(cluster).Master; cm != master {
+		elsewhere = append(elsewhere, cm)
+	}
 	f.lock()
 	last := f.stateOf(cluster).LastFailover
 	f.unlock()
 	return health.Failover{
+		Elsewhere:    elsewhere,
 		Cluster:      cluster,
 		Master:       master,
 		Replicas:     replicas,
@@ -144,6 +156,19 @@ func (f *failovers) newFailover(cluster, master string, snap *health.Snapshot) h
 		LastFailover: last,
 		Block:        f.s.config().Health.FailoverBlock.Duration,
 		Checkpoint:   func(r *health.Result) { f.checkpoint(r) },
+	}
+}
+
+// continuing makes fo the continuation of p, a pending failover, when p is one from the same
+// master: its replicas confirmed the master down before, and once it began promoting a
+// candidate no other may be promoted.
+func (f *failovers) continuing(fo *health.Failover, p *health.Result) {
+	if p == nil || p.OldMaster != fo.Master {
+		return
+	}
+	fo.Resumed = true
+	if p.PromotionStarted() {
+		fo.Candidate = p.NewMaster
 	}
 }
 
@@ -175,10 +200,13 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 		c := snap.Cluster(cluster)
 		if c.Master != master || master.Up() {
 			log.Info("failover not needed any more", zap.String("master", c.Master.Address), zap.String("state", c.Master.State().String()))
-			f.dropPending(cluster, master.Address)
+			f.dropPending(cluster, master.Address, master.Up())
 			return
 		}
 		fo := f.newFailover(cluster, master.Address, snap)
+		f.lock()
+		f.continuing(&fo, f.stateOf(cluster).Pending)
+		f.unlock()
 		ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.config().Health.Timeout.Duration)
 		res, err := fo.Run(ctx)
 		cancel()
@@ -218,18 +246,52 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 	}
 }
 
-// dropPending forgets a pending failover from oldMaster that this process gave up (the master
-// came back, or another failover replaced it): nothing was promoted, and a restart must not
-// finish it.
-func (f *failovers) dropPending(cluster, oldMaster string) {
+// dropPending forgets a pending failover from oldMaster that this process gave up before it
+// began promoting, so that a restart does not finish it. With masterBack (the old master
+// answers probes again) the replicas it changed are put back (abandon). Without, a failover
+// that changed replicas is kept: its record of them is what puts them back once the master
+// answers, and the statements that do so would discard relay logs while it is down.
+func (f *failovers) dropPending(cluster, oldMaster string, masterBack bool) {
 	f.lock()
-	defer f.unlock()
 	st := f.stateOf(cluster)
-	if st.Pending == nil || st.Pending.OldMaster != oldMaster || st.Pending.PromotedAt != "" {
+	p := st.Pending
+	if p == nil || p.OldMaster != oldMaster || p.PromotionStarted() || (!masterBack && len(p.Undo) > 0) {
+		f.unlock()
 		return
 	}
 	st.Pending = nil
 	f.writeState(cluster)
+	f.unlock()
+	if masterBack {
+		f.abandon(cluster, p)
+	}
+}
+
+// abandon puts back, as far as it can, the replicas an unfinished failover p changed, once its
+// old master answers again: the statements it recorded (Result.Undo) run on each (they make
+// the replica fetch its relay log again, which only the live master can serve), and a
+// candidate left read-only and replicating from no one follows the master again (a repair).
+func (f *failovers) abandon(cluster string, p *health.Result) {
+	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", p.OldMaster))
+	for _, addr := range slices.Sorted(maps.Keys(p.Undo)) {
+		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
+		err := func() error {
+			cc, err := health.Dial(ctx, addr, f.credentials(cluster, addr))
+			if err != nil {
+				return err
+			}
+			defer cc.Close()
+			return cc.Exec(ctx, p.Undo[addr]...)
+		}()
+		cancel()
+		if err != nil {
+			log.Error("cannot put back a replica the abandoned failover changed; a DBA must look", zap.String("backend", addr),
+				zap.Strings("statements", p.Undo[addr]), zap.Error(err))
+			continue
+		}
+		log.Warn("abandoned failover: replica put back as it was", zap.String("backend", addr), zap.Strings("statements", p.Undo[addr]))
+	}
+	f.repair(cluster, nil, true)
 }
 
 // refusedDivergent alerts that a failover was refused because promoting any replica would
@@ -244,6 +306,14 @@ func (f *failovers) refusedDivergent(cluster, backend string, err error, log *za
 // transactions the master lacks (addr -> GTIDs).
 func (f *failovers) divergentReplicas(cluster, master string, divergent map[string]string, log *zap.Logger) {
 	for _, addr := range slices.Sorted(maps.Keys(divergent)) {
+		key := cluster + "\x00" + addr + "\x00" + master
+		f.lock()
+		seen := f.alerted[key] == divergent[addr]
+		f.alerted[key] = divergent[addr]
+		f.unlock()
+		if seen {
+			continue // alerted once; the repair that keeps finding it backs off
+		}
 		f.total.WithLabelValues(cluster, "refused_divergent").Inc()
 		f.s.event("failover_refused", cluster, addr, fmt.Sprintf("not repointed to %s: it holds transactions %s lacks: %s", master, master, divergent[addr]))
 		log.Error("replica not repointed: it holds transactions the master lacks; a DBA must look", zap.String("backend", addr),
@@ -282,7 +352,8 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 	f.s.event("failover", res.Cluster, res.NewMaster, fmt.Sprintf("%s replaced %s (%s)", res.NewMaster, res.OldMaster, res.Outcome))
 	fields := []zap.Field{zap.String("outcome", string(res.Outcome)), zap.String("new_master", res.NewMaster),
 		zap.Uint64("epoch", snap.Epoch), zap.String("promoted_at", res.PromotedAt), zap.Strings("repointed", res.Repointed),
-		zap.Any("not_repointed", res.NotRepointed), zap.Any("skipped", res.Skipped), zap.Duration("took", res.Finished.Sub(res.Started))}
+		zap.Any("not_repointed", res.NotRepointed), zap.Any("skipped", res.Skipped), zap.Strings("warnings", res.Warnings),
+		zap.Duration("took", res.Finished.Sub(res.Started))}
 	for _, st := range res.Steps {
 		fields = append(fields, zap.Duration("step_"+st.Name, st.Took))
 	}
@@ -346,27 +417,37 @@ func (f *failovers) status(b *health.Backend, st *health.Status) {
 // than a probe interval ago.
 func (f *failovers) startRepair(cluster string, from []string) {
 	f.lock()
-	if f.running[cluster] || f.repairing[cluster] || time.Since(f.repaired[cluster]) < f.s.config().Health.Interval.Duration {
+	if f.running[cluster] || f.repairing[cluster] || time.Now().Before(f.repaired[cluster]) {
 		f.unlock()
 		return
 	}
-	f.repairing[cluster], f.repaired[cluster] = true, time.Now()
+	f.repairing[cluster] = true
 	f.unlock()
 	f.s.wg.Add(1)
 	go func() {
 		defer f.s.wg.Done()
 		defer func() { f.lock(); delete(f.repairing, cluster); f.unlock() }()
-		f.repair(cluster, from, false)
+		moved := f.repair(cluster, from, false)
+		// A replica that cannot be moved (it holds what the master lacks, or a statement
+		// fails) is tried again later and later, up to every 5 minutes, not every probe.
+		f.lock()
+		next := f.s.config().Health.Interval.Duration
+		if !moved {
+			next = min(max(2*f.backoff[cluster], next), 5*time.Minute)
+		}
+		f.backoff[cluster], f.repaired[cluster] = next, time.Now().Add(next)
+		f.unlock()
 	}()
 }
 
 // repair moves cluster's replicas that replicate from one of from (and, with noOne, read-only
 // ones that replicate from no one) under the current master (health.Repair), logging what it
 // did and alerting for those it left alone because they hold transactions the master lacks.
-func (f *failovers) repair(cluster string, from []string, noOne bool) {
+// It reports whether every stranded replica now follows the master.
+func (f *failovers) repair(cluster string, from []string, noOne bool) bool {
 	c := f.s.topo.Current().Cluster(cluster)
 	if c == nil || c.WritesRefused != "" {
-		return
+		return false
 	}
 	replicas := make([]string, len(c.Replicas))
 	for i, r := range c.Replicas {
@@ -380,7 +461,7 @@ func (f *failovers) repair(cluster string, from []string, noOne bool) {
 	cancel()
 	if err != nil {
 		log.Warn("cannot repair the replicas that replicate from an old master", zap.Strings("from", from), zap.Error(err))
-		return
+		return false
 	}
 	for _, a := range out.Repointed {
 		f.s.event("repointed", cluster, a, "replicates from "+rp.Master+" again")
@@ -392,6 +473,7 @@ func (f *failovers) repair(cluster string, from []string, noOne bool) {
 		}
 	}
 	f.divergentReplicas(cluster, rp.Master, out.Divergent, log)
+	return len(out.NotRepointed) == 0
 }
 
 // writableReplicas reports configured replicas that replicate but are not
@@ -452,7 +534,7 @@ func (f *failovers) recover() error {
 			}
 		}
 		known, pending := rec.Master, rec.Pending
-		if pending != nil {
+		if pending != nil && pending.PromotedAt != "" {
 			known = pending.NewMaster // a promoted candidate is the master, whatever came before
 		}
 		addrs := append([]string{cc.Master}, make([]string, 0, len(cc.Replicas))...)
@@ -471,6 +553,12 @@ func (f *failovers) recover() error {
 			}
 			f.s.log.Error("writes refused: sluice cannot tell which server is the master", zap.String("cluster", cc.Name), zap.Error(err))
 			continue
+		case err != nil && pending != nil && pending.PromotedAt != "":
+			// The candidate was promoted and does not answer now: it is the master all the
+			// same (promoting another could leave two writable servers); the probes take
+			// it from here.
+			master = pending.NewMaster
+			f.settle(cc.Name, master)
 		case err != nil && pending != nil:
 			// The candidate takes no writes yet: finish the failover before serving. The
 			// failover started from the recorded master, which it fences when it publishes.
@@ -478,7 +566,7 @@ func (f *failovers) recover() error {
 				_, _ = f.s.topo.Promote(cc.Name, rec.Master, nil)
 			}
 			if f.resume(cc.Name, pending) {
-				f.repairAfterFailover(cc.Name, rec, cc.Master)
+				f.repairAfterFailover(cc.Name, rec)
 				continue
 			}
 			master = rec.Master
@@ -500,40 +588,52 @@ func (f *failovers) recover() error {
 				zap.String("configured_master", cc.Master), zap.Uint64("epoch", snap.Epoch))
 		}
 		if err == nil {
-			f.repairAfterFailover(cc.Name, rec, cc.Master)
+			f.repairAfterFailover(cc.Name, rec)
 		}
 	}
 	return nil
 }
 
 // settle finishes the record of a failover the previous process left pending, now that master
-// is known to be the cluster's master: when it is the pending candidate, the failover got as
-// far as promoting it and is recorded as done (the replicas are repaired next); otherwise the
-// failover changed nothing that mattered and is dropped. Both are written to the state file.
+// is known to be the cluster's master. When it is the pending candidate, the failover got as
+// far as promoting it and is recorded as done (the replicas are repaired next). When it is the
+// old master, the failover is abandoned: the replicas it changed are put back. When it is
+// another server, another sluice instance failed the cluster over: that is recorded as
+// followed. Each is written to the state file.
 func (f *failovers) settle(cluster, master string) {
 	f.lock()
-	defer f.unlock()
 	st := f.stateOf(cluster)
 	p := st.Pending
 	if p == nil {
+		f.unlock()
 		return
 	}
 	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", p.OldMaster), zap.String("candidate", p.NewMaster))
-	if master != p.NewMaster {
+	res := cloneResult(p)
+	res.Finished, res.Undo = time.Now(), nil
+	switch master {
+	case p.OldMaster:
 		st.Pending = nil
 		f.writeState(cluster)
-		log.Warn("a failover the previous sluice left unfinished is dropped: the master is another server", zap.String("master", master))
+		f.unlock()
+		log.Warn("a failover the previous sluice left unfinished is abandoned: the old master answers again")
+		f.abandon(cluster, p)
 		return
+	case p.NewMaster:
+		res.Outcome = health.OutcomePromoted
+		res.Warnings = append(res.Warnings, "finished by a restarted sluice after the one that started it died")
+	default:
+		res.Outcome, res.NewMaster, res.PromotedAt = health.OutcomeFollowed, master, ""
+		res.Warnings = append(res.Warnings, "another sluice instance promoted "+master+" while this one's failover was unfinished")
 	}
-	res := cloneResult(p)
-	res.Outcome, res.Finished = health.OutcomePromoted, time.Now()
-	res.Warnings = append(res.Warnings, "finished by a restarted sluice after the one that started it died")
 	st.Record(res)
 	f.writeState(cluster)
+	f.unlock()
 	failpoint.Hit(failpoint.FailoverRecorded)
 	f.total.WithLabelValues(cluster, string(res.Outcome)).Inc()
-	f.s.event("failover", cluster, master, fmt.Sprintf("%s replaced %s (finished after a restart)", master, p.OldMaster))
-	log.Warn("failover finished: the previous sluice died after promoting the candidate", zap.String("new_master", master))
+	f.s.event("failover", cluster, master, fmt.Sprintf("%s replaced %s (%s, finished after a restart)", master, p.OldMaster, res.Outcome))
+	log.Warn("failover finished after a restart: the previous sluice died part way", zap.String("new_master", master),
+		zap.String("outcome", string(res.Outcome)))
 }
 
 // resume runs again, at start-up, a failover the previous process left pending before its
@@ -543,6 +643,7 @@ func (f *failovers) resume(cluster string, p *health.Result) bool {
 	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", p.OldMaster), zap.String("candidate", p.NewMaster))
 	fo := f.newFailover(cluster, p.OldMaster, f.s.topo.Current())
 	fo.LastFailover, fo.Block = time.Time{}, 0
+	f.continuing(&fo, p)
 	ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.config().Health.Timeout.Duration)
 	res, err := fo.Run(ctx)
 	cancel()
@@ -561,13 +662,16 @@ func (f *failovers) resume(cluster string, p *health.Result) bool {
 }
 
 // repairAfterFailover repoints the replicas of cluster that still replicate from an old master
-// (the configured one, the ones the state file fenced or replaced, the pending failover's) to
-// the current master; after a failover that did not finish, read-only servers that replicate
-// from no one are repointed too.
-func (f *failovers) repairAfterFailover(cluster string, rec health.FailoverState, configured string) {
-	from := append([]string{configured}, rec.Fenced...)
+// a failover replaced (the fenced ones, the history's, the pending failover's; not a
+// switchover's, whose old master is a live replica others may follow on purpose) to the
+// current master; after a failover that did not finish, read-only servers that replicate from
+// no one are repointed too.
+func (f *failovers) repairAfterFailover(cluster string, rec health.FailoverState) {
+	from := slices.Clone(rec.Fenced)
 	for _, h := range rec.History {
-		from = append(from, h.OldMaster)
+		if h.Outcome != health.OutcomeSwitchover {
+			from = append(from, h.OldMaster)
+		}
 	}
 	if rec.Pending != nil {
 		from = append(from, rec.Pending.OldMaster)

@@ -262,11 +262,16 @@ func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
 	log := s.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.Bool("manual", true))
 	rctx, cancel := context.WithTimeout(ctx, health.DefaultApplyTimeout+10*s.config().Health.Timeout.Duration)
 	defer cancel()
+	s.failover.lock()
+	s.failover.continuing(&fo, s.failover.stateOf(cluster).Pending)
+	s.failover.unlock()
 	res, err := fo.Run(rctx)
 	if err != nil && errors.Is(err, health.ErrDivergent) {
 		s.failover.refusedDivergent(cluster, c.Master.Address, err, log)
 	}
 	if err != nil {
+		// Nothing was promoted: a restart must not finish this failover on its own.
+		s.failover.dropPending(cluster, c.Master.Address, false)
 		s.failover.total.WithLabelValues(cluster, "failed").Inc()
 		s.event("failover", cluster, c.Master.Address, "manual failover failed: "+err.Error())
 		log.Error("manual failover failed", zap.Error(err))
