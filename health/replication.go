@@ -465,10 +465,10 @@ func (cc *ControlConn) ApplyRelayLog(ctx context.Context, rs ReplicaStatus) erro
 		}
 		return cc.exec(ctx, cc.d.startApplier())
 	}
-	if rs.SQLDelay == 0 && rs.IORunning != "No" && rs.IORunning != "" {
-		if rs.SQLRunning {
-			return nil
-		}
+	switch {
+	case rs.SQLDelay == 0 && rs.SQLRunning:
+		return nil
+	case rs.SQLDelay == 0 && rs.IORunning != "No" && rs.IORunning != "":
 		return cc.exec(ctx, cc.d.startApplier())
 	}
 	if err := cc.StopReplication(ctx); err != nil {
@@ -502,10 +502,10 @@ func (d dialect) undoApplyRelayLog(rs ReplicaStatus) []string {
 		}
 		return out
 	}
-	if rs.SQLDelay == 0 && rs.IORunning != "No" && rs.IORunning != "" {
-		if rs.SQLRunning {
-			return nil
-		}
+	switch {
+	case rs.SQLDelay == 0 && rs.SQLRunning:
+		return nil
+	case rs.SQLDelay == 0 && rs.IORunning != "No" && rs.IORunning != "":
 		return []string{"STOP SLAVE SQL_THREAD"}
 	}
 	cm := "CHANGE MASTER TO MASTER_DELAY = " + strconv.Itoa(rs.SQLDelay)

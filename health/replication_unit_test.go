@@ -84,3 +84,26 @@ func TestFailoverLockName(t *testing.T) {
 		t.Errorf("long names: %q, %q", a, b)
 	}
 }
+
+func TestUndoApplyRelayLog(t *testing.T) {
+	maria := dialectFor("10.11.6-MariaDB")
+	for _, tc := range []struct {
+		name string
+		rs   ReplicaStatus
+		want []string
+	}{
+		{"nothing to undo", ReplicaStatus{Configured: true, IORunning: "Connecting", SQLRunning: true}, nil},
+		{"SQL thread a DBA stopped", ReplicaStatus{Configured: true, IORunning: "Connecting"}, []string{"STOP SLAVE SQL_THREAD"}},
+		{"delayed, both running", ReplicaStatus{Configured: true, IORunning: "Connecting", SQLRunning: true, SQLDelay: 20, UsingGTID: "Slave_Pos"},
+			[]string{"STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY = 20, MASTER_USE_GTID = slave_pos", "START SLAVE"}},
+		{"both stopped", ReplicaStatus{Configured: true, IORunning: "No", UsingGTID: "Current_Pos"},
+			[]string{"STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY = 0, MASTER_USE_GTID = current_pos"}},
+		{"IO stopped, SQL running: nothing changes", ReplicaStatus{Configured: true, IORunning: "No", SQLRunning: true, UsingGTID: "Slave_Pos"}, nil},
+		{"IO stopped, SQL running, delayed", ReplicaStatus{Configured: true, IORunning: "No", SQLRunning: true, SQLDelay: 5, UsingGTID: "Slave_Pos"},
+			[]string{"STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY = 5, MASTER_USE_GTID = slave_pos", "START SLAVE SQL_THREAD"}},
+	} {
+		if got := maria.undoApplyRelayLog(tc.rs); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -258,7 +258,9 @@ func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
 	}
 	defer s.failover.unclaim(cluster)
 	fo := s.failover.newFailover(cluster, c.Master.Address, snap)
-	fo.LastFailover, fo.Block = time.Time{}, 0 // the operator decided
+	// The operator decided: no failover_block, and no replica needs to confirm the master
+	// down (one still receiving from it refuses all the same).
+	fo.LastFailover, fo.Block, fo.Resumed = time.Time{}, 0, true
 	log := s.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.Bool("manual", true))
 	rctx, cancel := context.WithTimeout(ctx, health.DefaultApplyTimeout+10*s.config().Health.Timeout.Duration)
 	defer cancel()
