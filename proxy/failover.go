@@ -622,6 +622,11 @@ func (f *failovers) settle(cluster, master string) {
 	case p.NewMaster:
 		res.Outcome = health.OutcomePromoted
 		res.Warnings = append(res.Warnings, "finished by a restarted sluice after the one that started it died")
+		if res.PromotedAt == "" {
+			// It died between read_only OFF and the checkpoint after it: the candidate
+			// had applied everything any replica received, which the survey recorded.
+			res.PromotedAt = receivedByAll(res)
+		}
 	default:
 		res.Outcome, res.NewMaster, res.PromotedAt = health.OutcomeFollowed, master, ""
 		res.Warnings = append(res.Warnings, "another sluice instance promoted "+master+" while this one's failover was unfinished")
@@ -634,6 +639,22 @@ func (f *failovers) settle(cluster, master string) {
 	f.s.event("failover", cluster, master, fmt.Sprintf("%s replaced %s (%s, finished after a restart)", master, p.OldMaster, res.Outcome))
 	log.Warn("failover finished after a restart: the previous sluice died part way", zap.String("new_master", master),
 		zap.String("outcome", string(res.Outcome)))
+}
+
+// receivedByAll is the union of what the replicas had received when r surveyed them, in r's
+// flavor's notation ("" when none parses).
+func receivedByAll(r *health.Result) string {
+	f := health.FlavorMariaDB
+	if r.Flavor == health.FlavorMySQL.String() {
+		f = health.FlavorMySQL
+	}
+	var all health.GTIDSet
+	for _, sr := range r.Servers {
+		if g, err := health.ParseGTID(f, sr.Received); err == nil {
+			all = all.Union(g)
+		}
+	}
+	return all.String()
 }
 
 // resume runs again, at start-up, a failover the previous process left pending before its
