@@ -132,7 +132,8 @@ func crashAt(t *testing.T, bin string, c crashCase) {
 	var master *sandbox.Server
 	var firstWrite time.Duration
 	converge := func() error {
-		if firstWrite == 0 && w2.Total() > 0 {
+		acked := w2.Total()
+		if firstWrite == 0 && acked > 0 {
 			firstWrite = time.Since(second.Started)
 		}
 		views := ft.LookAll(ctx, live)
@@ -159,7 +160,7 @@ func crashAt(t *testing.T, bin string, c crashCase) {
 		if err := st.RecordsFailoverTo(master.Addr()); err != nil {
 			return err
 		}
-		if w2.Total() == 0 {
+		if acked == 0 {
 			return fmt.Errorf("no write through the fresh sluice acknowledged yet (%d failed: %v)", w2.Failed(), ft.First(w2.Errors(), 3))
 		}
 		return nil
@@ -199,7 +200,7 @@ func crashAt(t *testing.T, bin string, c crashCase) {
 	for _, s := range live {
 		if s != master {
 			if err := ft.Eventually(ctx, 10*time.Second, s.Name+" applies the new master's binlog", func() error {
-				ok, err := ft.Applied(ctx, s, pos)
+				ok, err := ft.Applied(ctx, s, pos, 0)
 				if !ok {
 					return fmt.Errorf("not at %s (%v): %s", pos, err, ft.Look(ctx, s))
 				}

@@ -139,19 +139,21 @@ func Writable(views []View) []*sandbox.Server {
 	return out
 }
 
-// Applied reports whether replica r has applied pos (a MariaDB GTID position).
-func Applied(ctx context.Context, r *sandbox.Server, pos string) (bool, error) {
+// Applied reports whether replica r has applied pos (a MariaDB GTID position), waiting at most
+// wait for it. Under a steady stream of writes a replica is always a little behind its
+// master's latest position; a short wait tells "behind by milliseconds" from "stuck".
+func Applied(ctx context.Context, r *sandbox.Server, pos string, wait time.Duration) (bool, error) {
 	if pos == "" {
 		return true, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
+	ctx, cancel := context.WithTimeout(ctx, lookTimeout+wait)
 	defer cancel()
 	db, err := r.RootDB()
 	if err != nil {
 		return false, err
 	}
 	var res int
-	if err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 0)", pos).Scan(&res); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", pos, wait.Seconds()).Scan(&res); err != nil {
 		return false, fmt.Errorf("%s: %w", r.Name, err)
 	}
 	return res == 0, nil
@@ -422,7 +424,7 @@ func ReadsSee(ctx context.Context, dsn string, master *sandbox.Server, followers
 	}
 	for _, f := range followers {
 		for {
-			ok, err := Applied(ctx, f, pos)
+			ok, err := Applied(ctx, f, pos, 0)
 			if ok {
 				break
 			}

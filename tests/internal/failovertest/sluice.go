@@ -135,10 +135,23 @@ const FailpointEnv = "SLUICE_FAILPOINT"
 // before it serves is returned with an error: a failpoint may kill it during start-up.
 func StartSluice(t testing.TB, bin, cfgPath, name, failpoint string) (*Sluice, error) {
 	t.Helper()
+	s, err := LaunchSluice(bin, cfgPath, name, failpoint)
+	if s != nil {
+		t.Cleanup(func() { s.Stop(20 * time.Second) })
+	}
+	return s, err
+}
+
+// LaunchSluice is StartSluice without the cleanup, for a caller that stops the process
+// itself, from any goroutine. The process is returned, with the error, once it started.
+func LaunchSluice(bin, cfgPath, name, failpoint string) (*Sluice, error) {
 	log := NewLog(name)
 	s := &Sluice{Name: name, Log: log, Started: time.Now()}
-	s.Process = sluicebin.Run(t, bin, cfgPath, log, FailpointEnv+"="+failpoint)
-	t.Cleanup(func() { s.Stop(20 * time.Second) })
+	p, err := sluicebin.Launch(bin, cfgPath, log, FailpointEnv+"="+failpoint)
+	if err != nil {
+		return nil, err
+	}
+	s.Process = p
 	select {
 	case l := <-log.ready:
 		s.Addr, s.Metrics, s.Ready = l.Listen, l.Metrics, time.Now()

@@ -118,6 +118,16 @@ func Start(t testing.TB, bin, cfg string, out io.Writer) *Process {
 // KillAtCleanup).
 func Run(t testing.TB, bin, path string, out io.Writer, env ...string) *Process {
 	t.Helper()
+	p, err := Launch(bin, path, out, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Launch is Run for callers outside the test's goroutine: it returns the
+// error instead of failing the test.
+func Launch(bin, path string, out io.Writer, env ...string) (*Process, error) {
 	cmd := exec.Command(bin, "run", "-config", path)
 	cmd.Stdout, cmd.Stderr = out, out
 	if len(env) > 0 {
@@ -126,7 +136,7 @@ func Run(t testing.TB, bin, path string, out io.Writer, env ...string) *Process 
 	// A test binary killed by its -timeout must not leave sluice running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	p := &Process{Cmd: cmd, Exited: make(chan error, 1), done: make(chan struct{})}
 	go func() {
@@ -135,7 +145,7 @@ func Run(t testing.TB, bin, path string, out io.Writer, env ...string) *Process 
 		close(p.done)
 		p.Exited <- err
 	}()
-	return p
+	return p, nil
 }
 
 // Done is closed once the process has exited.
