@@ -119,6 +119,30 @@ func (v View) String() string {
 	return fmt.Sprintf("%s (%d): %s, %s, binlog %q, slave_pos %q", v.Server.Name, v.Server.Port, ro, repl, v.BinlogPos, v.SlavePos)
 }
 
+// ReceivedSeq is the highest sequence number of GTID domain 0 (the sandbox's only one) that
+// the server has anywhere: applied, in its binary log, or received into its relay log
+// (Gtid_IO_Pos). Under GTID strict mode sequence numbers only grow, so of two servers that
+// did not diverge, the one with the higher ReceivedSeq holds everything the other holds.
+func (v View) ReceivedSeq() uint64 {
+	var best uint64
+	positions := []string{v.BinlogPos, v.SlavePos}
+	if v.Replica != nil {
+		positions = append(positions, v.Replica["Gtid_IO_Pos"])
+	}
+	for _, pos := range positions {
+		for _, g := range strings.Split(pos, ",") {
+			parts := strings.Split(strings.TrimSpace(g), "-")
+			if len(parts) != 3 || parts[0] != "0" {
+				continue
+			}
+			if n, err := strconv.ParseUint(parts[2], 10, 64); err == nil && n > best {
+				best = n
+			}
+		}
+	}
+	return best
+}
+
 // Describe is the views' String, one per line.
 func Describe(views []View) string {
 	var b strings.Builder

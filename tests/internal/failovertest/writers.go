@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -157,15 +158,17 @@ func (w *Writers) transaction(ctx context.Context, writer int, id int64) error {
 	return nil
 }
 
-// shortErr is an error's message without the numbers that make every instance unique, so
-// failures can be counted by kind.
+// shortErr is an error's message with its long numbers (ids, ports) blanked, error codes kept, cut
+// to 160 bytes, so that failures can be counted by kind.
 func shortErr(err error) string {
-	s := err.Error()
+	s := digits.ReplaceAllString(err.Error(), "N")
 	if len(s) > 160 {
 		s = s[:160]
 	}
 	return s
 }
+
+var digits = regexp.MustCompile(`[0-9]{5,}`)
 
 // Total is how many transactions were acknowledged so far.
 func (w *Writers) Total() int64 { return w.total.Load() }
