@@ -24,6 +24,13 @@ MICROBENCHTIME ?= 200ms
 SOAK ?= 30m
 SOAK_TIMEOUT ?= 60m
 SOAK_CI ?= 60s
+# `make chaos`: how many iterations the failover chaos loop runs, its seed
+# (empty: from the clock; every run logs the seed it used) and go test's
+# -timeout for it. make test runs it for CHAOS_CI iterations.
+CHAOS_ITERATIONS ?= 20
+CHAOS_SEED ?=
+CHAOS_TIMEOUT ?= 60m
+CHAOS_CI ?= 3
 # `make bench`: seconds per sysbench run; BENCH_QUICK=1 runs only point_select
 # at 16 threads; BENCH_ROUNDS=3 runs each cell three times per target and
 # reports the median run; SAVE=1 writes bench/results/<date>.md (see
@@ -33,7 +40,7 @@ BENCH_QUICK ?=
 BENCH_ROUNDS ?= 1
 SAVE ?=
 
-.PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill
+.PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill chaos
 
 all: build
 
@@ -90,6 +97,7 @@ e2e:
 
 test: deps-test vet unit fuzz e2e
 	$(MAKE) soak SOAK=$(SOAK_CI) SOAK_TIMEOUT=15m
+	$(MAKE) chaos CHAOS_ITERATIONS=$(CHAOS_CI) CHAOS_TIMEOUT=15m
 
 # The soak: sluice as a process of its own in front of a sandbox topology;
 # workers connect, log in, query and disconnect as fast as they can while 8
@@ -116,6 +124,20 @@ bench:
 # writers talk to the servers directly; sluice is not in the path yet.
 failover-drill:
 	$(GO) test -count=1 -run '^TestFailoverThroughSluice$$' -v ./tests
+
+# The failover chaos loop: CHAOS_ITERATIONS iterations, each a
+# semi-synchronous sandbox (2 or 3 replicas, at random) with sluice, built
+# with -tags failpoint, as a process of its own in front of it and 4
+# transactional writers through it; random replica degradations (IO or SQL
+# thread stopped, MASTER_DELAY) and random kill -9 of the master, of a replica
+# and of sluice (at a failover step through SLUICE_FAILPOINT, or at a random
+# moment; it is restarted). Fails when an acknowledged transaction is lost,
+# two servers are ever writable at once, or a replica does not converge on the
+# master. Prints a line per iteration (lines "chaos:") with its seed;
+# CHAOS_SEED=<seed> CHAOS_ITERATIONS=1 replays one (the faults, not their
+# exact timing). See tests/chaos.
+chaos:
+	SLUICE_CHAOS_ITERATIONS='$(CHAOS_ITERATIONS)' SLUICE_CHAOS_SEED='$(CHAOS_SEED)' $(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./tests/chaos
 
 clean:
 	rm -rf bin

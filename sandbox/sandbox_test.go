@@ -321,6 +321,43 @@ func TestTopology(t *testing.T) {
 		t.Logf("replicas caught up %v after the master came back", time.Since(begin).Round(time.Millisecond))
 	})
 
+	t.Run("RestartMasterReadOnly", func(t *testing.T) {
+		// A killed master brought back as a DBA's my.cnf would after a crash: read-only
+		// from its first moment; and writable again once that is lifted.
+		m := topo.Master
+		readOnly := func() string {
+			t.Helper()
+			v, err := m.Variable(ctx, "read_only")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		if err := m.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		m.SetReadOnlyAtStart(true)
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v := readOnly(); v != "ON" {
+			t.Errorf("read_only %s after a start with SetReadOnlyAtStart(true), want ON", v)
+		}
+		if err := m.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		m.SetReadOnlyAtStart(false)
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v := readOnly(); v != "OFF" {
+			t.Errorf("read_only %s after a start with SetReadOnlyAtStart(false), want OFF", v)
+		}
+		if err := topo.WaitReplicated(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("Stop", func(t *testing.T) {
 		var pids []int
 		for _, s := range topo.Servers() {

@@ -246,6 +246,17 @@ func (s *Server) args() []string {
 	return a
 }
 
+// SetReadOnlyAtStart sets whether the server's later starts pass --read-only=1, as a DBA's
+// my.cnf does for a server that must take no writes until someone decides otherwise: a crashed
+// master that a failover may have replaced comes back read-only instead of as a second
+// writable server. Start (the package function) starts replicas read-only and the master and
+// the auth server writable; this changes only the starts that follow, not a running server.
+func (s *Server) SetReadOnlyAtStart(on bool) {
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.readOnly = on
+}
+
 // Start starts the server on its port and data dir and waits until root can connect over the
 // unix socket. It works for the first start and after Stop or Kill. The server keeps running
 // when ctx ends; ctx only bounds the wait (default 60s without a deadline). If the server dies
