@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -128,6 +129,9 @@ type Failover struct {
 	// Candidate, when set, is the only replica Run may promote: an earlier attempt began
 	// promoting it, and promoting another could leave two writable servers.
 	Candidate string
+	// Undo seeds Result.Undo with what an earlier attempt recorded: it knew the replicas
+	// before it changed them.
+	Undo map[string][]string
 	// Checkpoint, when set, is called with the failover so far (NewMaster naming the
 	// candidate) before the candidate is changed, after it is promoted and after each repoint,
 	// so that a sluice that dies part way can finish (the caller keeps it in the state file).
@@ -275,7 +279,7 @@ func (f *Failover) errorf(sentinel error, format string, args ...any) error {
 // connection error from a step that cannot be undone, such as Promote). ctx bounds the whole
 // sequence; every connection Run opened is closed, and so every lock released, when it returns.
 func (f *Failover) Run(ctx context.Context) (*Result, error) {
-	res := &Result{Cluster: f.Cluster, OldMaster: f.Master, Started: f.now()}
+	res := &Result{Cluster: f.Cluster, OldMaster: f.Master, Started: f.now(), Undo: maps.Clone(f.Undo)}
 	stepStart := time.Now()
 	step := func(name string) {
 		now := time.Now()
@@ -428,8 +432,26 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 				"it is repointed only if it holds none (checked when it answers)", m.addr))
 		}
 	}
+	if cand.st.Replica.Configured {
+		// Should the old master answer before this failover is recorded, the candidate
+		// replicates from it again.
+		if res.Undo == nil {
+			res.Undo = map[string][]string{}
+		}
+		if _, ok := res.Undo[cand.addr]; !ok {
+			res.Undo[cand.addr] = []string{"START SLAVE"}
+		}
+	}
+	// The master must still be gone: one that came back while the candidate applied may
+	// have taken writes already.
+	if perr := ping(ctx, f.Master, f.Credentials); perr == nil {
+		return nil, f.errorf(ErrMasterReachable, "%s answers again (before promoting %s)", f.Master, cand.addr)
+	}
 	f.checkpoint(res, cand.addr)
-	if err := promote(ctx, cand, res, semi); err != nil {
+	if err := promote(ctx, cand, res, semi, func() {
+		res.Steps = append(res.Steps, Step{Name: StepPromoting})
+		f.checkpoint(res, cand.addr)
+	}); err != nil {
 		return nil, f.errorf(ErrPromoteFailed, "%s: %v", cand.addr, err)
 	}
 	// The candidate is the master now whatever follows: Run must return it. Its position is
@@ -454,6 +476,12 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 		r, why := repointTo(ctx, m, cand.addr, host, port, binlog, f.Credentials)
 		res.noteRepoint(m.addr, r, why)
 		f.checkpoint(res, cand.addr)
+	}
+	if semi && len(res.Repointed) == 0 {
+		// Nobody was repointed after all: nobody would acknowledge.
+		if err := cand.conn.setSemiSync(ctx, false); err == nil {
+			res.Warnings = append(res.Warnings, "semi-sync switched off again on the new master: no replica could be repointed to acknowledge")
+		}
 	}
 	step("repoint")
 	unlockAll(ctx, members, lock)

@@ -170,7 +170,7 @@ func semiSyncAckers(ctx context.Context, members []*member, cand *member, all GT
 // sluice that dies between two of them leaves a state the next one can finish from: stop
 // replication, forget the master, switch semi-sync's master side on when semi says so (before
 // any write can land), then let writes in.
-func promote(ctx context.Context, m *member, res *Result, semi bool) error {
+func promote(ctx context.Context, m *member, res *Result, semi bool, promoting func()) error {
 	if err := m.conn.StopReplication(ctx); err != nil {
 		return err
 	}
@@ -184,6 +184,9 @@ func promote(ctx context.Context, m *member, res *Result, semi bool) error {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync not enabled on the new master: %v", err))
 		}
 	}
+	// From here the candidate may be writable, so only it may be promoted (the caller
+	// records that before read_only goes off).
+	promoting()
 	if err := m.conn.Unfence(ctx); err != nil {
 		return err
 	}
@@ -221,7 +224,7 @@ func repointTo(ctx context.Context, m *member, masterAddr, host string, port int
 	case m.st.Replica.Configured:
 		err = m.conn.Repoint(ctx, host, port)
 	case m.st.ReadOnly:
-		err = m.conn.Follow(ctx, host, port, cred.User, cred.Password)
+		err = m.conn.FollowFrom(ctx, host, port, cred.User, cred.Password, m.received())
 	default:
 		return repointFailed, "writable and replicates from no one"
 	}

@@ -147,8 +147,11 @@ func ReadFailoverState(dir, cluster string) (s FailoverState, ok bool, err error
 	return s, true, nil
 }
 
-// PromotionStarted reports whether the failover r records (a pending one) had begun promoting
-// its candidate: from then on only that candidate may become the master.
+// StepPromoting is the step a failover records just before its candidate's read_only goes off.
+const StepPromoting = "promoting"
+
+// PromotionStarted reports whether the failover r records (a pending one) may have made its
+// candidate writable: from then on only that candidate may become the master.
 func (r *Result) PromotionStarted() bool {
-	return r.PromotedAt != "" || slices.ContainsFunc(r.Steps, func(s Step) bool { return s.Name == "apply" })
+	return r.PromotedAt != "" || slices.ContainsFunc(r.Steps, func(s Step) bool { return s.Name == StepPromoting })
 }

@@ -107,6 +107,14 @@ func TestBinlogStateLacks(t *testing.T) {
 			t.Errorf("Lacks(%s) = %q, want %q", tc.pos, got, tc.lacks)
 		}
 	}
+	// A domain the binary log never saw counts as far as replication applied it.
+	withApplied := st.WithApplied(MustParseGTID(FlavorMariaDB, "0-1-6,3-1-9"))
+	if got := withApplied.Lacks(MustParseGTID(FlavorMariaDB, "3-1-9")); got != "" {
+		t.Errorf("a domain only in gtid_slave_pos: Lacks = %q", got)
+	}
+	if got := withApplied.Lacks(MustParseGTID(FlavorMariaDB, "3-1-10")); got == "" {
+		t.Error("beyond gtid_slave_pos in a domain the log never saw: nothing lacking")
+	}
 	if got := st.Position().String(); got != "0-2-106,1-1-4" {
 		t.Errorf("Position = %s", got)
 	}

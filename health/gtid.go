@@ -597,6 +597,16 @@ type BinlogState struct {
 	pos GTIDSet
 	// last is MariaDB's gtid_binlog_state: the last sequence number per (domain, server).
 	last map[[2]uint32]uint64
+	// applied is MariaDB's gtid_slave_pos: a domain the binary log never saw (a server
+	// provisioned from a backup) is held as far as replication applied it.
+	applied GTIDSet
+}
+
+// WithApplied returns b knowing the server's replica position (MariaDB gtid_slave_pos), for
+// domains its binary log never saw.
+func (b BinlogState) WithApplied(pos GTIDSet) BinlogState {
+	b.applied = pos
+	return b
 }
 
 // ParseBinlogState reads gtid_binlog_state (MariaDB: "domain-server-seq" for each server that
@@ -647,7 +657,11 @@ func (b BinlogState) Lacks(g GTIDSet) string {
 	for _, d := range g.domains {
 		seq, ok := b.last[[2]uint32{d.domain, d.server}]
 		if !ok {
-			if od, ok := b.pos.domain(d.domain); ok && od.seq >= d.seq {
+			od, inLog := b.pos.domain(d.domain)
+			if inLog && od.seq >= d.seq {
+				continue
+			}
+			if ad, ok := b.applied.domain(d.domain); !inLog && ok && ad.seq >= d.seq {
 				continue
 			}
 			parts = append(parts, fmt.Sprintf("%d-%d-%d (the binary log ends at %s in domain %d)", d.domain, d.server, d.seq, b.pos.String(), d.domain))

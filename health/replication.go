@@ -330,6 +330,7 @@ func (cc *ControlConn) State(ctx context.Context) (ServerState, error) {
 	if st.Binlog, err = ParseBinlogState(cc.d.flavor, vals[4]); err != nil {
 		return st, fmt.Errorf("health: %s: binlog GTID state: %w", cc.addr, err)
 	}
+	st.Binlog = st.Binlog.WithApplied(executed)
 	st.Replica, err = cc.replicaStatus(ctx, executed)
 	return st, err
 }

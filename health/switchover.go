@@ -342,6 +342,21 @@ func (cc *ControlConn) Follow(ctx context.Context, host string, port int, user, 
 	return cc.exec(ctx, cc.d.follow(host, port, user, password)...)
 }
 
+// FollowFrom is Follow with the replica position given: on MariaDB gtid_slave_pos is set to
+// pos rather than to the binlog position, which lacks the domains a server provisioned from a
+// backup never wrote to its own binary log.
+func (cc *ControlConn) FollowFrom(ctx context.Context, host string, port int, user, password string, pos GTIDSet) error {
+	stmts := cc.d.follow(host, port, user, password)
+	if cc.d.flavor == FlavorMariaDB && !pos.IsEmpty() {
+		for i, q := range stmts {
+			if q == "SET GLOBAL gtid_slave_pos = @@GLOBAL.gtid_binlog_pos" {
+				stmts[i] = "SET GLOBAL gtid_slave_pos = " + quoteSQL(pos.String())
+			}
+		}
+	}
+	return cc.exec(ctx, stmts...)
+}
+
 func (d dialect) unfence() []string {
 	if d.flavor == FlavorMariaDB {
 		return []string{"SET GLOBAL read_only = OFF"}

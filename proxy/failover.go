@@ -144,8 +144,15 @@ func (f *failovers) newFailover(cluster, master string, snap *health.Snapshot) h
 		elsewhere = append(elsewhere, cm)
 	}
 	f.lock()
-	last := f.stateOf(cluster).LastFailover
+	st := f.stateOf(cluster)
+	last := st.LastFailover
+	// Old masters fenced before a restart are not in the snapshot's fenced list.
+	elsewhere = append(elsewhere, st.Fenced...)
+	for _, h := range st.History {
+		elsewhere = append(elsewhere, h.OldMaster)
+	}
 	f.unlock()
+	elsewhere = slices.DeleteFunc(elsewhere, func(a string) bool { return a == "" || a == master })
 	return health.Failover{
 		Elsewhere:    elsewhere,
 		Cluster:      cluster,
@@ -166,7 +173,7 @@ func (f *failovers) continuing(fo *health.Failover, p *health.Result) {
 	if p == nil || p.OldMaster != fo.Master {
 		return
 	}
-	fo.Resumed = true
+	fo.Resumed, fo.Undo = true, p.Undo
 	if p.PromotionStarted() {
 		fo.Candidate = p.NewMaster
 	}
@@ -187,6 +194,7 @@ func cloneResult(r *health.Result) *health.Result {
 	c := *r
 	c.Servers, c.Steps, c.Warnings, c.Repointed = slices.Clone(r.Servers), slices.Clone(r.Steps), slices.Clone(r.Warnings), slices.Clone(r.Repointed)
 	c.NotRepointed, c.Skipped, c.Divergent = maps.Clone(r.NotRepointed), maps.Clone(r.Skipped), maps.Clone(r.Divergent)
+	c.Undo = maps.Clone(r.Undo)
 	return &c
 }
 
@@ -223,7 +231,9 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 			refused = err.Error()
 			f.refusedDivergent(cluster, master.Address, err, log)
 		}
-		again := false
+		// A step that ran out of time (a STOP SLAVE waiting for a long transaction) is tried
+		// again as well.
+		again := errors.Is(err, context.DeadlineExceeded)
 		for _, r := range retryable {
 			again = again || errors.Is(err, r)
 		}
@@ -273,6 +283,18 @@ func (f *failovers) dropPending(cluster, oldMaster string, masterBack bool) {
 // candidate left read-only and replicating from no one follows the master again (a repair).
 func (f *failovers) abandon(cluster string, p *health.Result) {
 	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", p.OldMaster))
+	if p.PromotionStarted() && p.NewMaster != "" {
+		// The candidate may have been made writable: it must not take writes beside the
+		// old master. read_only first; the repair below makes it follow the master.
+		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
+		_, err := health.FenceOldMaster(ctx, p.NewMaster, f.credentials(cluster, p.NewMaster), health.GTIDSet{})
+		cancel()
+		if err != nil {
+			log.Error("cannot set the abandoned failover's candidate read-only; a DBA must look", zap.String("backend", p.NewMaster), zap.Error(err))
+		} else {
+			log.Warn("abandoned failover: its candidate set read-only", zap.String("backend", p.NewMaster))
+		}
+	}
 	for _, addr := range slices.Sorted(maps.Keys(p.Undo)) {
 		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
 		err := func() error {
@@ -364,6 +386,18 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 // master is repaired (moved under the master), and a fenced old master that answers is fenced
 // on the server (read_only) once per process.
 func (f *failovers) status(b *health.Backend, st *health.Status) {
+	if b.Role == health.RoleMaster && b.State() != health.StateFenced {
+		f.lock()
+		p := f.stateOf(b.Cluster).Pending
+		idle := !f.running[b.Cluster]
+		f.unlock()
+		if p != nil && idle && p.OldMaster == b.Address && !p.PromotionStarted() {
+			// A failover that gave up (a manual one, or a refusal) left replicas changed:
+			// the master answers, so they can be put back.
+			f.s.wg.Add(1)
+			go func() { defer f.s.wg.Done(); f.dropPending(b.Cluster, b.Address, true) }()
+		}
+	}
 	if b.Role == health.RoleReplica {
 		if c := f.s.topo.Current().Cluster(b.Cluster); c != nil {
 			if src := health.FencedSource(st, c); src != "" {
@@ -476,6 +510,22 @@ func (f *failovers) repair(cluster string, from []string, noOne bool) bool {
 	return len(out.NotRepointed) == 0
 }
 
+// fenceStale sets read_only on servers Discover found writable beside the master the record
+// settles on (an old master, a candidate of an abandoned failover): they must take no writes.
+func (f *failovers) fenceStale(cluster string, addrs []string) {
+	for _, addr := range addrs {
+		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
+		_, err := health.FenceOldMaster(ctx, addr, f.credentials(cluster, addr), health.GTIDSet{})
+		cancel()
+		if err != nil {
+			f.s.log.Error("a second writable server could not be set read-only; a DBA must look", zap.String("cluster", cluster),
+				zap.String("backend", addr), zap.Error(err))
+			continue
+		}
+		f.s.log.Warn("a second writable server set read-only", zap.String("cluster", cluster), zap.String("backend", addr))
+	}
+}
+
 // writableReplicas reports configured replicas that replicate but are not
 // read-only (a write sent to one by anything but sluice would make it
 // diverge), and sets them read-only when [health] enforce_read_only is on.
@@ -545,6 +595,7 @@ func (f *failovers) recover() error {
 		d, err := health.Discover(ctx, cc.Name, addrs, known, f.credentials(cc.Name, cc.Master))
 		cancel()
 		f.writableReplicas(cc.Name, d.WritableReplicas)
+		f.fenceStale(cc.Name, d.Stale)
 		master := d.Master
 		switch {
 		case errors.Is(err, health.ErrAmbiguousMaster):

@@ -267,6 +267,9 @@ func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
 	s.failover.lock()
 	s.failover.continuing(&fo, s.failover.stateOf(cluster).Pending)
 	s.failover.unlock()
+	// The operator may promote another replica than the one an earlier attempt pinned (it
+	// may be gone for good); one that was made writable is refused by Run's survey.
+	fo.Candidate = ""
 	res, err := fo.Run(rctx)
 	if err != nil && errors.Is(err, health.ErrDivergent) {
 		s.failover.refusedDivergent(cluster, c.Master.Address, err, log)
