@@ -304,25 +304,9 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 	for i, a := range f.Replicas {
 		members[i] = &member{addr: a}
 	}
-	defer func() {
-		for _, m := range members {
-			if m.conn != nil {
-				m.conn.Close()
-			}
-		}
-	}()
+	defer closeAll(members)
 	var masterErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { masterErr = ping(ctx, f.Master, f.Credentials) })
-	for _, m := range members {
-		wg.Go(func() {
-			m.conn, m.err = Dial(ctx, m.addr, f.Credentials)
-			if m.err == nil {
-				m.refresh(ctx)
-			}
-		})
-	}
-	wg.Wait()
+	dialAll(ctx, members, f.Credentials, func() { masterErr = ping(ctx, f.Master, f.Credentials) })
 	step("survey")
 	for _, m := range members {
 		if m.reachable() && res.Flavor == "" {
@@ -368,26 +352,12 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 
 	// Lock on the reachable servers, in configured order.
 	lock := FailoverLockName(f.Cluster)
-	var targets []*member
-	for _, m := range members {
-		if m.reachable() {
-			targets = append(targets, m)
-		}
+	heldOn, got, reachable := lockReachable(ctx, members, lock)
+	if heldOn != "" {
+		return nil, f.errorf(ErrInProgress, "lock %s is held on %s", lock, heldOn)
 	}
-	got := 0
-	for _, m := range targets {
-		ok, err := m.conn.TryLock(ctx, lock)
-		if err != nil {
-			continue // counts against the majority
-		}
-		if !ok {
-			return nil, f.errorf(ErrInProgress, "lock %s is held on %s", lock, m.addr)
-		}
-		m.locked = true
-		got++
-	}
-	if !hasMajority(got, len(targets)) {
-		return nil, f.errorf(ErrNoQuorum, "lock %s taken on %d of %d reachable servers", lock, got, len(targets))
+	if !hasMajority(got, reachable) {
+		return nil, f.errorf(ErrNoQuorum, "lock %s taken on %d of %d reachable servers", lock, got, reachable)
 	}
 	step("lock")
 
@@ -572,6 +542,56 @@ func ping(ctx context.Context, addr string, cred Credentials) error {
 	}
 	defer c.Close()
 	return c.Ping(ctx)
+}
+
+// dialAll logs in to every member at once and reads its state; a member that cannot be
+// reached keeps the reason in err. extra runs alongside (the failover's ping of the master).
+func dialAll(ctx context.Context, members []*member, cred Credentials, extra func()) {
+	var wg sync.WaitGroup
+	if extra != nil {
+		wg.Go(extra)
+	}
+	for _, m := range members {
+		wg.Go(func() {
+			m.conn, m.err = Dial(ctx, m.addr, cred)
+			if m.err == nil {
+				m.refresh(ctx)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// closeAll closes the members' connections, which releases their named locks.
+func closeAll(members []*member) {
+	for _, m := range members {
+		if m.conn != nil {
+			m.conn.Close()
+		}
+	}
+}
+
+// lockReachable takes the named lock without waiting on every reachable member, in order. It
+// returns the address of a member where another connection holds it (at which it stops), or
+// how many of how many reachable members it locked; a member that fails to answer counts
+// against the majority.
+func lockReachable(ctx context.Context, members []*member, lock string) (heldOn string, got, reachable int) {
+	for _, m := range members {
+		if !m.reachable() {
+			continue
+		}
+		reachable++
+		ok, err := m.conn.TryLock(ctx, lock)
+		if err != nil {
+			continue
+		}
+		if !ok {
+			return m.addr, got, reachable
+		}
+		m.locked = true
+		got++
+	}
+	return "", got, reachable
 }
 
 func refreshAll(ctx context.Context, members []*member) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 )
 
 // Repair moves a cluster's stranded replicas under its master: replicas that replicate from a
@@ -71,23 +70,8 @@ func (r *Repair) Run(ctx context.Context) (RepairResult, error) {
 			all = append(all, &member{addr: a})
 		}
 	}
-	defer func() {
-		for _, m := range all {
-			if m.conn != nil {
-				m.conn.Close()
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for _, m := range all {
-		wg.Go(func() {
-			m.conn, m.err = Dial(ctx, m.addr, r.Credentials)
-			if m.err == nil {
-				m.refresh(ctx)
-			}
-		})
-	}
-	wg.Wait()
+	defer closeAll(all)
+	dialAll(ctx, all, r.Credentials, nil)
 	if !master.reachable() {
 		return out, fmt.Errorf("health: cluster %s: repairing replicas: master %s: %w", r.Cluster, r.Master, master.err)
 	}
@@ -99,23 +83,11 @@ func (r *Repair) Run(ctx context.Context) (RepairResult, error) {
 		return out, nil
 	}
 	lock := FailoverLockName(r.Cluster)
-	got, reachable := 0, 0
-	for _, m := range all {
-		if !m.reachable() {
-			continue
-		}
-		reachable++
-		ok, err := m.conn.TryLock(ctx, lock)
-		if err != nil {
-			continue
-		}
-		if !ok {
-			return out, fmt.Errorf("health: cluster %s: repairing replicas: %w: lock %s is held on %s", r.Cluster, ErrInProgress, lock, m.addr)
-		}
-		m.locked = true
-		got++
-	}
+	heldOn, got, reachable := lockReachable(ctx, all, lock)
 	defer unlockAll(context.WithoutCancel(ctx), all, lock)
+	if heldOn != "" {
+		return out, fmt.Errorf("health: cluster %s: repairing replicas: %w: lock %s is held on %s", r.Cluster, ErrInProgress, lock, heldOn)
+	}
 	if !hasMajority(got, reachable) {
 		return out, fmt.Errorf("health: cluster %s: repairing replicas: %w: lock %s taken on %d of %d reachable servers",
 			r.Cluster, ErrNoQuorum, lock, got, reachable)

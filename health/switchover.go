@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -120,23 +119,8 @@ func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
 		}
 	}
 	all := append([]*member{master}, members...)
-	defer func() {
-		for _, m := range all {
-			if m.conn != nil {
-				m.conn.Close()
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for _, m := range all {
-		wg.Go(func() {
-			m.conn, m.err = Dial(ctx, m.addr, sw.Credentials)
-			if m.err == nil {
-				m.refresh(ctx)
-			}
-		})
-	}
-	wg.Wait()
+	defer closeAll(all)
+	dialAll(ctx, all, sw.Credentials, nil)
 	step("survey")
 	if !master.reachable() {
 		return nil, sw.errorf(ErrMasterUnreachable, "%s: %v", sw.Master, master.err)
@@ -160,21 +144,9 @@ func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
 
 	// Lock on the reachable servers.
 	lock := FailoverLockName(sw.Cluster)
-	got, reachable := 0, 0
-	for _, m := range all {
-		if !m.reachable() {
-			continue
-		}
-		reachable++
-		ok, err := m.conn.TryLock(ctx, lock)
-		if err != nil {
-			continue
-		}
-		if !ok {
-			return nil, sw.errorf(ErrInProgress, "lock %s is held on %s", lock, m.addr)
-		}
-		m.locked = true
-		got++
+	heldOn, got, reachable := lockReachable(ctx, all, lock)
+	if heldOn != "" {
+		return nil, sw.errorf(ErrInProgress, "lock %s is held on %s", lock, heldOn)
 	}
 	if !hasMajority(got, reachable) {
 		return nil, sw.errorf(ErrNoQuorum, "lock %s taken on %d of %d reachable servers", lock, got, reachable)
