@@ -420,13 +420,15 @@ func (s *Server) serveConn(nc net.Conn) {
 // goroutine served it.
 func (s *Server) endSession(sess *Session) {
 	defer s.wg.Done()
-	if sess.counted {
-		s.metrics.clients.Dec()
-	}
 	sess.close()
 	s.mu.Lock()
 	delete(s.sessions, sess.id)
 	s.mu.Unlock()
+	// The gauge drops only once the slot is free, so a client that sees it
+	// fall can count on max_client_connections having room.
+	if sess.counted {
+		s.metrics.clients.Dec()
+	}
 	if s.draining.Load() {
 		select {
 		case s.sessionEnded <- struct{}{}:

@@ -305,7 +305,12 @@ max_connections = 2
 		t.Fatal(err)
 	}
 	// The global limit: 3 connections are open (c2, c3, oc); two more
-	// fill max_client_connections = 5, the sixth gets 1040.
+	// fill max_client_connections = 5, the sixth gets 1040. The refused
+	// logins and the failed change of user end on sluice's side in their
+	// own time: wait for the gauge, which drops once a slot is free.
+	pollUntil(t, "sluice_client_connections back to 3", func() bool {
+		return scrapeFrom(t, srv, "sluice_client_connections") == 3
+	})
 	o1, o2 := conn(t, other), conn(t, other)
 	for _, c := range []*sql.Conn{o1, o2} {
 		if err := c.PingContext(ctx); err != nil {
