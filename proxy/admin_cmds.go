@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -158,7 +159,7 @@ func (s *Server) showSessions() *adminResult {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(sessions, func(a, b *Session) int { return int(a.id) - int(b.id) })
-	now := monoNow()
+	now := mono.Now()
 	for _, sess := range sessions {
 		v := sess.info.view(now)
 		if v.user == "" {

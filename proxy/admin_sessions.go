@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -137,7 +138,7 @@ func (s *Session) endStatement(d time.Duration) {
 		si.stmtRoute = digestShard
 	}
 	s.srv.digests.record(si.stmtDigest, d, si.stmtRows, si.stmtFailed, si.stmtRoute)
-	si.idleSince.Store(int64(monoNow()))
+	si.idleSince.Store(int64(mono.Now()))
 	si.start.Store(0)
 	si.digest.Store(nil)
 	si.running.Store(nil)

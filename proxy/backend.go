@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/evloop"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -65,7 +66,7 @@ type BackendConn struct {
 	// a pool): the stall watchdog sees pending reads and cuts them there.
 	wire *watchedConn
 	// lc is wire's connection when it is a loopConn (Pool.loopConns).
-	lc *loopConn
+	lc *evloop.Conn
 }
 
 // idleCheckAfter is how long a connection may rest in its pool before it is
@@ -176,13 +177,13 @@ func (p *Pool) CloseLent() int {
 // for one to come back. noSchema asks for a connection with no default
 // schema (a session that has none must not inherit another's). A borrower
 // on an event loop (t) steps off it before a dial or a wait.
-func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool, t *loopTask) (*BackendConn, error) {
+func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool, t *evloop.Task) (*BackendConn, error) {
 	var timer *time.Timer
 	var waitStart time.Time
 	detached := false
 	defer func() {
 		if detached {
-			t.attach()
+			t.Attach()
 		}
 		if timer != nil {
 			timer.Stop()
@@ -206,7 +207,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool, t *loopTask)
 				// The most recent one on the borrower's loop, if near
 				// the top: moving a socket to another loop costs two
 				// epoll_ctl calls.
-				if l[i].onLoopOf(t) {
+				if l[i].lc.OnLoopOf(t) {
 					pick = i
 					break
 				}
@@ -248,7 +249,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool, t *loopTask)
 			p.open++
 			p.mu.Unlock()
 			if !detached {
-				detached = t.detach()
+				detached = t.Detach()
 			}
 			bc, err := p.dial(ctx, key)
 			if err != nil {
@@ -262,7 +263,7 @@ func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool, t *loopTask)
 		}
 		p.mu.Unlock()
 		if !detached {
-			detached = t.detach()
+			detached = t.Detach()
 		}
 		if timer == nil {
 			timer, waitStart = time.NewTimer(p.waitTimeout), time.Now()
@@ -325,18 +326,18 @@ func (p *Pool) dial(ctx context.Context, key poolKey) (*BackendConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lc *loopConn
+	var lc *evloop.Conn
 	wire := &watchedConn{}
 	// A TLS connection's Close writes an alert on the closing goroutine
 	// (the stall watchdog's, say), which must not wait on a session's
 	// loop: those stay in Go's poller.
 	if p.loopConns && p.tls == nil {
-		if lc, err = dialLoopConn(raw); err != nil {
+		if lc, err = evloop.DialConn(raw); err != nil {
 			return nil, err
 		}
 		wire.Conn = lc
 	} else {
-		wire.Conn = newSockConn(raw)
+		wire.Conn = evloop.NewSockConn(raw)
 	}
 	var nc net.Conn = wire
 	c := protocol.NewConn(nc)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -324,7 +325,7 @@ func (s *Session) admit(cmd byte) (bool, error) {
 		return true, nil
 	}
 	b := &s.lims.state.bucket
-	wait, err := b.take(int64(monoNow()), p)
+	wait, err := b.take(int64(mono.Now()), p)
 	if err == nil && wait == 0 {
 		return true, nil
 	}
@@ -343,8 +344,8 @@ func (s *Session) admit(cmd byte) (bool, error) {
 	lim.delayed.Inc()
 	defer b.done()
 	// A timer wait: off the loop, so the loop's other sessions go on.
-	if s.task.detach() {
-		defer s.task.attach()
+	if s.task.Detach() {
+		defer s.task.Attach()
 	}
 	t := s.lims.waitTimer
 	if t == nil {
@@ -379,7 +380,7 @@ func (s *Session) readCommand() ([]byte, error) {
 		}
 		return s.client.ReadPacket()
 	}
-	now := monoNow()
+	now := mono.Now()
 	l.lastActive = now
 	if want := now + d; !l.idleArmed || l.idleAt > want || l.idleAt < want-d/8 {
 		_ = s.client.SetReadDeadline(time.Now().Add(d))
@@ -390,12 +391,12 @@ func (s *Session) readCommand() ([]byte, error) {
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return p, err
 		}
-		left := l.lastActive + d - monoNow()
+		left := l.lastActive + d - mono.Now()
 		if left <= 0 || !s.client.AwaitingCommand() {
 			return nil, fmt.Errorf("idle for longer than idle_timeout %v: %w", d, err)
 		}
 		_ = s.client.SetReadDeadline(time.Now().Add(left))
-		l.idleAt = monoNow() + left
+		l.idleAt = mono.Now() + left
 	}
 }
 
@@ -418,7 +419,7 @@ func (s *Session) armQueryTimer() bool {
 	}
 	s.lims.timedOut.Store(false)
 	s.lims.armedFor.Store(int64(d))
-	s.lims.armedAt.Store(int64(monoNow()))
+	s.lims.armedAt.Store(int64(mono.Now()))
 	if s.lims.queryTimer == nil {
 		s.client.ReplaceErr = s.replaceInterrupted
 		s.lims.queryTimer = time.AfterFunc(d, s.queryTimedOut)
@@ -441,7 +442,7 @@ func (s *Session) disarmQueryTimer() {
 // then turns the backend's ERR 1317 into ERR 3024.
 func (s *Session) queryTimedOut() {
 	at, d := s.lims.armedAt.Load(), s.lims.armedFor.Load()
-	if at == 0 || int64(monoNow())-at < d {
+	if at == 0 || int64(mono.Now())-at < d {
 		return // a late run for a statement that ended
 	}
 	run := s.info.running.Load()

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-proxy/sluice/internal/mono"
 )
 
 const ms = int64(time.Millisecond)
@@ -143,6 +145,6 @@ func BenchmarkGCRATake(b *testing.B) {
 	var g gcra
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = g.take(int64(monoNow()), p)
+		_, _ = g.take(int64(mono.Now()), p)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 	"github.com/sluice-proxy/sluice/shard"
@@ -65,14 +66,6 @@ func (s *Session) noteShardRoute(rt *shard.Route) {
 	}
 }
 
-// clockBase makes monoNow a reading of the monotonic clock alone: time.Now
-// also reads the wall clock, a second clock read per statement that the
-// latency does not need.
-var clockBase = time.Now()
-
-// monoNow is the time since clockBase, from the monotonic clock.
-func monoNow() time.Duration { return time.Since(clockBase) }
-
 // finishCommand accounts for the client command p, read at start (monoNow), once it
 // is answered: the ERR it sent to the client by code, the bytes relayed,
 // and for a statement that reached a backend its count by route and type,
@@ -106,7 +99,7 @@ func (s *Session) finishCommand(p []byte, start time.Duration) {
 	if r.plan != nil || s.info.stmtActive {
 		// One clock read times the statement for the metrics, the slow
 		// log and the digest store.
-		d = monoNow() - start
+		d = mono.Now() - start
 	}
 	s.endStatement(d)
 	if r.plan != nil {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/shard"
 )
@@ -88,7 +89,7 @@ func TestFinishCommand(t *testing.T) {
 			s.rec.note(replica, &protocol.RelayResult{Columns: true, Bytes: 100})
 			s.client.SentErr = tc.errCode
 
-			s.finishCommand(p, monoNow()-tc.took)
+			s.finishCommand(p, mono.Now()-tc.took)
 
 			if s.rec != (commandRecord{}) || s.client.SentErr != 0 {
 				t.Fatalf("the record was not cleared: %+v, SentErr %d", s.rec, s.client.SentErr)
@@ -149,7 +150,7 @@ func TestFinishCommandNotAStatement(t *testing.T) {
 	srv := offlineServer(t, "", 1)
 	s := newSession(srv, 1, &benchConn{})
 	s.client.SentErr = protocol.ErUnknownStmtHandler
-	s.finishCommand([]byte{protocol.ComStmtClose, 1, 0, 0, 0}, monoNow())
+	s.finishCommand([]byte{protocol.ComStmtClose, 1, 0, 0, 0}, mono.Now())
 	for _, m := range gathered(t, srv, "sluice_statements_total") {
 		if m.GetCounter().GetValue() != 0 {
 			t.Fatalf("a command without a plan was counted: %v", m)
@@ -268,7 +269,7 @@ func BenchmarkFinishCommand(b *testing.B) {
 	res := protocol.RelayResult{Columns: true, Bytes: 120}
 	b.ReportAllocs()
 	for b.Loop() {
-		start := monoNow()
+		start := mono.Now()
 		s.rec.plan = plan
 		s.rec.note(replica, &res)
 		s.finishCommand(p, start)

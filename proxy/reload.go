@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/evloop"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/shard"
 )
@@ -69,7 +70,7 @@ func (s *Server) pool(addr string) *Pool { return (*s.poolMap.Load())[addr] }
 // t is the borrowing session's loop task (nil for none): the connection's
 // waits go to its loop, and a borrow that has to wait or dial steps off
 // the loop meanwhile.
-func (s *Server) getConn(addr string, key poolKey, noSchema bool, t *loopTask) (*BackendConn, error) {
+func (s *Server) getConn(addr string, key poolKey, noSchema bool, t *evloop.Task) (*BackendConn, error) {
 	p := s.pool(addr)
 	for range 3 {
 		if p == nil {
@@ -78,7 +79,7 @@ func (s *Server) getConn(addr string, key poolKey, noSchema bool, t *loopTask) (
 		bc, err := p.Get(s.ctx, key, noSchema, t)
 		if !errors.Is(err, errPoolClosed) {
 			if bc != nil && bc.lc != nil {
-				bc.lc.bind(t)
+				bc.lc.Bind(t)
 			}
 			return bc, err
 		}
@@ -188,7 +189,7 @@ func (s *Server) newPoolFor(cfg *conf.Config, b *health.Backend) (*Pool, error) 
 		wait = conf.DefaultPoolWaitTimeout
 	}
 	p := newPool(b, size)
-	p.loopConns = cfg.Proxy.EventLoop && loopsSupported
+	p.loopConns = cfg.Proxy.EventLoop && evloop.Supported
 	p.user, p.password = cc.User, cc.Password
 	p.dialTimeout, p.waitTimeout = cfg.Proxy.ConnectTimeout.Duration, wait
 	p.tls, p.tlsRequired = t, required

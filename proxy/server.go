@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/evloop"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -48,7 +49,7 @@ const defaultCollation = 45
 type Server struct {
 	// loops are the event loops sessions run on ([proxy] event_loop),
 	// started by Start; nil without. nextLoop spreads sessions over them.
-	loops    []*eventLoop
+	loops    []*evloop.Loop
 	nextLoop atomic.Uint32
 	// cfg is the configuration the Server started with: read it only for
 	// settings that need a restart (listeners, TLS, cluster names,
@@ -372,9 +373,9 @@ func (s *Server) Serve() error {
 		}
 		s.wg.Add(1)
 		if s.loops != nil {
-			go s.serveConn(newLoopConn(nc))
+			go s.serveConn(evloop.NewConn(nc))
 		} else {
-			go s.serveConn(newSockConn(nc))
+			go s.serveConn(evloop.NewSockConn(nc))
 		}
 	}
 }
@@ -456,7 +457,7 @@ func (s *Server) Close() error {
 		p.Close()
 	}
 	for _, l := range s.loops {
-		l.stop()
+		l.Stop()
 	}
 	return err
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/evloop"
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 	"github.com/sluice-proxy/sluice/shard"
@@ -43,7 +45,7 @@ type Session struct {
 	client *protocol.Conn
 	// task runs the session on an event loop; nil when a goroutine of its
 	// own serves it. counted: the session is in the clients gauge.
-	task    *loopTask
+	task    *evloop.Task
 	counted bool
 	// reauth is what the login left for COM_CHANGE_USER (it may hold an
 	// auth-server connection); close closes it.
@@ -219,7 +221,7 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 	if srv.shards() != nil {
 		s.legs = make([]clusterLeg, len(srv.cfg.Clusters))
 	}
-	s.info.idleSince.Store(int64(monoNow()))
+	s.info.idleSince.Store(int64(mono.Now()))
 	return s
 }
 
@@ -407,8 +409,8 @@ func (s *Session) comChangeUser(p []byte) error {
 	s.resetState()
 	s.schema = ""
 	// The auth server's connection is in Go's poller: off the loop.
-	if s.task.detach() {
-		defer s.task.attach()
+	if s.task.Detach() {
+		defer s.task.Attach()
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.config().Proxy.HandshakeTimeout.Duration)
 	defer cancel()
@@ -492,7 +494,7 @@ func (s *Session) serve() error {
 			continue
 		}
 		s.pendingTxWrite = -1
-		s.cmdStart = monoNow()
+		s.cmdStart = mono.Now()
 		ok, err := s.admit(p[0])
 		if ok {
 			timed := s.armQueryTimer()
@@ -1012,8 +1014,8 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 		return nil
 	}
 	// The wait is for timers and the topology, not sockets: off the loop.
-	if s.task.detach() {
-		defer s.task.attach()
+	if s.task.Detach() {
+		defer s.task.Attach()
 	}
 	h := &s.srv.config().Health
 	wait := h.FailoverWriteWait.Duration

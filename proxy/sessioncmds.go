@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -317,7 +318,7 @@ func (s *Session) processList(selfState string, text []byte) []processRow {
 	}
 	s.srv.mu.Unlock()
 	slices.SortFunc(sessions, func(a, b *Session) int { return int(a.id) - int(b.id) })
-	now := monoNow()
+	now := mono.Now()
 	rows := make([]processRow, 0, len(sessions))
 	for _, sess := range sessions {
 		r := processRow{id: sess.id, user: s.user, host: sess.client.NetConn().RemoteAddr().String()}

@@ -251,10 +251,10 @@ func (s *Session) shardMode() shard.SQLMode {
 			// server down or clusters that disagree after it are an
 			// answer (ModeUnsure), not a reason to wait on every
 			// statement.
-			if s.srv.topo.Round() < 1 && s.task.detach() {
+			if s.srv.topo.Round() < 1 && s.task.Detach() {
 				// Off the event loop while it waits: the loop's other
 				// sessions go on.
-				defer s.task.attach()
+				defer s.task.Attach()
 			}
 			for !known && s.srv.topo.Round() < 1 && time.Now().Before(deadline) && s.srv.ctx.Err() == nil {
 				time.Sleep(10 * time.Millisecond) // the probe round has no event to wait on

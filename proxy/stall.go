@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -33,7 +34,7 @@ const (
 // written before that close and read by the session after its read failed.
 type watchedConn struct {
 	net.Conn
-	// readSince is monoNow()+1 when the pending Read began, 0 while no
+	// readSince is mono.Now()+1 when the pending Read began, 0 while no
 	// Read is pending.
 	readSince atomic.Int64
 	// cut says why the proxy closed the connection (cutStalled,
@@ -44,7 +45,7 @@ type watchedConn struct {
 // Read reads from the backend, marking the read pending meanwhile. It costs
 // two atomic stores per read from the socket (not per packet).
 func (w *watchedConn) Read(p []byte) (int, error) {
-	w.readSince.Store(int64(monoNow()) + 1)
+	w.readSince.Store(int64(mono.Now()) + 1)
 	n, err := w.Conn.Read(p)
 	w.readSince.Store(0)
 	return n, err
@@ -61,7 +62,7 @@ func (w *watchedConn) SyscallConn() (syscall.RawConn, error) {
 }
 
 // readBlocked reports whether a read has been pending for at least d at
-// now (monoNow()).
+// now (mono.Now()).
 func (w *watchedConn) readBlocked(d, now time.Duration) bool {
 	since := w.readSince.Load()
 	return since != 0 && now-time.Duration(since-1) >= d
@@ -74,7 +75,7 @@ func (w *watchedConn) readBlocked(d, now time.Duration) bool {
 // sessions between statements, and idle ones, are left alone. It returns
 // how many it cut.
 func (p *Pool) cutReading(blocked time.Duration, why uint32) int {
-	now := monoNow()
+	now := mono.Now()
 	n := 0
 	p.mu.Lock()
 	defer p.mu.Unlock()

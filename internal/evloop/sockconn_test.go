@@ -1,4 +1,4 @@
-package proxy
+package evloop
 
 import (
 	"bytes"
@@ -13,13 +13,13 @@ import (
 )
 
 // tcpPair returns both ends of a loopback TCP connection, the accepted one
-// wrapped by newSockConn.
+// wrapped by NewSockConn.
 func tcpPair(t testing.TB) (wrapped, peer net.Conn) {
 	t.Helper()
 	c, peer := rawPair(t)
-	wrapped = newSockConn(c)
+	wrapped = NewSockConn(c)
 	if _, ok := wrapped.(*sockConn); !ok {
-		t.Fatalf("newSockConn(%T) did not wrap it", c)
+		t.Fatalf("NewSockConn(%T) did not wrap it", c)
 	}
 	t.Cleanup(func() { wrapped.Close(); peer.Close() })
 	return wrapped, peer
@@ -197,13 +197,13 @@ func TestSockConnConcurrentWrites(t *testing.T) {
 	}
 }
 
-// newSockConn leaves what is not a TCP connection alone.
+// NewSockConn leaves what is not a TCP connection alone.
 func TestSockConnOnlyTCP(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	if got := newSockConn(a); got != a {
-		t.Fatalf("newSockConn(pipe) = %T; want the pipe itself", got)
+	if got := NewSockConn(a); got != a {
+		t.Fatalf("NewSockConn(pipe) = %T; want the pipe itself", got)
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package evloop
 
 import (
 	"errors"
@@ -12,9 +12,11 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/sluice-proxy/sluice/internal/mono"
 )
 
-// loopConn is a TCP connection whose descriptor is outside Go's network
+// Conn is a TCP connection whose descriptor is outside Go's network
 // poller, for sessions run by event loops ([proxy] event_loop). Its Read
 // and Write make raw read(2) and write(2) calls; when the socket is not
 // ready, the owning task (bound with bind) waits on its loop, and any
@@ -31,7 +33,7 @@ import (
 // shuts the socket down, which wakes a wait in progress; the descriptor
 // itself is closed when the last call using it returns, so a number the
 // kernel hands out again is never read by mistake.
-type loopConn struct {
+type Conn struct {
 	// pre is the connection while it is still in Go's poller.
 	pre net.Conn
 
@@ -40,9 +42,9 @@ type loopConn struct {
 
 	// task is the owner's loop task, nil when it has none; written by
 	// the owner only.
-	task *loopTask
+	task *Task
 
-	// Deadlines as monoNow ns; 0 for none.
+	// Deadlines as mono.Now ns; 0 for none.
 	rdl, wdl atomic.Int64
 
 	closed atomic.Bool
@@ -52,27 +54,27 @@ type loopConn struct {
 	// than it asked for), so whatever comes next brings a new edge.
 	wrote, drained bool
 	// home is the loop fd is registered on (for the pools' affinity).
-	home atomic.Pointer[eventLoop]
+	home atomic.Pointer[Loop]
 
 	mu       sync.Mutex
 	ops      int // calls using fd right now
 	fdClosed bool
-	loop     *eventLoop // where fd is registered, nil if nowhere
+	loop     *Loop // where fd is registered, nil if nowhere
 	slot     uint32
 
 	rmu, wmu sync.Mutex
 }
 
-// newLoopConn wraps a connection from the listener; it stays in Go's
+// NewConn wraps a connection from the listener; it stays in Go's
 // poller until leavePoller.
-func newLoopConn(nc net.Conn) *loopConn {
-	return &loopConn{pre: newSockConn(nc), fd: -1, laddr: nc.LocalAddr(), raddr: nc.RemoteAddr()}
+func NewConn(nc net.Conn) *Conn {
+	return &Conn{pre: NewSockConn(nc), fd: -1, laddr: nc.LocalAddr(), raddr: nc.RemoteAddr()}
 }
 
-// dialLoopConn takes a dialled TCP connection out of Go's poller at once.
-func dialLoopConn(nc net.Conn) (*loopConn, error) {
-	c := newLoopConn(nc)
-	if err := c.leavePoller(); err != nil {
+// DialConn takes a dialled TCP connection out of Go's poller at once.
+func DialConn(nc net.Conn) (*Conn, error) {
+	c := NewConn(nc)
+	if err := c.LeavePoller(); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -82,7 +84,7 @@ func dialLoopConn(nc net.Conn) (*loopConn, error) {
 // leavePoller moves the connection's socket out of Go's poller: it keeps
 // a duplicate of the descriptor and closes the original, which takes it
 // out of the runtime's epoll set. The owner calls it between operations.
-func (c *loopConn) leavePoller() error {
+func (c *Conn) LeavePoller() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pre == nil {
@@ -120,10 +122,10 @@ func (c *loopConn) leavePoller() error {
 }
 
 // bind makes t (nil for none) the task whose waits go to its loop.
-func (c *loopConn) bind(t *loopTask) { c.task = t }
+func (c *Conn) Bind(t *Task) { c.task = t }
 
 // begin counts a call that uses fd; false if the connection is closed.
-func (c *loopConn) begin() bool {
+func (c *Conn) begin() bool {
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()
@@ -134,7 +136,7 @@ func (c *loopConn) begin() bool {
 	return true
 }
 
-func (c *loopConn) end() {
+func (c *Conn) end() {
 	c.mu.Lock()
 	c.ops--
 	if c.ops == 0 && c.closed.Load() && !c.fdClosed {
@@ -144,7 +146,7 @@ func (c *loopConn) end() {
 }
 
 // closeFD unregisters and closes fd; c.mu is held.
-func (c *loopConn) closeFD() {
+func (c *Conn) closeFD() {
 	c.fdClosed = true
 	if c.loop != nil {
 		c.loop.remove(c, c.slot)
@@ -155,7 +157,7 @@ func (c *loopConn) closeFD() {
 
 // registerOn registers fd on l (moving it from another loop), returning
 // its slot there; false once the connection is closed.
-func (c *loopConn) registerOn(l *eventLoop) (uint32, error) {
+func (c *Conn) registerOn(l *Loop) (uint32, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fdClosed || c.closed.Load() {
@@ -177,7 +179,7 @@ func (c *loopConn) registerOn(l *eventLoop) (uint32, error) {
 	return slot, nil
 }
 
-func (c *loopConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	if c.pre != nil {
 		return c.pre.Read(p)
 	}
@@ -225,7 +227,7 @@ func (c *loopConn) Read(p []byte) (int, error) {
 	}
 }
 
-func (c *loopConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	if c.pre != nil {
 		return c.pre.Write(p)
 	}
@@ -263,7 +265,7 @@ func (c *loopConn) Write(p []byte) (int, error) {
 // wait waits until fd may be ready for the operation, the deadline
 // passes, or the connection is closed. first: a read not tried yet (only
 // on a loop; see loopWait.first).
-func (c *loopConn) wait(write, first bool) error {
+func (c *Conn) wait(write, first bool) error {
 	dl := c.rdl.Load()
 	if write {
 		dl = c.wdl.Load()
@@ -272,7 +274,7 @@ func (c *loopConn) wait(write, first bool) error {
 		if c.closed.Load() {
 			return net.ErrClosed
 		}
-		if dl != 0 && dl <= int64(monoNow()) {
+		if dl != 0 && dl <= int64(mono.Now()) {
 			return os.ErrDeadlineExceeded
 		}
 		var timedOut bool
@@ -297,7 +299,7 @@ func (c *loopConn) wait(write, first bool) error {
 
 // ppoll blocks the calling thread until fd may be ready or dl passes; it
 // reports a timeout.
-func (c *loopConn) ppoll(write bool, dl int64) bool {
+func (c *Conn) ppoll(write bool, dl int64) bool {
 	pfd := struct {
 		fd             int32
 		events, revent int16
@@ -307,7 +309,7 @@ func (c *loopConn) ppoll(write bool, dl int64) bool {
 	}
 	var ts *syscall.Timespec
 	if dl != 0 {
-		d := dl - int64(monoNow())
+		d := dl - int64(mono.Now())
 		if d <= 0 {
 			return true
 		}
@@ -320,7 +322,7 @@ func (c *loopConn) ppoll(write bool, dl int64) bool {
 
 // Close marks the connection closed and wakes a call in progress; the
 // descriptor closes when no call uses it any more.
-func (c *loopConn) Close() error {
+func (c *Conn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
@@ -338,10 +340,10 @@ func (c *loopConn) Close() error {
 	return nil
 }
 
-func (c *loopConn) LocalAddr() net.Addr  { return c.laddr }
-func (c *loopConn) RemoteAddr() net.Addr { return c.raddr }
+func (c *Conn) LocalAddr() net.Addr  { return c.laddr }
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
 
-func (c *loopConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	if c.pre != nil {
 		return c.pre.SetDeadline(t)
 	}
@@ -351,7 +353,7 @@ func (c *loopConn) SetDeadline(t time.Time) error {
 	return nil
 }
 
-func (c *loopConn) SetReadDeadline(t time.Time) error {
+func (c *Conn) SetReadDeadline(t time.Time) error {
 	if c.pre != nil {
 		return c.pre.SetReadDeadline(t)
 	}
@@ -359,7 +361,7 @@ func (c *loopConn) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
-func (c *loopConn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if c.pre != nil {
 		return c.pre.SetWriteDeadline(t)
 	}
@@ -367,17 +369,17 @@ func (c *loopConn) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
-// deadlineOf turns a deadline into monoNow ns (0: none; a past one is at
+// deadlineOf turns a deadline into mono.Now ns (0: none; a past one is at
 // least 1, so it counts as set).
 func deadlineOf(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
-	return max(int64(monoNow()+time.Until(t)), 1)
+	return max(int64(mono.Now()+time.Until(t)), 1)
 }
 
 // SyscallConn gives the idle check (protocol.Conn.CheckIdle) the socket.
-func (c *loopConn) SyscallConn() (syscall.RawConn, error) {
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	if c.pre != nil {
 		if sc, ok := c.pre.(syscall.Conn); ok {
 			return sc.SyscallConn()
@@ -386,8 +388,8 @@ func (c *loopConn) SyscallConn() (syscall.RawConn, error) {
 	return loopRawConn{c}, nil
 }
 
-// loopRawConn is a loopConn's syscall.RawConn.
-type loopRawConn struct{ c *loopConn }
+// loopRawConn is a Conn's syscall.RawConn.
+type loopRawConn struct{ c *Conn }
 
 func (r loopRawConn) Control(f func(fd uintptr)) error {
 	if !r.c.begin() {
@@ -418,6 +420,6 @@ func (r loopRawConn) io(f func(fd uintptr) bool, write bool) error {
 	return nil
 }
 
-func (c *loopConn) opError(op string, err error) error {
+func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.laddr, Addr: c.raddr, Err: err}
 }

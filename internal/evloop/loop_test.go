@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package evloop
 
 import (
 	"bytes"
@@ -15,28 +15,28 @@ import (
 	"go.uber.org/zap"
 )
 
-// loopPair returns a loopConn out of Go's poller (the accepted end) and
+// loopPair returns a Conn out of Go's poller (the accepted end) and
 // its plain peer.
-func loopPair(t testing.TB) (*loopConn, net.Conn) {
+func loopPair(t testing.TB) (*Conn, net.Conn) {
 	t.Helper()
 	c, peer := rawPair(t)
-	lc := newLoopConn(c)
-	if err := lc.leavePoller(); err != nil {
+	lc := NewConn(c)
+	if err := lc.LeavePoller(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lc.Close(); peer.Close() })
 	return lc, peer
 }
 
-func startLoop(t testing.TB) *eventLoop {
+func startLoop(t testing.TB) *Loop {
 	t.Helper()
-	l, err := newEventLoop(zap.NewNop(), true)
+	l, err := New(zap.NewNop(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		done := make(chan struct{})
-		go func() { l.stop(); close(done) }()
+		go func() { l.Stop(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -48,9 +48,9 @@ func startLoop(t testing.TB) *eventLoop {
 
 // echoTask serves c on l: it answers every read with the same bytes until
 // EOF, and reports how it ended.
-func echoTask(l *eventLoop, c *loopConn, ended chan<- error) {
-	l.spawn(func(t *loopTask) {
-		c.bind(t)
+func echoTask(l *Loop, c *Conn, ended chan<- error) {
+	l.Spawn(func(t *Task) {
+		c.Bind(t)
 		buf := make([]byte, 4096)
 		for {
 			n, err := c.Read(buf)
@@ -95,8 +95,8 @@ func TestLoopConnLargeWrite(t *testing.T) {
 	c, peer := loopPair(t)
 	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
 	wrote := make(chan error, 1)
-	l.spawn(func(t *loopTask) {
-		c.bind(t)
+	l.Spawn(func(t *Task) {
+		c.Bind(t)
 		_, err := c.Write(want)
 		c.Close()
 		wrote <- err
@@ -119,8 +119,8 @@ func TestLoopConnReadDeadline(t *testing.T) {
 		after string
 	}
 	res := make(chan result, 1)
-	l.spawn(func(t *loopTask) {
-		c.bind(t)
+	l.Spawn(func(t *Task) {
+		c.Bind(t)
 		start := time.Now()
 		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 		_, err := c.Read(make([]byte, 8))
@@ -163,8 +163,8 @@ func TestLoopConnCloseWakesRead(t *testing.T) {
 	c, _ := loopPair(t)
 	parked := make(chan struct{})
 	res := make(chan error, 1)
-	l.spawn(func(t *loopTask) {
-		c.bind(t)
+	l.Spawn(func(t *Task) {
+		c.Bind(t)
 		close(parked)
 		_, err := c.Read(make([]byte, 8))
 		res <- err
@@ -205,14 +205,14 @@ func TestLoopTaskDetach(t *testing.T) {
 	b, peerB := loopPair(t)
 	release := make(chan struct{})
 	res := make(chan string, 1)
-	l.spawn(func(t *loopTask) {
-		a.bind(t)
-		if !t.detach() {
+	l.Spawn(func(t *Task) {
+		a.Bind(t)
+		if !t.Detach() {
 			res <- "detach did nothing on a loop"
 			return
 		}
 		<-release // would hold the whole loop if it ran there
-		t.attach()
+		t.Attach()
 		if !t.attached {
 			res <- "not attached after attach"
 			return
@@ -245,7 +245,7 @@ func TestLoopTaskDetach(t *testing.T) {
 	<-ended
 }
 
-// Off a loop (no task, or a detached one) a loopConn waits in ppoll on
+// Off a loop (no task, or a detached one) a Conn waits in ppoll on
 // its caller's thread, with the same deadlines and Close.
 func TestLoopConnOffLoop(t *testing.T) {
 	c, peer := loopPair(t)
@@ -295,7 +295,7 @@ func TestLoopConnOffLoop(t *testing.T) {
 // A task that panics ends; the loop goes on serving the others.
 func TestLoopTaskPanic(t *testing.T) {
 	l := startLoop(t)
-	l.spawn(func(*loopTask) { panic("boom") })
+	l.Spawn(func(*Task) { panic("boom") })
 	c, peer := loopPair(t)
 	ended := make(chan error, 1)
 	echoTask(l, c, ended)
@@ -330,8 +330,8 @@ func TestLoopConnPipelinedInput(t *testing.T) {
 	l := startLoop(t)
 	c, peer := loopPair(t)
 	res := make(chan string, 1)
-	l.spawn(func(t *loopTask) {
-		c.bind(t)
+	l.Spawn(func(t *Task) {
+		c.Bind(t)
 		var got []byte
 		buf := make([]byte, 16)
 		for len(got) < 100 {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package evloop
 
 import (
 	"container/heap"
@@ -11,15 +11,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
+	"github.com/sluice-proxy/sluice/internal/mono"
 	"go.uber.org/zap"
 )
 
-// An eventLoop runs sessions' waits for their sockets on one epoll
+// An Loop runs sessions' waits for their sockets on one epoll
 // instance ([proxy] event_loop). Each session's command loop runs as a
-// coroutine (a loopTask); when a read or write of one of its connections
+// coroutine (a Task); when a read or write of one of its connections
 // finds the socket not ready, the coroutine hands the wait to its loop and
 // the loop's goroutine switches straight to the next task whose socket is
 // ready.
@@ -35,7 +35,7 @@ import (
 // The loop's goroutine keeps its processor while it sleeps in epoll_wait
 // (a raw system call), so the server runs with one processor more than it
 // has loops (Server.Start) for everything else: logins, the admin port,
-// probes, and tasks that step off the loop (loopTask.detach) for work that
+// probes, and tasks that step off the loop (Task.detach) for work that
 // blocks on something other than their sockets.
 //
 // Concurrency: the loop's goroutine, and the tasks it resumes, own the
@@ -43,7 +43,7 @@ import (
 // registered descriptor is, and who waits on it) is guarded by mu, since a
 // connection closing on another goroutine frees its slot; so is the queue
 // of tasks handed to the loop from other goroutines (submit).
-type eventLoop struct {
+type Loop struct {
 	epfd   int
 	wakefd int // eventfd: submit writes it to end an epoll_wait
 	log    *zap.Logger
@@ -56,12 +56,12 @@ type eventLoop struct {
 	counted bool
 
 	// runnable are tasks to resume in this round (loop goroutine only).
-	runnable []*loopTask
+	runnable []*Task
 
 	mu       sync.Mutex
 	slots    []loopSlot
 	free     []uint32
-	incoming []*loopTask
+	incoming []*Task
 	stopping bool
 	tasks    int // tasks started on the loop and not finished
 	// fdsClosed: the loop has ended and closed epfd and wakefd, whose
@@ -76,9 +76,9 @@ type eventLoop struct {
 // that the epoll key carries (a freed slot's stale events are ignored),
 // and the task waiting on it.
 type loopSlot struct {
-	c      *loopConn
+	c      *Conn
 	gen    uint32
-	waiter *loopTask
+	waiter *Task
 	write  bool
 	// missed are the events that came while no task waited for them: a
 	// wait that skips its first read (loopWait.first) looks here.
@@ -88,12 +88,12 @@ type loopSlot struct {
 // wakeKey marks the eventfd's events.
 const wakeKey = ^uint64(0)
 
-// loopTask is one session's code run as a coroutine by an eventLoop.
+// Task is one session's code run as a coroutine by an Loop.
 // attached is true while the loop drives it: only then do its
 // connections' waits go to the loop; while it is detached (on a goroutine
 // of its own) they wait in ppoll(2).
-type loopTask struct {
-	loop  *eventLoop
+type Task struct {
+	loop  *Loop
 	next  func() (loopWait, bool)
 	stop  func()
 	yield func(loopWait) bool
@@ -102,17 +102,17 @@ type loopTask struct {
 	waitSlot int32 // slot waited on, -1 when not waiting
 	timedOut bool
 	waitErr  error // the wait could not be set up
-	// deadline is the current wait's (monoNow ns, 0 for none); heapIdx
+	// deadline is the current wait's (mono.Now ns, 0 for none); heapIdx
 	// the task's place in its loop's timers, -1 when it has none there.
 	deadline int64
 	heapIdx  int
 }
 
 // loopWait is what a task yields to its driver: a wait for a connection
-// to be readable or writable until deadline (monoNow ns, 0 for none), or a
+// to be readable or writable until deadline (mono.Now ns, 0 for none), or a
 // request to step off the loop (detach) or back onto it (attach).
 type loopWait struct {
-	c        *loopConn
+	c        *Conn
 	write    bool
 	deadline int64
 	detach   bool
@@ -123,7 +123,7 @@ type loopWait struct {
 	first bool
 }
 
-func newEventLoop(log *zap.Logger, rawWait bool) (*eventLoop, error) {
+func New(log *zap.Logger, rawWait bool) (*Loop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func newEventLoop(log *zap.Logger, rawWait bool) (*eventLoop, error) {
 		syscall.Close(epfd)
 		return nil, e
 	}
-	l := &eventLoop{epfd: epfd, wakefd: int(r), log: log, rawWait: rawWait, done: make(chan struct{})}
+	l := &Loop{epfd: epfd, wakefd: int(r), log: log, rawWait: rawWait, done: make(chan struct{})}
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN}
 	*(*uint64)(unsafe.Pointer(&ev.Fd)) = wakeKey
 	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wakefd, &ev); err != nil {
@@ -146,8 +146,8 @@ func newEventLoop(log *zap.Logger, rawWait bool) (*eventLoop, error) {
 }
 
 // spawn starts run as a task on the loop; run gets its task.
-func (l *eventLoop) spawn(run func(t *loopTask)) {
-	t := &loopTask{loop: l, waitSlot: -1, heapIdx: -1}
+func (l *Loop) Spawn(run func(t *Task)) {
+	t := &Task{loop: l, waitSlot: -1, heapIdx: -1}
 	t.next, t.stop = iter.Pull(func(yield func(loopWait) bool) {
 		t.yield = yield
 		run(t)
@@ -161,14 +161,14 @@ func (l *eventLoop) spawn(run func(t *loopTask)) {
 // submit hands t to the loop, which resumes it at once: from a goroutine
 // of its own it may have missed readiness the loop saw meanwhile, so it
 // tries its I/O again before it waits.
-func (l *eventLoop) submit(t *loopTask) {
+func (l *Loop) submit(t *Task) {
 	l.mu.Lock()
 	l.incoming = append(l.incoming, t)
 	l.mu.Unlock()
 	l.wake()
 }
 
-func (l *eventLoop) wake() {
+func (l *Loop) wake() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fdsClosed {
@@ -179,7 +179,7 @@ func (l *eventLoop) wake() {
 }
 
 // stop ends the loop once its last task has finished.
-func (l *eventLoop) stop() {
+func (l *Loop) Stop() {
 	l.mu.Lock()
 	first := !l.stopping
 	l.stopping = true
@@ -190,14 +190,14 @@ func (l *eventLoop) stop() {
 	<-l.done
 }
 
-func (l *eventLoop) run() {
+func (l *Loop) run() {
 	defer close(l.done)
 	evs := make([]syscall.EpollEvent, 128)
-	var in []*loopTask
+	var in []*Task
 	for {
 		timeout := -1
 		if len(l.timers) > 0 {
-			d := l.timers[0].deadline - int64(monoNow())
+			d := l.timers[0].deadline - int64(mono.Now())
 			timeout = 0
 			if d > 0 {
 				timeout = int((d + 999_999) / 1_000_000)
@@ -229,7 +229,7 @@ func (l *eventLoop) run() {
 			l.resume(t)
 		}
 		if len(l.timers) > 0 {
-			l.expire(int64(monoNow()))
+			l.expire(int64(mono.Now()))
 		}
 		l.mu.Lock()
 		end := l.stopping && l.tasks == 0
@@ -251,7 +251,7 @@ func (l *eventLoop) run() {
 // wait is epoll_wait. A raw call keeps the processor while it sleeps; the
 // runtime's preemption signal ends it early (EINTR), so a stop-the-world
 // still reaches the loop.
-func (l *eventLoop) wait(evs []syscall.EpollEvent, msec int) int {
+func (l *Loop) wait(evs []syscall.EpollEvent, msec int) int {
 	p := uintptr(unsafe.Pointer(&evs[0]))
 	var r uintptr
 	var e syscall.Errno
@@ -270,7 +270,7 @@ func (l *eventLoop) wait(evs []syscall.EpollEvent, msec int) int {
 }
 
 // ready returns the task an event wakes, nil if none waits for it.
-func (l *eventLoop) ready(key uint64, events uint32) *loopTask {
+func (l *Loop) ready(key uint64, events uint32) *Task {
 	idx, gen := uint32(key), uint32(key>>32)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -300,7 +300,7 @@ func (l *eventLoop) ready(key uint64, events uint32) *loopTask {
 }
 
 // resume runs t until it waits again, steps off the loop or ends.
-func (l *eventLoop) resume(t *loopTask) {
+func (l *Loop) resume(t *Task) {
 	t.waitSlot = -1
 	w, ok := l.next(t)
 	if !ok {
@@ -331,7 +331,7 @@ func (l *eventLoop) resume(t *loopTask) {
 
 // next resumes t's coroutine. A panic the session's own recover did not
 // catch ends the task, not the loop.
-func (l *eventLoop) next(t *loopTask) (w loopWait, ok bool) {
+func (l *Loop) next(t *Task) (w loopWait, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			l.log.Error("event loop task panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
@@ -343,7 +343,7 @@ func (l *eventLoop) next(t *loopTask) (w loopWait, ok bool) {
 
 // park makes t wait for w on this loop, registering w's connection here
 // if it is not yet.
-func (l *eventLoop) park(t *loopTask, w loopWait) {
+func (l *Loop) park(t *Task, w loopWait) {
 	slot, err := w.c.registerOn(l)
 	if err != nil {
 		// Closed meanwhile, or epoll refused it: the task sees why.
@@ -383,9 +383,9 @@ func (l *eventLoop) park(t *loopTask, w loopWait) {
 }
 
 // expire resumes the tasks whose wait's deadline has passed.
-func (l *eventLoop) expire(now int64) {
+func (l *Loop) expire(now int64) {
 	for len(l.timers) > 0 && l.timers[0].deadline <= now {
-		t := heap.Pop(&l.timers).(*loopTask)
+		t := heap.Pop(&l.timers).(*Task)
 		if t.waitSlot < 0 {
 			continue // not waiting: its next wait pushes it again
 		}
@@ -406,7 +406,7 @@ func (l *eventLoop) expire(now int64) {
 // add registers fd (edge-triggered, for both directions) and returns its
 // slot. Edge-triggered is right because a task always tries its I/O before
 // it waits, and waits only after EAGAIN.
-func (l *eventLoop) add(c *loopConn) (uint32, error) {
+func (l *Loop) add(c *Conn) (uint32, error) {
 	l.mu.Lock()
 	var idx uint32
 	if n := len(l.free); n > 0 {
@@ -431,7 +431,7 @@ func (l *eventLoop) add(c *loopConn) (uint32, error) {
 
 // remove unregisters c's descriptor from slot idx. A task still waiting
 // there is handed back so it sees the connection closed.
-func (l *eventLoop) remove(c *loopConn, idx uint32) {
+func (l *Loop) remove(c *Conn, idx uint32) {
 	l.mu.Lock()
 	if !l.fdsClosed {
 		_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
@@ -442,7 +442,7 @@ func (l *eventLoop) remove(c *loopConn, idx uint32) {
 	}
 }
 
-func (l *eventLoop) release(idx uint32) *loopTask {
+func (l *Loop) release(idx uint32) *Task {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := &l.slots[idx]
@@ -455,7 +455,7 @@ func (l *eventLoop) release(idx uint32) *loopTask {
 
 // drive runs a detached task on a goroutine of its own until it asks to
 // go back onto the loop.
-func (t *loopTask) drive() {
+func (t *Task) drive() {
 	for {
 		w, ok := t.loop.next(t)
 		if !ok {
@@ -479,7 +479,7 @@ func (t *loopTask) drive() {
 // before it blocks on something other than its sockets (a pool's wait, a
 // dial, a timer, another goroutine); it reports whether it did. Call
 // attach afterwards. t may be nil (a session served by its own goroutine).
-func (t *loopTask) detach() bool {
+func (t *Task) Detach() bool {
 	if t == nil || !t.attached {
 		return false
 	}
@@ -488,20 +488,20 @@ func (t *loopTask) detach() bool {
 }
 
 // attach moves a detached task back onto its loop.
-func (t *loopTask) attach() {
+func (t *Task) Attach() {
 	t.yield(loopWait{attach: true})
 }
 
 // waitFor makes the calling task wait on its loop for c; it reports
 // whether the deadline passed first.
-func (t *loopTask) waitFor(c *loopConn, write, first bool, deadline int64) (timedOut bool, err error) {
+func (t *Task) waitFor(c *Conn, write, first bool, deadline int64) (timedOut bool, err error) {
 	t.timedOut, t.waitErr = false, nil
 	t.yield(loopWait{c: c, write: write, first: first, deadline: deadline})
 	return t.timedOut, t.waitErr
 }
 
 // timerHeap orders a loop's tasks that wait with a deadline by it.
-type timerHeap []*loopTask
+type timerHeap []*Task
 
 func (h timerHeap) Len() int           { return len(h) }
 func (h timerHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
@@ -510,7 +510,7 @@ func (h timerHeap) Swap(i, j int) {
 	h[i].heapIdx, h[j].heapIdx = i, j
 }
 func (h *timerHeap) Push(x any) {
-	t := x.(*loopTask)
+	t := x.(*Task)
 	t.heapIdx = len(*h)
 	*h = append(*h, t)
 }
@@ -541,20 +541,18 @@ func takeProcessor() bool {
 	return false
 }
 
-// loopsSupported: event loops run on this platform.
-const loopsSupported = true
+// Supported: event loops run on this platform.
+const Supported = true
 
-// startLoops starts one event loop per thread and gives the process one
-// thread more, for the work that does not run on a loop (see eventLoop).
-func (s *Server) startLoops() error {
-	n := runtime.NumCPU()
-	if t := s.cfg.Proxy.Threads; t > 0 {
-		n = t
-	}
-	runtime.GOMAXPROCS(n + 1)
+// Start starts n event loops, as many as may sleep holding a processor
+// doing so (TakeProcessor). The caller sizes GOMAXPROCS first: one
+// processor more than it has loops, for everything else (see Loop). On an
+// error no loop is left running.
+func Start(n int, log *zap.Logger) ([]*Loop, error) {
+	loops := make([]*Loop, 0, n)
 	for range n {
 		raw := takeProcessor()
-		l, err := newEventLoop(s.log, raw)
+		l, err := New(log, raw)
 		if err == nil {
 			l.mu.Lock()
 			l.counted = raw
@@ -563,61 +561,29 @@ func (s *Server) startLoops() error {
 			rawLoops.Add(-1)
 		}
 		if err != nil {
-			for _, l := range s.loops {
-				l.stop()
+			for _, l := range loops {
+				l.Stop()
 			}
-			s.loops = nil
-			return fmt.Errorf("proxy: starting event loops: %w", err)
+			return nil, fmt.Errorf("starting event loops: %w", err)
 		}
-		s.loops = append(s.loops, l)
+		loops = append(loops, l)
 	}
-	return nil
+	return loops, nil
 }
 
-// serveOnLoop hands a logged-in session to an event loop, which serves
-// its commands from then on and ends it (endSession); it reports whether
-// it did. A session whose client connection is not a plain TCP socket
-// (TLS) stays on its goroutine.
-func (s *Server) serveOnLoop(sess *Session, start time.Time) bool {
-	if s.loops == nil {
-		return false
-	}
-	lc, ok := sess.client.NetConn().(*loopConn)
-	if !ok || lc.leavePoller() != nil {
-		return false
-	}
-	l := s.loops[s.nextLoop.Add(1)%uint32(len(s.loops))]
-	l.spawn(func(t *loopTask) {
-		defer func() {
-			if r := recover(); r != nil {
-				sess.log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			}
-			s.endSession(sess)
-		}()
-		sess.task = t
-		lc.bind(t)
-		sess.serveAll(start)
-	})
-	return true
-}
-
-// onLoopOf reports whether bc's socket is registered on t's loop, or
-// either has none (no move needed).
-func (bc *BackendConn) onLoopOf(t *loopTask) bool {
-	if t == nil || bc.lc == nil {
+// OnLoopOf reports whether c's socket is registered on t's loop, or
+// either has none (no move needed). c may be nil.
+func (c *Conn) OnLoopOf(t *Task) bool {
+	if t == nil || c == nil {
 		return true
 	}
-	h := bc.lc.home.Load()
+	h := c.home.Load()
 	return h == nil || h == t.loop
 }
 
-// loopSessions counts the sessions the event loops run (for metrics).
-func (s *Server) loopSessions() int {
-	n := 0
-	for _, l := range s.loops {
-		l.mu.Lock()
-		n += l.tasks
-		l.mu.Unlock()
-	}
-	return n
+// Tasks counts the tasks started on l and not finished (for metrics).
+func (l *Loop) Tasks() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tasks
 }

@@ -1,4 +1,4 @@
-package proxy
+package evloop
 
 import (
 	"errors"
@@ -50,9 +50,9 @@ type sockConn struct {
 	readFn, writeFn func(fd uintptr) bool
 }
 
-// newSockConn wraps nc when it is a TCP connection and returns it unchanged
+// NewSockConn wraps nc when it is a TCP connection and returns it unchanged
 // otherwise (a Unix socket, or a test's pipe).
-func newSockConn(nc net.Conn) net.Conn {
+func NewSockConn(nc net.Conn) net.Conn {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
 		return nc

@@ -1,6 +1,6 @@
 //go:build race
 
-package proxy
+package evloop
 
 import "syscall"
 
