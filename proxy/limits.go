@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/internal/mono"
+	"github.com/sluice-proxy/sluice/policy"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -55,46 +56,12 @@ type userLimits struct {
 	idleTimeout  time.Duration
 	queryTimeout time.Duration
 	// rate is nil when the user's statements are not rate limited.
-	rate *rateParams
+	rate *policy.Rate
 	// label is the user label of the limit metrics: the entry's name, or
 	// "default" (metric cardinality stays bounded by the file).
 	label string
 	// delayed and refused count statements the rate made wait or refused.
 	delayed, refused prometheus.Counter
-}
-
-// rateParams are a rate limit in the terms of the bucket's arithmetic
-// (nanoseconds).
-type rateParams struct {
-	perSecond int64
-	// interval is the time one statement's slot takes: 1s / perSecond.
-	interval int64
-	// tolerance is how far ahead of now the bucket's virtual time may run
-	// before a statement waits: (burst-1) intervals.
-	tolerance int64
-	// maxQueued caps the statements waiting at once; queueTimeout is the
-	// longest wait.
-	maxQueued    int64
-	queueTimeout int64
-}
-
-// newRateParams converts a statement rate and its queue to rateParams; nil
-// when perSecond is 0 (unlimited).
-func newRateParams(perSecond, burst, maxQueued int, queueTimeout time.Duration) *rateParams {
-	if perSecond <= 0 {
-		return nil
-	}
-	if burst <= 0 {
-		burst = perSecond
-	}
-	interval := int64(time.Second) / int64(perSecond)
-	return &rateParams{
-		perSecond:    int64(perSecond),
-		interval:     interval,
-		tolerance:    int64(burst-1) * interval,
-		maxQueued:    int64(maxQueued),
-		queueTimeout: int64(queueTimeout),
-	}
 }
 
 // newLimitSet resolves cfg's [limits] for the data plane.
@@ -104,7 +71,7 @@ func (s *Server) newLimitSet(cfg *conf.Config) *limitSet {
 			maxConns:     int64(v.MaxConnections),
 			idleTimeout:  v.IdleTimeout.Duration,
 			queryTimeout: v.QueryTimeout.Duration,
-			rate:         newRateParams(v.MaxStatementsPerSecond, v.Burst, v.MaxQueued, v.QueueTimeout.Duration),
+			rate:         policy.NewRate(v.MaxStatementsPerSecond, v.Burst, v.MaxQueued, v.QueueTimeout.Duration),
 			label:        label,
 			delayed:      s.rateLimited.WithLabelValues(label, "delayed"),
 			refused:      s.rateLimited.WithLabelValues(label, "refused"),
@@ -133,7 +100,7 @@ type userState struct {
 	// conns counts the user's logged-in client connections.
 	conns atomic.Int64
 	// bucket is the user's statement rate state.
-	bucket gcra
+	bucket policy.Bucket
 }
 
 // userStates holds the userState of every user that logged in.
@@ -171,59 +138,6 @@ func (s *Server) initLimits(cfg *conf.Config) {
 	s.metrics.reg.MustRegister(s.rateLimited, s.queryTimeouts)
 	s.limits.Store(s.newLimitSet(cfg))
 }
-
-// gcra is a user's statement rate bucket, kept as the generic cell rate
-// algorithm's theoretical arrival time: the monotonic time (nanoseconds
-// since clockBase) at which the bucket is empty again. Taking a statement's
-// slot moves it one interval on with a compare-and-swap; nothing else is
-// stored, so a statement that finds room costs a load and a CAS, and any
-// number of sessions share the bucket without a lock.
-type gcra struct {
-	tat atomic.Int64
-	// waiting counts statements waiting for their slot.
-	waiting atomic.Int64
-}
-
-// Outcomes of gcra.take besides a wait.
-var (
-	errRateQueueFull = errors.New("max_queued statements already wait")
-	errRateTooLong   = errors.New("the wait would exceed queue_timeout")
-)
-
-// take reserves the next slot at time now (ns) under p. It returns how long
-// the statement must wait for its slot (0: run now), or an error when the
-// statement is refused: its wait would exceed queue_timeout, or max_queued
-// statements wait already. A statement that is told to wait has its slot
-// and is counted in waiting: it must call done after the wait.
-func (b *gcra) take(now int64, p *rateParams) (int64, error) {
-	for {
-		tat := b.tat.Load()
-		start := max(tat, now)
-		wait := start - now - p.tolerance
-		if wait > p.queueTimeout {
-			return 0, errRateTooLong
-		}
-		if wait > 0 && b.waiting.Load() >= p.maxQueued {
-			return 0, errRateQueueFull
-		}
-		if !b.tat.CompareAndSwap(tat, start+p.interval) {
-			continue
-		}
-		if wait <= 0 {
-			return 0, nil
-		}
-		if b.waiting.Add(1) > p.maxQueued {
-			// Others queued meanwhile: give the slot back.
-			b.waiting.Add(-1)
-			b.tat.Add(-p.interval)
-			return 0, errRateQueueFull
-		}
-		return wait, nil
-	}
-}
-
-// done ends a wait take asked for.
-func (b *gcra) done() { b.waiting.Add(-1) }
 
 // sessionLimits is a Session's view of its user's limits, owned by the
 // session's goroutine except where noted.
@@ -325,7 +239,7 @@ func (s *Session) admit(cmd byte) (bool, error) {
 		return true, nil
 	}
 	b := &s.lims.state.bucket
-	wait, err := b.take(int64(mono.Now()), p)
+	wait, err := b.Take(int64(mono.Now()), p)
 	if err == nil && wait == 0 {
 		return true, nil
 	}
@@ -333,16 +247,16 @@ func (s *Session) admit(cmd byte) (bool, error) {
 		lim.refused.Inc()
 		if s.lims.refusalFor != lim {
 			s.lims.refusal = protocol.NewError(protocol.ErUserLimitReached,
-				"User '%s' has exceeded the 'max_statements_per_second' resource (current value: %d)", s.user, p.perSecond)
+				"User '%s' has exceeded the 'max_statements_per_second' resource (current value: %d)", s.user, p.PerSecond())
 			s.lims.refusalFor = lim
 		}
 		if ce := s.log(); ce.Core().Enabled(zap.DebugLevel) {
-			ce.Debug("statement refused by the rate limit", zap.Int64("max_statements_per_second", p.perSecond), zap.Error(err))
+			ce.Debug("statement refused by the rate limit", zap.Int64("max_statements_per_second", p.PerSecond()), zap.Error(err))
 		}
 		return false, s.client.WriteErr(s.lims.refusal)
 	}
 	lim.delayed.Inc()
-	defer b.done()
+	defer b.Done()
 	// A timer wait: off the loop, so the loop's other sessions go on.
 	if s.task.Detach() {
 		defer s.task.Attach()

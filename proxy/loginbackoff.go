@@ -1,15 +1,13 @@
 package proxy
 
 import (
-	"container/list"
 	"errors"
 	"net"
-	"net/netip"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/policy"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -21,175 +19,10 @@ import (
 // (which 1045 would claim even when the password is right).
 const ErHostIsBlocked uint16 = 1129
 
-// maxBackoffAddrs caps the addresses the login backoff remembers. When it
-// is full, the address whose last failure is oldest is forgotten, so a
-// client cycling through source addresses costs bounded memory (about
-// 200 bytes an address).
-const maxBackoffAddrs = 10000
-
-// backoffPolicy is the login backoff's live configuration: after threshold
-// failures in a row an address is refused for first, doubling with each
-// further failure up to max. threshold 0 switches the backoff off.
-type backoffPolicy struct {
-	threshold  int
-	first, max time.Duration
-}
-
-// backoffEntry is one client address's failed logins.
-type backoffEntry struct {
-	key      netip.Addr
-	failures int       // failures in a row
-	last     time.Time // of the last failure
-	until    time.Time // logins are refused before this
-}
-
-// loginBackoff counts failed logins per client address and says which
-// addresses are in backoff. An IPv6 client is counted by its /64 network,
-// which one host usually holds whole. It is pure bookkeeping (the caller
-// passes the time), safe for concurrent use, and holds at most cap
-// addresses.
-type loginBackoff struct {
-	mu      sync.Mutex
-	cap     int
-	entries map[netip.Addr]*list.Element
-	// byLast holds the entries, oldest last failure at the front.
-	byLast list.List
-}
-
-func newLoginBackoff(capacity int) *loginBackoff {
-	return &loginBackoff{cap: capacity, entries: make(map[netip.Addr]*list.Element)}
-}
-
-// backoffKey is the address the backoff counts a client under; ok is false
-// for an address that is not IP (then it is not tracked).
-func backoffKey(addr net.Addr) (netip.Addr, bool) {
-	var ip netip.Addr
-	switch a := addr.(type) {
-	case *net.TCPAddr:
-		ip = a.AddrPort().Addr()
-	default:
-		ap, err := netip.ParseAddrPort(addr.String())
-		if err != nil {
-			return netip.Addr{}, false
-		}
-		ip = ap.Addr()
-	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		if p, err := ip.Prefix(64); err == nil {
-			ip = p.Addr()
-		}
-	}
-	return ip, ip.IsValid()
-}
-
-// expired reports whether e can be forgotten at now: max passed since its
-// last failure and since its refusal ended. An address that keeps failing
-// as each refusal ends so stays at one attempt per max.
-func (e *backoffEntry) expired(now time.Time, pol backoffPolicy) bool {
-	end := e.last
-	if e.until.After(end) {
-		end = e.until
-	}
-	return now.Sub(end) >= pol.max
-}
-
-// blocked returns how long logins from key are still refused at now (0:
-// not refused) and the failures in a row that caused it.
-func (t *loginBackoff) blocked(key netip.Addr, now time.Time, pol backoffPolicy) (time.Duration, int) {
-	if pol.threshold <= 0 {
-		return 0, 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	el := t.entries[key]
-	if el == nil {
-		return 0, 0
-	}
-	e := el.Value.(*backoffEntry)
-	if e.expired(now, pol) {
-		t.remove(el)
-		return 0, 0
-	}
-	if now.Before(e.until) {
-		return e.until.Sub(now), e.failures
-	}
-	return 0, e.failures
-}
-
-// failed counts a failed login from key at now. It returns the failures in
-// a row and, when they reached the threshold, the refusal period that
-// starts now (0 otherwise).
-func (t *loginBackoff) failed(key netip.Addr, now time.Time, pol backoffPolicy) (int, time.Duration) {
-	if pol.threshold <= 0 {
-		return 0, 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.prune(now, pol)
-	var e *backoffEntry
-	if el := t.entries[key]; el != nil {
-		e = el.Value.(*backoffEntry)
-		if e.expired(now, pol) {
-			e.failures = 0
-		}
-		t.byLast.MoveToBack(el)
-	} else {
-		for len(t.entries) >= t.cap && t.cap > 0 {
-			t.remove(t.byLast.Front())
-		}
-		e = &backoffEntry{key: key}
-		t.entries[key] = t.byLast.PushBack(e)
-	}
-	e.failures++
-	e.last = now
-	if e.failures < pol.threshold {
-		return e.failures, 0
-	}
-	d := pol.first
-	for i := pol.threshold; i < e.failures && d < pol.max; i++ {
-		d *= 2
-	}
-	d = min(d, pol.max)
-	e.until = now.Add(d)
-	return e.failures, d
-}
-
-// succeeded forgets key: a successful login ends its backoff.
-func (t *loginBackoff) succeeded(key netip.Addr) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if el := t.entries[key]; el != nil {
-		t.remove(el)
-	}
-}
-
-// len reports how many addresses are remembered.
-func (t *loginBackoff) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.entries)
-}
-
-// prune forgets expired entries from the oldest on.
-func (t *loginBackoff) prune(now time.Time, pol backoffPolicy) {
-	for el := t.byLast.Front(); el != nil; el = t.byLast.Front() {
-		if !el.Value.(*backoffEntry).expired(now, pol) {
-			return
-		}
-		t.remove(el)
-	}
-}
-
-func (t *loginBackoff) remove(el *list.Element) {
-	delete(t.entries, el.Value.(*backoffEntry).key)
-	t.byLast.Remove(el)
-}
-
 // backoffPolicy reads the login backoff settings of the live configuration.
-func (s *Server) backoffPolicy() backoffPolicy {
+func (s *Server) backoffPolicy() policy.Backoff {
 	p := &s.config().Proxy
-	return backoffPolicy{threshold: p.LoginFailuresBeforeBackoff, first: p.LoginBackoff.Duration, max: p.LoginBackoffMax.Duration}
+	return policy.Backoff{Threshold: p.LoginFailuresBeforeBackoff, First: p.LoginBackoff.Duration, Max: p.LoginBackoffMax.Duration}
 }
 
 // errLoginBackoff marks a login refused because the client's address is in
@@ -200,11 +33,11 @@ var errLoginBackoff = errors.New("client address in login backoff")
 // address is in login backoff, nil otherwise. The caller sends it in place
 // of the greeting, before any auth-server round trip.
 func (s *Server) loginRefusal(remote net.Addr) *protocol.SQLError {
-	key, ok := backoffKey(remote)
+	key, ok := policy.BackoffKey(remote)
 	if !ok {
 		return nil
 	}
-	wait, failures := s.logins.blocked(key, time.Now(), s.backoffPolicy())
+	wait, failures := s.logins.Blocked(key, time.Now(), s.backoffPolicy())
 	if wait <= 0 {
 		return nil
 	}
@@ -224,11 +57,11 @@ func (s *Server) loginRefusal(remote net.Addr) *protocol.SQLError {
 // once already meets the refusal; a warn line says when a backoff starts.
 func (s *Server) loginRefused(remote net.Addr, port string) func(user string) {
 	return func(user string) {
-		key, ok := backoffKey(remote)
+		key, ok := policy.BackoffKey(remote)
 		if !ok {
 			return
 		}
-		failures, wait := s.logins.failed(key, time.Now(), s.backoffPolicy())
+		failures, wait := s.logins.Failed(key, time.Now(), s.backoffPolicy())
 		if wait > 0 {
 			s.log.Warn("login backoff: refusing logins from the client address", zap.String("port", port),
 				zap.String("address", key.String()), zap.String("user", user), zap.Int("failures", failures),
@@ -240,7 +73,7 @@ func (s *Server) loginRefused(remote net.Addr, port string) func(user string) {
 // loginSucceeded forgets remote's failed logins: a successful login ends
 // its backoff.
 func (s *Server) loginSucceeded(remote net.Addr) {
-	if key, ok := backoffKey(remote); ok {
-		s.logins.succeeded(key)
+	if key, ok := policy.BackoffKey(remote); ok {
+		s.logins.Succeeded(key)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/evloop"
+	"github.com/sluice-proxy/sluice/policy"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -113,7 +114,7 @@ type Server struct {
 
 	// logins counts failed logins per client address for the login
 	// backoff of both ports (loginbackoff.go).
-	logins *loginBackoff
+	logins *policy.LoginBackoff
 
 	// Graceful shutdown (shutdown.go): unready turns /readyz to 503,
 	// draining closes sessions as they go idle; sessionEnded wakes
@@ -149,7 +150,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		metrics:  newMetrics(),
 		tls:      stls,
 		digests:  newDigestStore(),
-		logins:   newLoginBackoff(maxBackoffAddrs),
+		logins:   policy.NewLoginBackoff(policy.MaxBackoffAddrs),
 
 		sessionEnded: make(chan struct{}, 1),
 	}
