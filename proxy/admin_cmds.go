@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/mono"
+	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -175,17 +176,17 @@ func (s *Server) showSessions() *adminResult {
 func (s *Server) showDigests(limit int) *adminResult {
 	r := &adminResult{cols: []string{"digest", "count", "total_ms", "avg_ms", "max_ms", "rows", "errors", "route"}}
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
-	for _, d := range s.digests.snapshot(limit) {
+	for _, d := range s.digests.Snapshot(limit) {
 		avg := time.Duration(0)
-		if d.count > 0 {
-			avg = d.total / time.Duration(d.count)
+		if d.Count > 0 {
+			avg = d.Total / time.Duration(d.Count)
 		}
-		digest := d.digest
+		digest := d.Digest
 		if digest == "" {
 			digest = "(unparsed)"
 		}
-		r.rows = append(r.rows, []string{digest, strconv.FormatUint(d.count, 10), ms(d.total), ms(avg), ms(d.max),
-			strconv.FormatUint(d.rows, 10), strconv.FormatUint(d.errors, 10), digestRouteNames(d.routes)})
+		r.rows = append(r.rows, []string{digest, strconv.FormatUint(d.Count, 10), ms(d.Total), ms(avg), ms(d.Max),
+			strconv.FormatUint(d.Rows, 10), strconv.FormatUint(d.Errors, 10), observe.DigestRouteNames(d.Routes)})
 	}
 	return r
 }
@@ -213,9 +214,9 @@ func (s *Server) showShards() *adminResult {
 
 func (s *Server) showEvents() *adminResult {
 	r := &adminResult{cols: []string{"time", "kind", "cluster", "backend", "epoch", "detail"}}
-	for _, e := range s.events.list() {
-		r.rows = append(r.rows, []string{e.at.UTC().Format("2006-01-02 15:04:05.000"), e.kind, e.cluster, e.backend,
-			strconv.FormatUint(e.epoch, 10), e.detail})
+	for _, e := range s.events.List() {
+		r.rows = append(r.rows, []string{e.At.UTC().Format("2006-01-02 15:04:05.000"), e.Kind, e.Cluster, e.Backend,
+			strconv.FormatUint(e.Epoch, 10), e.Detail})
 	}
 	return r
 }

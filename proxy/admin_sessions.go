@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/mono"
+	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -107,9 +108,9 @@ func (s *Session) runningOn(bc *BackendConn) {
 			s.info.backend.Store(&b.Address)
 		}
 		if b.Role == health.RoleMaster {
-			s.info.stmtRoute |= digestMaster
+			s.info.stmtRoute |= observe.DigestMaster
 		} else {
-			s.info.stmtRoute |= digestReplica
+			s.info.stmtRoute |= observe.DigestReplica
 		}
 	}
 }
@@ -135,9 +136,9 @@ func (s *Session) endStatement(d time.Duration) {
 	}
 	si.stmtActive = false
 	if si.stmtRoute == 0 && s.srv.shards() != nil {
-		si.stmtRoute = digestShard
+		si.stmtRoute = observe.DigestShard
 	}
-	s.srv.digests.record(si.stmtDigest, d, si.stmtRows, si.stmtFailed, si.stmtRoute)
+	s.srv.digests.Record(si.stmtDigest, d, si.stmtRows, si.stmtFailed, si.stmtRoute)
 	si.idleSince.Store(int64(mono.Now()))
 	si.start.Store(0)
 	si.digest.Store(nil)

@@ -54,7 +54,7 @@ func newFailovers(s *Server) *failovers {
 		Name: "sluice_failovers_total",
 		Help: "Failovers and switchovers of a cluster's master, by cluster and outcome (promoted: this instance promoted a replica; followed: another instance had; switchover: a planned switchover moved the master; failed, switchover_failed: one gave up; refused_divergent: a failover or a repoint was refused because it would discard transactions a replica received).",
 	}, []string{"cluster", "outcome"})
-	s.metrics.reg.MustRegister(f.total)
+	s.metrics.Reg.MustRegister(f.total)
 	return f
 }
 

@@ -135,7 +135,7 @@ func (s *Server) initLimits(cfg *conf.Config) {
 		Name: "sluice_query_timeouts_total",
 		Help: "Statements killed on their backend because they ran past their user's query_timeout.",
 	})
-	s.metrics.reg.MustRegister(s.rateLimited, s.queryTimeouts)
+	s.metrics.Reg.MustRegister(s.rateLimited, s.queryTimeouts)
 	s.limits.Store(s.newLimitSet(cfg))
 }
 

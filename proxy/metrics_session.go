@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/mono"
+	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 	"github.com/sluice-proxy/sluice/shard"
@@ -26,7 +26,7 @@ type commandRecord struct {
 	sql string
 	// route is set by the sharding path (shard, scatter); otherwise the
 	// role of backend, the last backend the command ran on, says it.
-	route   stmtRoute
+	route   observe.Route
 	backend *health.Backend
 	// errCode is the code of an ERR a backend answered that reached the
 	// client some other way than WriteErr or Relay (COM_STMT_PREPARE's).
@@ -55,12 +55,12 @@ func (r *commandRecord) note(b *health.Backend, res *protocol.RelayResult) {
 // only keeps the route its backend's role gives.
 func (s *Session) noteShardRoute(rt *shard.Route) {
 	if len(rt.Parts) > 1 && !rt.AnyOne {
-		s.rec.route = routeScatter
+		s.rec.route = observe.RouteScatter
 		return
 	}
 	for i := range rt.Parts {
 		if rt.Parts[i].Shards != nil {
-			s.rec.route = routeShard
+			s.rec.route = observe.RouteShard
 			return
 		}
 	}
@@ -73,27 +73,17 @@ func (s *Session) noteShardRoute(rt *shard.Route) {
 // or longer. It allocates nothing unless it logs (or meets an error code
 // for the first time).
 func (s *Session) finishCommand(p []byte, start time.Duration) {
-	m := s.srv.metrics
 	r := &s.rec
 	code := s.client.SentErr
 	if code == 0 {
 		code = r.errCode
 	}
-	if code != 0 {
-		m.clientError(code)
-	}
 	route := r.route
-	if route == routeNone && r.backend != nil {
-		route = routeReplica
+	if route == observe.RouteNone && r.backend != nil {
+		route = observe.RouteReplica
 		if r.backend.Role == health.RoleMaster {
-			route = routeMaster
+			route = observe.RouteMaster
 		}
-	}
-	if route != routeNone {
-		m.toBackend.Add(float64(len(p)))
-	}
-	if r.toClient > 0 {
-		m.toClient.Add(float64(r.toClient))
 	}
 	var d time.Duration
 	if r.plan != nil || s.info.stmtActive {
@@ -102,23 +92,19 @@ func (s *Session) finishCommand(p []byte, start time.Duration) {
 		d = mono.Now() - start
 	}
 	s.endStatement(d)
+	var kind router.Kind
 	if r.plan != nil {
-		if k := int(r.plan.Kind); route != routeNone && k < numKinds {
-			if c := m.stmt[route][k]; c != nil {
-				c.Inc()
-				m.observe[route].Observe(d.Seconds())
-			}
-		}
-		if t := m.slowThreshold.Load(); t > 0 && int64(d) >= t {
-			s.logSlow(p, route, code, d)
-		}
+		kind = r.plan.Kind
+	}
+	if s.srv.metrics.Command(code, route, int64(len(p)), r.toClient, r.plan != nil, kind, d) {
+		s.logSlow(p, route, code, d)
 	}
 	*r = commandRecord{}
 	s.client.SentErr = 0
 }
 
 // logSlow writes the slow-query log line of the statement p that took d.
-func (s *Session) logSlow(p []byte, route stmtRoute, code uint16, d time.Duration) {
+func (s *Session) logSlow(p []byte, route observe.Route, code uint16, d time.Duration) {
 	r := &s.rec
 	backend := ""
 	if r.backend != nil {
@@ -135,7 +121,7 @@ func (s *Session) logSlow(p []byte, route stmtRoute, code uint16, d time.Duratio
 	if code != 0 {
 		fields = append(fields, zap.Uint16("error_code", code))
 	}
-	if s.srv.metrics.logSQL.Load() {
+	if s.srv.metrics.LogSQL() {
 		switch {
 		case r.sql != "":
 			fields = append(fields, zap.String("sql", r.sql))
@@ -146,25 +132,12 @@ func (s *Session) logSlow(p []byte, route stmtRoute, code uint16, d time.Duratio
 	s.log().Warn("slow query", fields...)
 }
 
-// loginFailed counts the ERR a failed login sent the client: the auth
-// server's own (relayed, carried in err) or one sluice wrote (sent).
-func (m *metrics) loginFailed(err error, sent uint16) {
-	var se *protocol.SQLError
-	if errors.As(err, &se) {
-		sent = se.Code
-	}
-	if sent != 0 {
-		m.clientError(sent)
-	}
-}
-
 // SetSlowQueryLog sets the slow-query log's threshold (0 switches it off)
 // and whether its lines carry the statement text, for statements that
 // finish from now on ([proxy] slow_query_threshold and log_sql; a reload
 // may call it). It is safe for concurrent use.
 func (s *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
-	s.metrics.slowThreshold.Store(int64(max(threshold, 0)))
-	s.metrics.logSQL.Store(logSQL)
+	s.metrics.SetSlowLog(threshold, logSQL)
 }
 
 // initMetrics completes the Server's metrics once New has built its pools
@@ -172,12 +145,12 @@ func (s *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
 // time, the shard and scatter routes, and the
 // slow-query log settings.
 func (s *Server) initMetrics() {
-	s.metrics.reg.MustRegister(newPoolCollector(s), newBackendCollector(s))
-	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	s.metrics.Reg.MustRegister(newPoolCollector(s), newBackendCollector(s))
+	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_event_loop_sessions",
 		Help: "Client sessions served by event loops ([proxy] event_loop); 0 without them.",
 	}, func() float64 { return float64(s.loopSessions()) }))
 	// Always: a reload may add shard rules to a running sluice.
-	s.metrics.addRoutes(routeShard, routeScatter)
+	s.metrics.AddRoutes(observe.RouteShard, observe.RouteScatter)
 	s.SetSlowQueryLog(s.cfg.Proxy.SlowQueryThreshold.Duration, s.cfg.Proxy.LogSQL)
 }

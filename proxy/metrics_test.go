@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/mono"
+	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/shard"
 )
@@ -25,7 +26,7 @@ import (
 // registry, nil when it has none.
 func gathered(t *testing.T, srv *Server, name string) []*dto.Metric {
 	t.Helper()
-	fams, err := srv.metrics.reg.Gather()
+	fams, err := srv.metrics.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,12 +295,12 @@ func TestDashboardUsesOnlyExportedMetrics(t *testing.T) {
 	}
 	srv := offlineServer(t, "", 1)
 	m := srv.metrics
-	m.logins.WithLabelValues("ok").Inc()
-	m.clientError(1146)
+	m.Logins.WithLabelValues("ok").Inc()
+	m.ClientError(1146)
 	srv.stateChanges.WithLabelValues("main", "127.0.0.1:2", "down").Inc()
 	srv.failover.total.WithLabelValues("main", "promoted").Inc()
 	exported := map[string]bool{}
-	fams, err := m.reg.Gather()
+	fams, err := m.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,12 +339,12 @@ func TestNoteShardRoute(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		route shard.Route
-		want  stmtRoute
+		want  observe.Route
 	}{
-		{"unsharded table", shard.Route{Parts: []shard.Part{{Cluster: 0}}}, routeNone},
-		{"one shard", shard.Route{Parts: []shard.Part{{Cluster: 1, Shards: []int{3}}}}, routeShard},
-		{"broadcast read", shard.Route{AnyOne: true, Parts: []shard.Part{{Cluster: 0}, {Cluster: 1}}}, routeNone},
-		{"several shards", shard.Route{Parts: []shard.Part{{Cluster: 0, Shards: []int{0}}, {Cluster: 1, Shards: []int{1}}}}, routeScatter},
+		{"unsharded table", shard.Route{Parts: []shard.Part{{Cluster: 0}}}, observe.RouteNone},
+		{"one shard", shard.Route{Parts: []shard.Part{{Cluster: 1, Shards: []int{3}}}}, observe.RouteShard},
+		{"broadcast read", shard.Route{AnyOne: true, Parts: []shard.Part{{Cluster: 0}, {Cluster: 1}}}, observe.RouteNone},
+		{"several shards", shard.Route{Parts: []shard.Part{{Cluster: 0, Shards: []int{0}}, {Cluster: 1, Shards: []int{1}}}}, observe.RouteScatter},
 	} {
 		s := &Session{}
 		s.noteShardRoute(&tc.route)

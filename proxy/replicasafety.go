@@ -181,7 +181,7 @@ func (l *refusalLog) first(digest string) bool {
 // replica connection bc refused as a write (1792): the router or the
 // function catalog judged it a read, and it is about to run on the master.
 func (s *Session) replicaRefused(bc *BackendConn) {
-	s.srv.metrics.replicaRefusals.WithLabelValues(s.cluster.Name).Inc()
+	s.srv.metrics.ReplicaRefusals.WithLabelValues(s.cluster.Name).Inc()
 	digest := ""
 	if s.rec.plan != nil {
 		digest = s.rec.plan.Digest

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/evloop"
+	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/policy"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
@@ -80,7 +81,7 @@ type Server struct {
 	clientCaps  uint32      // capabilities offered to clients
 	ln          net.Listener
 	metricsAddr net.Addr
-	metrics     *metrics
+	metrics     *observe.Metrics
 	// stateChanges counts backend state changes by cluster, backend and
 	// new state.
 	stateChanges *prometheus.CounterVec
@@ -100,8 +101,8 @@ type Server struct {
 	adminLn    net.Listener
 	adminAuth  *auth.Static
 	adminConns map[net.Conn]struct{}
-	events     eventRing
-	digests    *digestStore
+	events     observe.Events
+	digests    *observe.Digests
 	// refusals are the digests whose replica write refusals were logged.
 	refusals refusalLog
 
@@ -147,9 +148,9 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		sessions: make(map[uint32]*Session),
-		metrics:  newMetrics(),
+		metrics:  observe.NewMetrics(),
 		tls:      stls,
-		digests:  newDigestStore(),
+		digests:  observe.NewDigests(),
 		logins:   policy.NewLoginBackoff(policy.MaxBackoffAddrs),
 
 		sessionEnded: make(chan struct{}, 1),
@@ -158,7 +159,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		Name: "sluice_backend_state_changes_total",
 		Help: "Backend state changes (up, lagging, down, fenced, offline), by cluster, backend and the new state.",
 	}, []string{"cluster", "backend", "to"})
-	s.metrics.reg.MustRegister(s.stateChanges)
+	s.metrics.Reg.MustRegister(s.stateChanges)
 	s.live.Store(cfg)
 	s.auth.cur.Store(&a)
 	s.failover = newFailovers(s)
@@ -333,7 +334,7 @@ func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, r
 		}
 	}()
 	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
-	s.event(stateEventKind(to), b.Cluster, b.Address, from.String()+" -> "+to.String()+": "+reason)
+	s.event(observe.StateEventKind(to), b.Cluster, b.Address, from.String()+" -> "+to.String()+": "+reason)
 	log := s.log.Warn
 	if to == health.StateUp {
 		log = s.log.Info
@@ -406,7 +407,7 @@ func (s *Server) serveConn(nc net.Conn) {
 			"Too many connections: sluice max_client_connections (%d) reached", limit))
 		return
 	}
-	s.metrics.clients.Inc()
+	s.metrics.Clients.Inc()
 	sess.counted = true
 	start := time.Now()
 	if !sess.start(s.ctx) {
@@ -429,7 +430,7 @@ func (s *Server) endSession(sess *Session) {
 	// The gauge drops only once the slot is free, so a client that sees it
 	// fall can count on max_client_connections having room.
 	if sess.counted {
-		s.metrics.clients.Dec()
+		s.metrics.Clients.Dec()
 	}
 	if s.draining.Load() {
 		select {

@@ -246,12 +246,12 @@ func (s *Session) start(ctx context.Context) bool {
 		} else if errors.Is(err, errLoginBackoff) {
 			result = "blocked"
 		}
-		s.srv.metrics.logins.WithLabelValues(result).Inc()
-		s.srv.metrics.loginFailed(err, s.client.SentErr)
+		s.srv.metrics.Logins.WithLabelValues(result).Inc()
+		s.srv.metrics.LoginFailed(err, s.client.SentErr)
 		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
 		return false
 	}
-	s.srv.metrics.logins.WithLabelValues("ok").Inc()
+	s.srv.metrics.Logins.WithLabelValues("ok").Inc()
 	s.log().Info("client connected", zap.String("schema", s.schema))
 	s.afterCommand()
 	s.client.Idle()
@@ -386,7 +386,7 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 		if !dead {
 			break
 		}
-		s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+		s.srv.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 		s.srv.dropDeadIdle()
 	}
 	s.schema = prev
@@ -813,7 +813,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 				return s.client.WriteErr(se)
 			}
 			// bc broke while sluice replayed session state on it.
-			s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+			s.srv.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 			if inTx := s.master == nil && bc != nil && bc.backend.Role == health.RoleMaster && bc.inTransaction(); inTx {
 				_ = s.client.WriteErr(lostInTransaction(bc))
 				return fmt.Errorf("master lost inside a transaction: %w", err)
@@ -905,7 +905,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			return err
 		}
 		b := bc.backend
-		s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
+		s.srv.metrics.BackendErrs.WithLabelValues(b.Role.String()).Inc()
 		if res.Torn {
 			// The client holds half a packet: no ERR can follow it.
 			s.log().Warn("backend lost mid-packet, closing the client", zap.String("backend", b.Address), zap.Error(err))
@@ -1160,7 +1160,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 				exhausted = true
 				continue
 			}
-			s.srv.metrics.backendErrs.WithLabelValues(b.Role.String()).Inc()
+			s.srv.metrics.BackendErrs.WithLabelValues(b.Role.String()).Inc()
 			from := b.State()
 			if b.ReportFailure(err) {
 				s.log().Warn("replica unreachable, taken out of rotation", zap.String("backend", b.Address), zap.Error(err))
@@ -1214,7 +1214,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			"Too many connections: sluice has no free connection to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
 	}
 	if err != nil {
-		s.srv.metrics.backendErrs.WithLabelValues(m.Role.String()).Inc()
+		s.srv.metrics.BackendErrs.WithLabelValues(m.Role.String()).Inc()
 		s.log().Warn("master unreachable", zap.String("backend", m.Address), zap.Error(err))
 		var se *protocol.SQLError
 		if errors.As(err, &se) {
@@ -1495,7 +1495,7 @@ func (s *Session) pin(p router.Pin) {
 	if added := p &^ s.pins; added != 0 {
 		for bit, name := range router.PinNames {
 			if added&bit != 0 {
-				s.srv.metrics.pins.WithLabelValues(name).Inc()
+				s.srv.metrics.Pins.WithLabelValues(name).Inc()
 			}
 		}
 		s.pins |= p

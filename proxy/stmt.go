@@ -450,7 +450,7 @@ func (s *Session) comStmtFetch(p []byte) error {
 		st.cursor = nil
 		bc.broken = true
 		s.dropIfBroken(bc)
-		s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+		s.srv.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 		if errors.Is(err, protocol.ErrClientIO) {
 			return err
 		}
@@ -477,7 +477,7 @@ func (s *Session) comStmtReset(p []byte) error {
 		if _, err := s.send(bc, p, s.client.Seq(), protocol.ResponseSingle); err != nil {
 			bc.broken = true
 			s.dropIfBroken(bc)
-			s.srv.metrics.backendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+			s.srv.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 			if errors.Is(err, protocol.ErrClientIO) {
 				return err
 			}

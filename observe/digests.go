@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"slices"
@@ -9,19 +9,19 @@ import (
 	"unsafe"
 )
 
-// maxDigests bounds the digest store; statements of further digests are
+// MaxDigests bounds the digest store; statements of further digests are
 // counted under overflowDigest, so a workload of ever new texts (literals
 // the normalizer keeps, generated table names) cannot grow it without end.
-const maxDigests = 5000
+const MaxDigests = 5000
 
 const overflowDigest = "(other digests: the store is full)"
 
-// route bits of a digest: where its statements ran.
+// Route bits of a digest: where its statements ran.
 const (
-	digestMaster uint32 = 1 << iota
-	digestReplica
-	digestShard
-	digestScatter
+	DigestMaster uint32 = 1 << iota
+	DigestReplica
+	DigestShard
+	DigestScatter
 )
 
 var digestRouteBitNames = [...]string{"master", "replica", "shard", "scatter"}
@@ -38,11 +38,11 @@ type digestStats struct {
 	routes atomic.Uint32
 }
 
-// digestStore counts statements by digest for SHOW QUERY DIGESTS. Record
+// Digests counts statements by digest for SHOW QUERY DIGESTS. Record
 // is called once per statement on the data path: for a digest already
 // known it takes a read lock and does atomic adds, allocating nothing. It
 // is safe for concurrent use.
-type digestStore struct {
+type Digests struct {
 	mu sync.RWMutex
 	m  map[string]*digestStats
 	// byData finds the entry of a digest string by the address of its
@@ -55,15 +55,16 @@ type digestStore struct {
 
 // maxDigestAliases bounds byData; past it the map starts afresh (plans
 // evicted from the router's cache leave their strings here otherwise).
-const maxDigestAliases = 4 * maxDigests
+const maxDigestAliases = 4 * MaxDigests
 
-func newDigestStore() *digestStore {
-	return &digestStore{m: make(map[string]*digestStats), byData: make(map[*byte]*digestStats)}
+// NewDigests returns an empty digest store.
+func NewDigests() *Digests {
+	return &Digests{m: make(map[string]*digestStats), byData: make(map[*byte]*digestStats)}
 }
 
-// record counts one statement of digest that took d, touched rows rows,
+// Record counts one statement of digest that took d, touched rows rows,
 // failed when failed, and ran where route (route bits) says.
-func (ds *digestStore) record(digest string, d time.Duration, rows uint64, failed bool, route uint32) {
+func (ds *Digests) Record(digest string, d time.Duration, rows uint64, failed bool, route uint32) {
 	data := unsafe.StringData(digest)
 	ds.mu.RLock()
 	e := ds.byData[data]
@@ -95,7 +96,7 @@ func (ds *digestStore) record(digest string, d time.Duration, rows uint64, faile
 
 // insert adds digest's entry, or returns the overflow entry when the
 // store is full.
-func (ds *digestStore) insert(digest string) *digestStats {
+func (ds *Digests) insert(digest string) *digestStats {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	e := ds.lookupLocked(digest)
@@ -110,11 +111,11 @@ func (ds *digestStore) insert(digest string) *digestStats {
 
 // lookupLocked returns digest's entry by its text, adding it (or using
 // the overflow entry) when missing. The caller holds mu.
-func (ds *digestStore) lookupLocked(digest string) *digestStats {
+func (ds *Digests) lookupLocked(digest string) *digestStats {
 	if e := ds.m[digest]; e != nil {
 		return e
 	}
-	if len(ds.m) >= maxDigests {
+	if len(ds.m) >= MaxDigests {
 		digest = overflowDigest
 		if e := ds.m[digest]; e != nil {
 			return e
@@ -127,32 +128,32 @@ func (ds *digestStore) lookupLocked(digest string) *digestStats {
 	return e
 }
 
-// digestRow is a copy of one digest's counters.
-type digestRow struct {
-	digest              string
-	count, rows, errors uint64
-	total, max          time.Duration
-	routes              uint32
+// DigestRow is a copy of one digest's counters.
+type DigestRow struct {
+	Digest              string
+	Count, Rows, Errors uint64
+	Total, Max          time.Duration
+	Routes              uint32
 }
 
-// snapshot returns the digests by total time, largest first; limit < 0
+// Snapshot returns the digests by total time, largest first; limit < 0
 // means all.
-func (ds *digestStore) snapshot(limit int) []digestRow {
+func (ds *Digests) Snapshot(limit int) []DigestRow {
 	ds.mu.RLock()
-	out := make([]digestRow, 0, len(ds.m))
+	out := make([]DigestRow, 0, len(ds.m))
 	for _, e := range ds.m {
-		out = append(out, digestRow{digest: e.digest, count: e.count.Load(), rows: e.rows.Load(), errors: e.errors.Load(),
-			total: time.Duration(e.total.Load()), max: time.Duration(e.max.Load()), routes: e.routes.Load()})
+		out = append(out, DigestRow{Digest: e.digest, Count: e.count.Load(), Rows: e.rows.Load(), Errors: e.errors.Load(),
+			Total: time.Duration(e.total.Load()), Max: time.Duration(e.max.Load()), Routes: e.routes.Load()})
 	}
 	ds.mu.RUnlock()
-	slices.SortFunc(out, func(a, b digestRow) int {
-		if a.total != b.total {
-			if a.total > b.total {
+	slices.SortFunc(out, func(a, b DigestRow) int {
+		if a.Total != b.Total {
+			if a.Total > b.Total {
 				return -1
 			}
 			return 1
 		}
-		return strings.Compare(a.digest, b.digest)
+		return strings.Compare(a.Digest, b.Digest)
 	})
 	if limit >= 0 && len(out) > limit {
 		out = out[:limit]
@@ -160,8 +161,8 @@ func (ds *digestStore) snapshot(limit int) []digestRow {
 	return out
 }
 
-// digestRouteNames spells route bits as "master,replica".
-func digestRouteNames(r uint32) string {
+// DigestRouteNames spells route bits as "master,replica".
+func DigestRouteNames(r uint32) string {
 	var b strings.Builder
 	for i, n := range digestRouteBitNames {
 		if r&(1<<i) != 0 {
