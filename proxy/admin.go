@@ -2,69 +2,32 @@ package proxy
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"runtime/debug"
-	"strings"
-	"time"
+	"slices"
 
 	"go.uber.org/zap"
 
-	"github.com/sluice-proxy/sluice/auth"
+	"github.com/sluice-proxy/sluice/admin"
+	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/mono"
+	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
-// Version is the sluice version SHOW VERSION reports; cmd/sluice sets it
-// from its build-time version.
-var Version = "dev"
-
-// adminMaxPacket bounds an admin command: every valid one is a few dozen
-// bytes, so a client sending a megabyte gets ERR 1153, not a buffer.
-const adminMaxPacket = 64 << 10
-
-// adminIdleTimeout closes an admin connection that sends nothing for this
-// long, so a forgotten client does not hold a goroutine for ever.
-const adminIdleTimeout = 30 * time.Minute
-
-// adminCapabilities are what the admin port offers: plain text commands,
-// one at a time.
-const adminCapabilities = sluiceCapabilities &^ (protocol.ClientMultiStatements | protocol.ClientMultiResults | protocol.ClientPSMultiResults)
-
-// adminServerVersion is the version string of the admin port's greeting.
-const adminServerVersion = "5.5.5-10.11.0-sluice-admin"
-
-// erParse is ER_PARSE_ERROR, the answer to an admin command sluice cannot
-// read.
-const erParse uint16 = 1064
-
-// ErNoSuchThread is ER_NO_SUCH_THREAD, the answer to KILL of an unknown id.
-const ErNoSuchThread uint16 = 1094
-
-// adminAuthenticator returns the authenticator of the admin port: the
-// [admin] user with its password as a mysql_native_password hash. Without a
-// password it knows no user, so every login is refused with ERR 1045.
-func adminAuthenticator(user, password string) (*auth.Static, error) {
-	users := map[string]string{}
-	if password != "" {
-		h1 := sha1.Sum([]byte(password))
-		h2 := sha1.Sum(h1[:])
-		users[user] = "*" + strings.ToUpper(hex.EncodeToString(h2[:]))
-	}
-	return auth.NewStatic(users)
-}
-
 // startAdmin binds admin_listen and serves the admin port until the
-// Server's context ends; "" leaves it off.
+// Server closes; "" leaves it off.
 func (s *Server) startAdmin() error {
 	addr := s.cfg.Proxy.AdminListen
 	if addr == "" {
 		return nil
 	}
-	a, err := adminAuthenticator(s.cfg.Admin.User, s.cfg.Admin.Password)
+	port, err := admin.NewPort(control{s}, s.log, admin.Options{
+		User: s.cfg.Admin.User, Password: s.cfg.Admin.Password,
+		Capabilities: sluiceCapabilities, Collation: defaultCollation,
+		HandshakeTimeout: s.cfg.Proxy.HandshakeTimeout.Duration,
+	})
 	if err != nil {
 		return fmt.Errorf("proxy: admin: %w", err)
 	}
@@ -75,20 +38,14 @@ func (s *Server) startAdmin() error {
 	if err != nil {
 		return fmt.Errorf("proxy: admin_listen %s: %w", addr, err)
 	}
-	s.adminLn, s.adminAuth = ln, a
-	s.adminConns = make(map[net.Conn]struct{})
+	s.adminLn, s.admin = ln, port
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		<-s.ctx.Done()
-		_ = ln.Close()
-		s.mu.Lock()
-		for nc := range s.adminConns {
-			_ = nc.Close()
-		}
-		s.mu.Unlock()
+		port.Close()
 	}()
-	go func() { defer s.wg.Done(); s.serveAdmin(ln) }()
+	go func() { defer s.wg.Done(); port.Serve(ln) }()
 	return nil
 }
 
@@ -100,217 +57,68 @@ func (s *Server) AdminAddr() net.Addr {
 	return s.adminLn.Addr()
 }
 
-func (s *Server) serveAdmin(ln net.Listener) {
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if s.ctx.Err() != nil {
-				return
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			s.log.Error("admin accept failed", zap.Error(err))
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			continue
-		}
-		s.mu.Lock()
-		if s.ctx.Err() != nil {
-			s.mu.Unlock()
-			nc.Close()
-			return
-		}
-		s.adminConns[nc] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.adminConn(nc)
+// control is the Server as the admin port sees it (admin.Control).
+type control struct{ s *Server }
+
+func (c control) Config() *conf.Config           { return c.s.config() }
+func (c control) Topology() *health.Topology     { return c.s.topo }
+func (c control) Digests() *observe.Digests      { return c.s.digests }
+func (c control) Events() *observe.Events        { return &c.s.events }
+func (c control) ServerVersion() string          { return c.s.serverVersion() }
+func (c control) NextConnectionID() uint32       { return c.s.nextID.Add(1) }
+func (c control) KillConnection(id uint32) error { return c.s.killConnection(id) }
+func (c control) KillQuery(id uint32) error      { return c.s.killQuery(id) }
+func (c control) Reload() ([]string, error)      { return c.s.Reload() }
+func (c control) Event(kind, cluster, backend, detail string) {
+	c.s.event(kind, cluster, backend, detail)
+}
+func (c control) BackendStateChanged(b *health.Backend, from, to health.State, reason string) {
+	c.s.backendStateChanged(b, from, to, reason)
+}
+func (c control) Switchover(ctx context.Context, cluster, target string) error {
+	return c.s.Switchover(ctx, cluster, target)
+}
+func (c control) FailoverCluster(ctx context.Context, cluster string) error {
+	return c.s.FailoverCluster(ctx, cluster)
+}
+func (c control) LoginRefusal(remote net.Addr) *protocol.SQLError { return c.s.loginRefusal(remote) }
+func (c control) LoginRefused(remote net.Addr, port string) func(string) {
+	return c.s.loginRefused(remote, port)
+}
+func (c control) LoginSucceeded(remote net.Addr) { c.s.loginSucceeded(remote) }
+
+// Pool describes the pool of the backend at addr.
+func (c control) Pool(addr string) (admin.PoolInfo, bool) {
+	p := c.s.pool(addr)
+	if p == nil {
+		return admin.PoolInfo{}, false
 	}
+	open, idle, closed := p.Stats()
+	return admin.PoolInfo{Size: p.size, Open: open, Idle: idle, Closed: closed, Queries: p.queries.Load(),
+		WaitTimeout: p.waitTimeout}, true
 }
 
-// adminConn serves one admin client: login as the [admin] user, then one
-// command at a time.
-func (s *Server) adminConn(nc net.Conn) {
-	log := s.log.With(zap.String("admin_client", nc.RemoteAddr().String()))
-	defer func() {
-		if r := recover(); r != nil {
-			log.Error("admin connection panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+// Sessions lists the logged-in sessions by id, as SHOW SESSIONS shows them.
+func (c control) Sessions() []admin.SessionRow {
+	s := c.s
+	s.mu.Lock()
+	sessions := make([]*Session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(sessions, func(a, b *Session) int { return int(a.id) - int(b.id) })
+	now := mono.Now()
+	rows := make([]admin.SessionRow, 0, len(sessions))
+	for _, sess := range sessions {
+		v := sess.info.view(now)
+		if v.user == "" {
+			continue // still logging in
 		}
-		nc.Close()
-		s.mu.Lock()
-		delete(s.adminConns, nc)
-		s.mu.Unlock()
-		s.wg.Done()
-	}()
-	c := protocol.NewConn(nc)
-	c.MaxPacket = adminMaxPacket
-	if e := s.loginRefusal(nc.RemoteAddr()); e != nil {
-		_ = nc.SetDeadline(time.Now().Add(s.cfg.Proxy.HandshakeTimeout.Duration))
-		_ = c.WriteErr(e)
-		log.Info("admin login refused: client address in login backoff", zap.String("error", e.Message))
-		return
+		rows = append(rows, admin.SessionRow{ID: sess.id, User: v.user, Client: sess.client.NetConn().RemoteAddr().String(),
+			Schema: v.schema, Backend: v.backend, State: v.state, Time: v.time, Digest: v.digest, Pins: v.pins})
 	}
-	deadline := time.Now().Add(s.cfg.Proxy.HandshakeTimeout.Duration)
-	_ = nc.SetDeadline(deadline)
-	ctx, cancel := context.WithDeadline(s.ctx, deadline)
-	host, _, _ := net.SplitHostPort(nc.RemoteAddr().String())
-	login, err := s.adminAuth.Authenticate(ctx, c, auth.Server{
-		ConnectionID:  s.nextID.Add(1),
-		ServerVersion: adminServerVersion,
-		Capabilities:  adminCapabilities,
-		Collation:     defaultCollation,
-		ClientHost:    host,
-		Refused:       s.loginRefused(nc.RemoteAddr(), "admin"),
-	})
-	cancel()
-	user := ""
-	if login != nil {
-		user = login.User
-	}
-	if err != nil {
-		log.Warn("admin login failed", zap.String("user", user), zap.Error(err))
-		return
-	}
-	s.loginSucceeded(nc.RemoteAddr())
-	if err := c.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: protocol.StatusAutocommit})); err != nil {
-		return
-	}
-	log.Info("admin connected", zap.String("user", login.User))
-	a := &adminSession{srv: s, c: c, log: log}
-	for {
-		_ = nc.SetDeadline(time.Now().Add(adminIdleTimeout))
-		c.ResetSeq()
-		p, err := c.ReadPacket()
-		if err != nil {
-			if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
-				_ = c.WriteErr(protocol.NewError(protocol.ErNetPacketTooLarge,
-					"sluice admin: command larger than %d bytes; admin commands are short", adminMaxPacket))
-			}
-			if !errors.Is(err, io.EOF) && s.ctx.Err() == nil {
-				log.Info("admin connection ended", zap.Error(err))
-			}
-			return
-		}
-		if len(p) == 0 {
-			if c.WriteErr(protocol.NewError(protocol.ErMalformedPacket, "Malformed communication packet: empty command")) != nil {
-				return
-			}
-			continue
-		}
-		var werr error
-		switch p[0] {
-		case protocol.ComQuit:
-			return
-		case protocol.ComPing, protocol.ComInitDB, protocol.ComResetConnection:
-			werr = a.ok("")
-		case protocol.ComQuery:
-			werr = a.query(string(p[1:]))
-		default:
-			werr = c.WriteErr(protocol.NewError(protocol.ErUnknownCommand,
-				"sluice admin: %s is not supported on the admin port; send SQL text (HELP lists the commands)", protocol.CommandName(p[0])))
-		}
-		if werr != nil {
-			return
-		}
-	}
-}
-
-// adminSession is one logged-in admin connection, owned by its goroutine.
-type adminSession struct {
-	srv *Server
-	c   *protocol.Conn
-	log *zap.Logger
-	buf []byte
-}
-
-// adminResult is a result set the admin port builds: every value is text.
-type adminResult struct {
-	cols []string
-	rows [][]string
-}
-
-func (a *adminSession) ok(info string) error {
-	b := protocol.AppendOK(a.buf[:0], protocol.OK{Status: protocol.StatusAutocommit})
-	if info != "" {
-		// The human-readable info after the fixed fields; libmariadb
-		// and libmysqlclient read it length-encoded.
-		b = protocol.AppendLenEncString(b, []byte(info))
-	}
-	a.buf = b
-	return a.c.WritePacketFlush(b)
-}
-
-// utf8Charset is utf8mb3_general_ci: admin text columns are shown as text
-// by every client (binary columns may be printed in hex).
-const utf8Charset = 33
-
-func (a *adminSession) write(r adminResult) error {
-	b := protocol.AppendLenEncInt(a.buf[:0], uint64(len(r.cols)))
-	if err := a.c.WritePacket(b); err != nil {
-		return err
-	}
-	for _, name := range r.cols {
-		cd := protocol.ColumnDef{Name: []byte(name), Charset: utf8Charset, Length: 1024, Type: protocol.TypeVarString}
-		b = cd.Append(b[:0])
-		if err := a.c.WritePacket(b); err != nil {
-			return err
-		}
-	}
-	b = protocol.AppendEOF(b[:0], 0, protocol.StatusAutocommit)
-	if err := a.c.WritePacket(b); err != nil {
-		return err
-	}
-	vals := make([][]byte, len(r.cols))
-	for _, row := range r.rows {
-		for i := range vals {
-			vals[i] = nil
-			if i < len(row) {
-				vals[i] = []byte(row[i])
-			}
-		}
-		b = protocol.AppendTextRow(b[:0], vals)
-		if err := a.c.WritePacket(b); err != nil {
-			return err
-		}
-	}
-	b = protocol.AppendEOF(b[:0], 0, protocol.StatusAutocommit)
-	a.buf = b
-	return a.c.WritePacketFlush(b)
-}
-
-// query runs one admin command and answers it.
-func (a *adminSession) query(q string) error {
-	if isVersionCommentQuery(q) {
-		// The mysql and mariadb CLIs ask this once they are connected.
-		return a.write(adminResult{cols: []string{"@@version_comment"}, rows: [][]string{{"sluice admin"}}})
-	}
-	cmd, err := parseAdmin(q)
-	if err != nil {
-		return a.c.WriteErr(&protocol.SQLError{Code: erParse, State: "42000", Message: "sluice admin: " + err.Error()})
-	}
-	res, info, err := a.srv.runAdmin(a, cmd)
-	if err != nil {
-		var se *protocol.SQLError
-		if errors.As(err, &se) {
-			return a.c.WriteErr(se)
-		}
-		return a.c.WriteErr(protocol.NewError(protocol.ErUnknownError, "sluice admin: %v", err))
-	}
-	if res == nil {
-		return a.ok(info)
-	}
-	return a.write(*res)
-}
-
-// isVersionCommentQuery reports whether q is the query command-line
-// clients send after connecting.
-func isVersionCommentQuery(q string) bool {
-	q = strings.TrimRight(strings.TrimSpace(q), ";")
-	return strings.EqualFold(strings.Join(strings.Fields(q), " "), "select @@version_comment limit 1")
+	return rows
 }
 
 // refuseAdminOnDataPort is the ERR the data port gives the admin user.

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -196,4 +198,26 @@ func (si *sessionInfo) copyText() []byte {
 	si.textMu.Lock()
 	defer si.textMu.Unlock()
 	return append([]byte{}, si.text...)
+}
+
+// pinNames spells a session's pins for SHOW SESSIONS.
+func pinNames(p router.Pin, inTx bool) string {
+	var l []string
+	if inTx {
+		l = append(l, "transaction")
+	}
+	for bit, name := range router.PinNames {
+		if p&bit != 0 {
+			l = append(l, name)
+		}
+	}
+	slices.Sort(l[min(len(l), boolInt(inTx)):])
+	return strings.Join(l, ",")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/sluice-proxy/sluice/auth"
+	"github.com/sluice-proxy/sluice/admin"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/evloop"
@@ -98,11 +98,10 @@ type Server struct {
 
 	// The admin port (admin.go): its listener, authenticator and open
 	// connections (under mu); events and digests are what it shows.
-	adminLn    net.Listener
-	adminAuth  *auth.Static
-	adminConns map[net.Conn]struct{}
-	events     observe.Events
-	digests    *observe.Digests
+	adminLn net.Listener
+	admin   *admin.Port
+	events  observe.Events
+	digests *observe.Digests
 	// refusals are the digests whose replica write refusals were logged.
 	refusals refusalLog
 

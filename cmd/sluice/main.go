@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sluice-proxy/sluice/admin"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/proxy"
 )
@@ -132,7 +133,7 @@ func runProxy(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer log.Sync()
-	proxy.Version = version
+	admin.Version = version
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

@@ -1,0 +1,275 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/observe"
+	"github.com/sluice-proxy/sluice/protocol"
+)
+
+// run carries out one parsed admin command. It returns a result set,
+// or nil and the info text of an OK packet; errors are *protocol.SQLError
+// naming what failed.
+func (p *Port) run(a *session, cmd adminCommand) (*adminResult, string, error) {
+	switch cmd.kind {
+	case adminHelp:
+		r := &adminResult{cols: []string{"command", "description"}}
+		for _, c := range adminCommands {
+			r.rows = append(r.rows, []string{c[0], c[1]})
+		}
+		return r, "", nil
+	case adminShowBackends:
+		return p.showBackends(), "", nil
+	case adminShowClusters:
+		return p.showClusters(), "", nil
+	case adminShowPools:
+		return p.showPools(), "", nil
+	case adminShowSessions:
+		return p.showSessions(), "", nil
+	case adminShowDigests:
+		return p.showDigests(cmd.limit), "", nil
+	case adminShowShards:
+		return p.showShards(), "", nil
+	case adminShowEvents:
+		return p.showEvents(), "", nil
+	case adminShowConfig:
+		r := &adminResult{cols: []string{"config"}}
+		for _, l := range strings.Split(strings.TrimRight(p.ctl.Config().Describe(), "\n"), "\n") {
+			r.rows = append(r.rows, []string{l})
+		}
+		return r, "", nil
+	case adminShowVersion:
+		return p.showVersion(), "", nil
+	case adminSetOffline, adminSetOnline, adminSetWeight:
+		info, err := p.setBackend(cmd)
+		return nil, info, err
+	case adminKillConnection:
+		return nil, "", p.ctl.KillConnection(cmd.id)
+	case adminKillQuery:
+		return nil, "", p.ctl.KillQuery(cmd.id)
+	case adminSwitchover:
+		ctx, cancel := context.WithCancel(p.ctx)
+		defer cancel()
+		a.log.Warn("admin: switchover", zap.String("cluster", cmd.cluster), zap.String("target", cmd.addr))
+		return nil, "", p.ctl.Switchover(ctx, cmd.cluster, cmd.addr)
+	case adminFailover:
+		ctx, cancel := context.WithCancel(p.ctx)
+		defer cancel()
+		a.log.Warn("admin: failover", zap.String("cluster", cmd.cluster))
+		return nil, "", p.ctl.FailoverCluster(ctx, cmd.cluster)
+	case adminReload:
+		a.log.Warn("admin: reload")
+		changes, err := p.ctl.Reload()
+		if err != nil {
+			return nil, "", err
+		}
+		r := &adminResult{cols: []string{"change"}}
+		for _, c := range changes {
+			r.rows = append(r.rows, []string{c})
+		}
+		return r, "", nil
+	}
+	return nil, "", protocol.NewError(protocol.ErUnknownError, "sluice admin: command %d has no handler", cmd.kind)
+}
+
+// backendRole names a backend's place for the admin port: fenced old
+// masters are listed with the cluster they left.
+func backendRole(c *health.Cluster, b *health.Backend) string {
+	if slices.Contains(c.Fenced, b) {
+		return "old_master"
+	}
+	return b.Role.String()
+}
+
+func (p *Port) showBackends() *adminResult {
+	r := &adminResult{cols: []string{"cluster", "address", "role", "state", "weight", "load", "lag",
+		"conn_open", "conn_in_use", "queries", "last_error"}}
+	for _, c := range p.ctl.Topology().Current().Clusters {
+		for _, b := range c.Watched() {
+			load, lag := "", ""
+			if st := b.Status(); st != nil {
+				load = strconv.FormatFloat(st.Load, 'f', 2, 64)
+				if st.Lag >= 0 && b.Role == health.RoleReplica {
+					lag = st.Lag.String()
+				}
+			}
+			open, queries := "", ""
+			if pi, ok := p.ctl.Pool(b.Address); ok {
+				open = strconv.Itoa(pi.Open)
+				queries = strconv.FormatUint(pi.Queries, 10)
+			}
+			r.rows = append(r.rows, []string{c.Name, b.Address, backendRole(c, b), b.State().String(),
+				strconv.Itoa(b.CurrentWeight()), load, lag, open, strconv.FormatInt(b.InUse(), 10), queries, b.LastError()})
+		}
+	}
+	return r
+}
+
+func (p *Port) showClusters() *adminResult {
+	r := &adminResult{cols: []string{"cluster", "master", "master_state", "replicas", "fenced", "balance", "epoch", "writes_refused"}}
+	snap := p.ctl.Topology().Current()
+	for _, c := range snap.Clusters {
+		names := func(bs []*health.Backend) string {
+			l := make([]string, len(bs))
+			for i, b := range bs {
+				l[i] = b.Address + " " + b.State().String()
+			}
+			return strings.Join(l, ", ")
+		}
+		r.rows = append(r.rows, []string{c.Name, c.Master.Address, c.Master.State().String(), names(c.Replicas),
+			names(c.Fenced), c.Balance, strconv.FormatUint(snap.Epoch, 10), c.WritesRefused})
+	}
+	return r
+}
+
+func (p *Port) showPools() *adminResult {
+	r := &adminResult{cols: []string{"cluster", "address", "role", "size", "open", "idle", "in_use", "closed", "wait_timeout"}}
+	for _, c := range p.ctl.Topology().Current().Clusters {
+		for _, b := range c.Watched() {
+			pi, ok := p.ctl.Pool(b.Address)
+			if !ok {
+				continue
+			}
+			r.rows = append(r.rows, []string{c.Name, b.Address, backendRole(c, b), strconv.Itoa(pi.Size), strconv.Itoa(pi.Open),
+				strconv.Itoa(pi.Idle), strconv.FormatInt(b.InUse(), 10), strconv.Itoa(pi.Closed), pi.WaitTimeout.String()})
+		}
+	}
+	return r
+}
+
+func (p *Port) showSessions() *adminResult {
+	r := &adminResult{cols: []string{"id", "user", "client", "schema", "backend", "state", "time", "digest", "pinned"}}
+	for _, v := range p.ctl.Sessions() {
+		r.rows = append(r.rows, []string{strconv.FormatUint(uint64(v.ID), 10), v.User, v.Client, v.Schema, v.Backend, v.State,
+			strconv.FormatFloat(v.Time.Seconds(), 'f', 3, 64), v.Digest, v.Pins})
+	}
+	return r
+}
+
+func (p *Port) showDigests(limit int) *adminResult {
+	r := &adminResult{cols: []string{"digest", "count", "total_ms", "avg_ms", "max_ms", "rows", "errors", "route"}}
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
+	for _, d := range p.ctl.Digests().Snapshot(limit) {
+		avg := time.Duration(0)
+		if d.Count > 0 {
+			avg = d.Total / time.Duration(d.Count)
+		}
+		digest := d.Digest
+		if digest == "" {
+			digest = "(unparsed)"
+		}
+		r.rows = append(r.rows, []string{digest, strconv.FormatUint(d.Count, 10), ms(d.Total), ms(avg), ms(d.Max),
+			strconv.FormatUint(d.Rows, 10), strconv.FormatUint(d.Errors, 10), observe.DigestRouteNames(d.Routes)})
+	}
+	return r
+}
+
+func (p *Port) showShards() *adminResult {
+	r := &adminResult{cols: []string{"schema", "table", "key", "algorithm", "clusters", "tables_per_cluster", "physical_tables"}}
+	for _, sh := range p.ctl.Config().Shards {
+		n := max(sh.TablesPerCluster, 1)
+		phys := sh.Table
+		if n > 1 {
+			phys = fmt.Sprintf("%s_0 .. %s_%d", sh.Table, sh.Table, n-1)
+		}
+		r.rows = append(r.rows, []string{sh.Schema, sh.Table, sh.Key, sh.Algorithm, strings.Join(sh.Clusters, ","),
+			strconv.Itoa(n), phys})
+	}
+	all := make([]string, len(p.ctl.Config().Clusters))
+	for i, c := range p.ctl.Config().Clusters {
+		all[i] = c.Name
+	}
+	for _, b := range p.ctl.Config().Broadcast {
+		r.rows = append(r.rows, []string{b.Schema, b.Table, "", "broadcast", strings.Join(all, ","), "1", b.Table})
+	}
+	return r
+}
+
+func (p *Port) showEvents() *adminResult {
+	r := &adminResult{cols: []string{"time", "kind", "cluster", "backend", "epoch", "detail"}}
+	for _, e := range p.ctl.Events().List() {
+		r.rows = append(r.rows, []string{e.At.UTC().Format("2006-01-02 15:04:05.000"), e.Kind, e.Cluster, e.Backend,
+			strconv.FormatUint(e.Epoch, 10), e.Detail})
+	}
+	return r
+}
+
+func (p *Port) showVersion() *adminResult {
+	v := Version
+	if v == "dev" {
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	advertised := p.ctl.ServerVersion()
+	if advertised == "" {
+		advertised = "(not learnt yet)"
+	}
+	return &adminResult{cols: []string{"sluice", "go", "server_version"}, rows: [][]string{{v, runtime.Version(), advertised}}}
+}
+
+// findBackend returns the backend at addr in the current snapshot and its
+// cluster.
+func (p *Port) findBackend(addr string) (*health.Cluster, *health.Backend) {
+	for _, c := range p.ctl.Topology().Current().Clusters {
+		for _, b := range c.Watched() {
+			if b.Address == addr {
+				return c, b
+			}
+		}
+	}
+	return nil, nil
+}
+
+// setBackend runs SET BACKEND '<addr>' OFFLINE | ONLINE | WEIGHT n.
+func (p *Port) setBackend(cmd adminCommand) (string, error) {
+	c, b := p.findBackend(cmd.addr)
+	if b == nil {
+		return "", protocol.NewError(protocol.ErWrongArguments,
+			"sluice admin: no backend %q; SHOW BACKENDS lists the addresses", cmd.addr)
+	}
+	switch cmd.kind {
+	case adminSetOffline:
+		if b == c.Master {
+			return "", protocol.NewError(protocol.ErWrongArguments,
+				"sluice admin: %s is the master of cluster %s and cannot go offline; use SWITCHOVER CLUSTER %s TO '<replica>' first",
+				b.Address, c.Name, c.Name)
+		}
+		from := b.Hold(health.StateOffline)
+		if from != health.StateOffline {
+			p.ctl.BackendStateChanged(b, from, health.StateOffline, "admin: SET BACKEND OFFLINE")
+		}
+		return "", nil
+	case adminSetOnline:
+		from := b.State()
+		to := b.Release()
+		if from != to {
+			p.ctl.Event("online", b.Cluster, b.Address, "admin: SET BACKEND ONLINE, was "+from.String())
+			p.ctl.BackendStateChanged(b, from, to, "admin: SET BACKEND ONLINE")
+		}
+		return "", nil
+	default:
+		prev := b.CurrentWeight()
+		b.SetWeight(cmd.weight)
+		p.log.Info("backend weight changed", zap.String("cluster", b.Cluster), zap.String("backend", b.Address),
+			zap.Int("from", prev), zap.Int("to", cmd.weight))
+		if c.Balance == health.BalanceRoundRobin || c.Balance == "" {
+			return "cluster " + c.Name + " balances round-robin, which ignores weights", nil
+		}
+		return "", nil
+	}
+}
+
+// Version is the sluice version SHOW VERSION reports; cmd/sluice sets it
+// from its build-time version.
+var Version = "dev"
