@@ -339,98 +339,151 @@ func (c *Config) validateHealth(p *problems) {
 	}
 }
 
+// validateShards checks the [[shard]] rules, [sharding] and the [[broadcast]] tables. A table
+// is sharded by one rule at most and is never also broadcast, so the rules' tables are
+// collected first.
 func (c *Config) validateShards(p *problems) {
-	tables := make(map[string]string) // lower-case schema.table → label
-	for i, s := range c.Shards {
-		label := fmt.Sprintf("shard[%d]", i)
-		if s.Schema != "" && s.Table != "" {
-			label += fmt.Sprintf(" (%s.%s)", s.Schema, s.Table)
+	tables := make(map[string]string) // lower-case schema.table → label of the rule sharding it
+	for i := range c.Shards {
+		c.validateShardRule(p, i, tables)
+	}
+	c.validateSharding(p)
+	c.validateBroadcast(p, tables)
+}
+
+// validateShardRule checks rule i of [[shard]], its keys in the order they depend on each
+// other, and records its table in tables.
+func (c *Config) validateShardRule(p *problems, i int, tables map[string]string) {
+	s := &c.Shards[i]
+	label := fmt.Sprintf("shard[%d]", i)
+	if s.Schema != "" && s.Table != "" {
+		label += fmt.Sprintf(" (%s.%s)", s.Schema, s.Table)
+	}
+	checkShardTable(p, label, s, tables)
+	if s.Key == "" {
+		p.add("%s: key is required", label)
+	}
+	if !slices.Contains(shardAlgorithm, s.Algorithm) {
+		p.add("%s: algorithm: unknown value %q (want %s)", label, s.Algorithm, oneOf(shardAlgorithm))
+	}
+	c.validateShardClusters(p, label, s)
+	shards := len(s.Clusters) * max(s.TablesPerCluster, 1)
+	checkVirtualShards(p, label, s, shards)
+	checkDateUnit(p, label, s)
+	checkIDColumn(p, label, s, shards)
+	checkBoundaries(p, label, s, shards)
+}
+
+// checkShardTable requires the rule's schema and table, and claims the table in tables unless
+// an earlier rule already shards it.
+func checkShardTable(p *problems, label string, s *Shard, tables map[string]string) {
+	if s.Schema == "" {
+		p.add("%s: schema is required", label)
+	}
+	if s.Table == "" {
+		p.add("%s: table is required", label)
+	}
+	if s.Schema == "" || s.Table == "" {
+		return
+	}
+	t := strings.ToLower(s.Schema + "." + s.Table)
+	if prev, dup := tables[t]; dup {
+		p.add("%s: table is already sharded by %s", label, prev)
+		return
+	}
+	tables[t] = label
+}
+
+// validateShardClusters checks that the rule names configured clusters, each once, and at
+// least one table per cluster.
+func (c *Config) validateShardClusters(p *problems, label string, s *Shard) {
+	if len(s.Clusters) == 0 {
+		p.add("%s: clusters must name at least one cluster", label)
+	}
+	listed := make(map[string]bool, len(s.Clusters))
+	for _, name := range s.Clusters {
+		if c.Cluster(name) == nil {
+			p.add("%s: clusters: no [[cluster]] is named %q", label, name)
+		} else if listed[name] {
+			p.add("%s: clusters: %q is listed twice", label, name)
 		}
-		if s.Schema == "" {
-			p.add("%s: schema is required", label)
-		}
-		if s.Table == "" {
-			p.add("%s: table is required", label)
-		}
-		if s.Schema != "" && s.Table != "" {
-			t := strings.ToLower(s.Schema + "." + s.Table)
-			if prev, dup := tables[t]; dup {
-				p.add("%s: table is already sharded by %s", label, prev)
-			} else {
-				tables[t] = label
-			}
-		}
-		if s.Key == "" {
-			p.add("%s: key is required", label)
-		}
-		if !slices.Contains(shardAlgorithm, s.Algorithm) {
-			p.add("%s: algorithm: unknown value %q (want %s)", label, s.Algorithm, oneOf(shardAlgorithm))
-		}
-		if len(s.Clusters) == 0 {
-			p.add("%s: clusters must name at least one cluster", label)
-		}
-		listed := make(map[string]bool, len(s.Clusters))
-		for _, name := range s.Clusters {
-			if c.Cluster(name) == nil {
-				p.add("%s: clusters: no [[cluster]] is named %q", label, name)
-			} else if listed[name] {
-				p.add("%s: clusters: %q is listed twice", label, name)
-			}
-			listed[name] = true
-		}
-		if s.TablesPerCluster < 1 {
-			p.add("%s: tables_per_cluster must be >= 1 (got %d)", label, s.TablesPerCluster)
-		}
-		shards := len(s.Clusters) * max(s.TablesPerCluster, 1)
-		switch {
-		case s.VirtualShards < 0:
-			p.add("%s: virtual_shards must be >= 0 (got %d)", label, s.VirtualShards)
-		case s.VirtualShards > 0 && s.Algorithm != "mod" && s.Algorithm != "hash":
-			p.add("%s: virtual_shards is only used when algorithm is \"mod\" or \"hash\"", label)
-		case s.VirtualShards > 0 && shards > 0 && s.VirtualShards%shards != 0:
-			p.add("%s: virtual_shards (%d) must be a multiple of the number of physical tables (%d clusters x %d tables = %d)",
-				label, s.VirtualShards, len(s.Clusters), s.TablesPerCluster, shards)
-		}
-		switch {
-		case s.Algorithm == "date" && s.DateUnit == "":
-			p.add("%s: date_unit is required when algorithm = \"date\" (want %s)", label, oneOf(dateUnits))
-		case s.Algorithm == "date" && !slices.Contains(dateUnits, s.DateUnit):
-			p.add("%s: date_unit: unknown value %q (want %s)", label, s.DateUnit, oneOf(dateUnits))
-		case s.Algorithm != "date" && s.DateUnit != "":
-			p.add("%s: date_unit is only used when algorithm = \"date\"", label)
-		}
-		if s.IDColumn != "" {
-			n := shards
-			if s.VirtualShards > 0 {
-				n = s.VirtualShards
-			}
-			if n > MaxIDShards {
-				p.add("%s: id_column: global ids hold shard numbers below %d, and this rule has %d shards", label, MaxIDShards, n)
-			}
-			if strings.EqualFold(s.IDColumn, s.Key) {
-				p.add("%s: id_column must differ from key (the id is placed by the key's shard)", label)
-			}
-		}
-		if s.Algorithm == "range" && len(s.Boundaries) == 1 {
-			p.add("%s: boundaries need at least two values (the start of the first range and the end of the last)", label)
-		}
-		if s.Algorithm == "range" && len(s.Boundaries) > 1 && len(s.Boundaries)-1 != shards {
-			p.add("%s: boundaries define %d ranges but the rule has %d physical tables (%d clusters x %d tables)",
-				label, len(s.Boundaries)-1, shards, len(s.Clusters), s.TablesPerCluster)
-		}
-		switch {
-		case s.Algorithm == "range" && len(s.Boundaries) == 0:
-			p.add("%s: boundaries are required when algorithm = \"range\"", label)
-		case s.Algorithm != "range" && len(s.Boundaries) > 0:
-			p.add("%s: boundaries are only used when algorithm = \"range\"", label)
-		}
-		for j := 1; j < len(s.Boundaries); j++ {
-			if s.Boundaries[j] <= s.Boundaries[j-1] {
-				p.add("%s: boundaries must be strictly ascending (%d follows %d)", label, s.Boundaries[j], s.Boundaries[j-1])
-				break
-			}
+		listed[name] = true
+	}
+	if s.TablesPerCluster < 1 {
+		p.add("%s: tables_per_cluster must be >= 1 (got %d)", label, s.TablesPerCluster)
+	}
+}
+
+// checkVirtualShards checks virtual_shards against the algorithm and the rule's number of
+// physical tables (shards), which it must be a multiple of.
+func checkVirtualShards(p *problems, label string, s *Shard, shards int) {
+	switch {
+	case s.VirtualShards < 0:
+		p.add("%s: virtual_shards must be >= 0 (got %d)", label, s.VirtualShards)
+	case s.VirtualShards > 0 && s.Algorithm != "mod" && s.Algorithm != "hash":
+		p.add("%s: virtual_shards is only used when algorithm is \"mod\" or \"hash\"", label)
+	case s.VirtualShards > 0 && shards > 0 && s.VirtualShards%shards != 0:
+		p.add("%s: virtual_shards (%d) must be a multiple of the number of physical tables (%d clusters x %d tables = %d)",
+			label, s.VirtualShards, len(s.Clusters), s.TablesPerCluster, shards)
+	}
+}
+
+// checkDateUnit requires date_unit with algorithm "date" and refuses it otherwise.
+func checkDateUnit(p *problems, label string, s *Shard) {
+	switch {
+	case s.Algorithm == "date" && s.DateUnit == "":
+		p.add("%s: date_unit is required when algorithm = \"date\" (want %s)", label, oneOf(dateUnits))
+	case s.Algorithm == "date" && !slices.Contains(dateUnits, s.DateUnit):
+		p.add("%s: date_unit: unknown value %q (want %s)", label, s.DateUnit, oneOf(dateUnits))
+	case s.Algorithm != "date" && s.DateUnit != "":
+		p.add("%s: date_unit is only used when algorithm = \"date\"", label)
+	}
+}
+
+// checkIDColumn checks that a rule with global ids has few enough shards (virtual ones when
+// set, else shards) for an id to hold the shard number, and that the id is not the key.
+func checkIDColumn(p *problems, label string, s *Shard, shards int) {
+	if s.IDColumn == "" {
+		return
+	}
+	n := shards
+	if s.VirtualShards > 0 {
+		n = s.VirtualShards
+	}
+	if n > MaxIDShards {
+		p.add("%s: id_column: global ids hold shard numbers below %d, and this rule has %d shards", label, MaxIDShards, n)
+	}
+	if strings.EqualFold(s.IDColumn, s.Key) {
+		p.add("%s: id_column must differ from key (the id is placed by the key's shard)", label)
+	}
+}
+
+// checkBoundaries checks a range rule's boundaries: one range per physical table (shards),
+// strictly ascending; other algorithms take none.
+func checkBoundaries(p *problems, label string, s *Shard, shards int) {
+	if s.Algorithm == "range" && len(s.Boundaries) == 1 {
+		p.add("%s: boundaries need at least two values (the start of the first range and the end of the last)", label)
+	}
+	if s.Algorithm == "range" && len(s.Boundaries) > 1 && len(s.Boundaries)-1 != shards {
+		p.add("%s: boundaries define %d ranges but the rule has %d physical tables (%d clusters x %d tables)",
+			label, len(s.Boundaries)-1, shards, len(s.Clusters), s.TablesPerCluster)
+	}
+	switch {
+	case s.Algorithm == "range" && len(s.Boundaries) == 0:
+		p.add("%s: boundaries are required when algorithm = \"range\"", label)
+	case s.Algorithm != "range" && len(s.Boundaries) > 0:
+		p.add("%s: boundaries are only used when algorithm = \"range\"", label)
+	}
+	for j := 1; j < len(s.Boundaries); j++ {
+		if s.Boundaries[j] <= s.Boundaries[j-1] {
+			p.add("%s: boundaries must be strictly ascending (%d follows %d)", label, s.Boundaries[j], s.Boundaries[j-1])
+			break
 		}
 	}
+}
+
+// validateSharding checks the [sharding] table.
+func (c *Config) validateSharding(p *problems) {
 	if d := c.Sharding.DefaultCluster; d != "" && c.Cluster(d) == nil {
 		p.add("sharding.default_cluster: no [[cluster]] is named %q", d)
 	}
@@ -440,6 +493,11 @@ func (c *Config) validateShards(p *problems) {
 	if c.Sharding.NodeID < 0 || c.Sharding.NodeID > MaxNodeID {
 		p.add("sharding.node_id must be between 0 and %d (got %d)", MaxNodeID, c.Sharding.NodeID)
 	}
+}
+
+// validateBroadcast checks the [[broadcast]] tables: each listed once, and none of them
+// sharded (tables holds the sharded ones).
+func (c *Config) validateBroadcast(p *problems, tables map[string]string) {
 	broadcast := make(map[string]int)
 	for i, b := range c.Broadcast {
 		label := fmt.Sprintf("broadcast[%d]", i)

@@ -5,14 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
-
-	"github.com/sluice-proxy/sluice/internal/failpoint"
 )
 
 // Defaults of the Failover fields that are 0.
@@ -22,9 +15,6 @@ const (
 	// DefaultApplyTimeout: how long the chosen replica gets to apply its relay log.
 	DefaultApplyTimeout = 10 * time.Second
 )
-
-// confirmPoll is how often the confirm step re-reads the replicas while it waits.
-const confirmPoll = 100 * time.Millisecond
 
 // Reasons Run gives up without promoting. Each is wrapped with details naming the cluster and
 // the servers involved; test with errors.Is.
@@ -227,42 +217,6 @@ func (r *Result) Took(step string) time.Duration {
 	return 0
 }
 
-// member is one server during Run: its control connection (nil when unreachable) and state.
-type member struct {
-	addr   string
-	conn   *ControlConn
-	err    error // dial or state error: unreachable
-	st     ServerState
-	locked bool
-}
-
-func (m *member) reachable() bool { return m.err == nil }
-
-func (m *member) report() ServerReport {
-	r := ServerReport{Addr: m.addr}
-	if m.err != nil {
-		r.Error = m.err.Error()
-		return r
-	}
-	rs := m.st.Replica
-	r.ReadOnly, r.Replicating, r.IORunning, r.LastIOError = m.st.ReadOnly, rs.Configured, rs.IORunning, rs.LastIOError
-	r.Received, r.Executed, r.BinlogPos = rs.Received.String(), rs.Executed.String(), m.st.BinlogPos.String()
-	return r
-}
-
-// refresh re-reads the state of a reachable member; a failure makes it unreachable.
-func (m *member) refresh(ctx context.Context) {
-	if m.conn == nil {
-		return
-	}
-	st, err := m.conn.State(ctx)
-	if err != nil {
-		m.err = err
-		return
-	}
-	m.st, m.err = st, nil
-}
-
 func (f *Failover) now() time.Time {
 	if f.Now != nil {
 		return f.Now()
@@ -279,104 +233,34 @@ func (f *Failover) errorf(sentinel error, format string, args ...any) error {
 // connection error from a step that cannot be undone, such as Promote). ctx bounds the whole
 // sequence; every connection Run opened is closed, and so every lock released, when it returns.
 func (f *Failover) Run(ctx context.Context) (*Result, error) {
-	res := &Result{Cluster: f.Cluster, OldMaster: f.Master, Started: f.now(), Undo: maps.Clone(f.Undo)}
-	stepStart := time.Now()
-	step := func(name string) {
-		now := time.Now()
-		res.Steps = append(res.Steps, Step{Name: name, Took: now.Sub(stepStart)})
-		stepStart = now
-	}
-	finish := func(outcome Outcome, newMaster string) (*Result, error) {
-		res.Outcome, res.NewMaster, res.Epoch, res.Finished = outcome, newMaster, f.Epoch+1, f.now()
-		res.Undo = nil
-		return res, nil
-	}
-
-	if f.Block > 0 && !f.LastFailover.IsZero() {
-		if until := f.LastFailover.Add(f.Block); res.Started.Before(until) {
-			return nil, f.errorf(ErrBlocked, "the last failover was at %s; none before %s (failover_block %v)",
-				f.LastFailover.Format(time.RFC3339), until.Format(time.RFC3339), f.Block)
-		}
-	}
-
-	// Survey.
-	members := make([]*member, len(f.Replicas))
-	for i, a := range f.Replicas {
-		members[i] = &member{addr: a}
-	}
-	defer closeAll(members)
-	var masterErr error
-	dialAll(ctx, members, f.Credentials, func() { masterErr = ping(ctx, f.Master, f.Credentials) })
-	step("survey")
-	for _, m := range members {
-		if m.reachable() && res.Flavor == "" {
-			res.Flavor = m.st.Flavor.String()
-		}
-	}
-
-	// Confirm: the master is gone for sluice and for every replica that can be asked. While
-	// Run waits, another instance may finish a failover (its repointed replicas receive
-	// again, from the new master), so that is checked on every round too.
-	confirmWait := f.ConfirmWait
-	if confirmWait <= 0 {
-		confirmWait = DefaultConfirmWait
-	}
-	deadline := time.Now().Add(confirmWait)
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("health: cluster %s: confirming the master is down: %w", f.Cluster, err)
-		}
-		if addr, err := f.promotedElsewhere(masterErr, members); err != nil {
-			return nil, err
-		} else if addr != "" {
-			res.Servers = reports(members)
-			return finish(OutcomeFollowed, addr)
-		}
-		if masterErr == nil {
-			return nil, f.errorf(ErrMasterReachable, "sluice logged in to %s", f.Master)
-		}
-		err := confirmMasterDown(members, f.elsewhere(), f.Resumed)
-		if err == nil {
-			break
-		}
-		if !time.Now().Before(deadline) {
-			return nil, f.errorf(ErrNotConfirmed, "%v; sluice cannot reach %s: %v", err, f.Master, masterErr)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(confirmPoll):
-		}
-		refreshAll(ctx, members)
-	}
-	step("confirm")
-
-	// Lock on the reachable servers, in configured order.
-	lock := FailoverLockName(f.Cluster)
-	heldOn, got, reachable := lockReachable(ctx, members, lock)
-	if heldOn != "" {
-		return nil, f.errorf(ErrInProgress, "lock %s is held on %s", lock, heldOn)
-	}
-	if !hasMajority(got, reachable) {
-		return nil, f.errorf(ErrNoQuorum, "lock %s taken on %d of %d reachable servers", lock, got, reachable)
-	}
-	step("lock")
-
-	// Under the lock: another instance may have finished between our survey and our lock.
-	refreshAll(ctx, members)
-	if addr, err := f.promotedElsewhere(masterErr, members); err != nil {
+	a := f.newAttempt()
+	if err := a.block(); err != nil {
 		return nil, err
-	} else if addr != "" {
-		res.Servers = reports(members)
-		unlockAll(ctx, members, lock)
-		return finish(OutcomeFollowed, addr)
 	}
-	if err := confirmMasterDown(members, f.elsewhere(), f.Resumed); err != nil {
-		return nil, f.errorf(ErrNotConfirmed, "%v (after taking the lock)", err)
+	defer closeAll(a.members)
+	a.survey(ctx)
+	followed, err := a.confirm(ctx)
+	if err != nil {
+		return nil, err
 	}
-	res.Servers = reports(members)
-	step("resurvey")
-
-	cand, all, err := f.choose(ctx, res, members, step)
+	if followed != "" {
+		return a.finish(OutcomeFollowed, followed), nil
+	}
+	if err := a.lock(ctx); err != nil {
+		return nil, err
+	}
+	if followed, err = a.resurvey(ctx); err != nil {
+		return nil, err
+	}
+	if followed != "" {
+		unlockAll(ctx, a.members, a.lockName)
+		return a.finish(OutcomeFollowed, followed), nil
+	}
+	c, err := a.choose()
+	if err != nil {
+		return nil, err
+	}
+	cand, err := a.apply(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -384,78 +268,88 @@ func (f *Failover) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("health: cluster %s: replica address %q: %w", f.Cluster, cand.addr, err)
 	}
-	step("apply")
+	a.step("apply")
+	semi := a.prepare(ctx, cand, c.all)
+	binlog, err := a.promoteCandidate(ctx, cand, semi)
+	if err != nil {
+		return nil, err
+	}
+	a.repointOthers(ctx, cand, host, port, binlog, semi)
+	unlockAll(ctx, a.members, a.lockName)
+	return a.finish(OutcomePromoted, cand.addr), nil
+}
 
-	// A semi-sync cluster stays one, when a replica will be there to acknowledge: with none,
-	// the first commit would wait out rpl_semi_sync_master_timeout.
-	semi := false
-	if st, err := cand.conn.semiSync(ctx); err != nil {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("reading the semi-sync settings of %s: %v", cand.addr, err))
-	} else if st.replicaOn || st.sourceOn {
-		if semi = semiSyncAckers(ctx, members, cand, all) > 0; !semi {
-			res.Warnings = append(res.Warnings, "semi-sync left off on the new master: no replica is left to acknowledge its transactions")
-		}
-	}
-	for _, m := range members {
-		if !m.reachable() {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s was unreachable: it may hold acknowledged transactions the new master lacks; "+
-				"it is repointed only if it holds none (checked when it answers)", m.addr))
-		}
-	}
-	if cand.st.Replica.Configured {
-		// Should the old master answer before this failover is recorded, the candidate
-		// replicates from it again.
-		if res.Undo == nil {
-			res.Undo = map[string][]string{}
-		}
-		if _, ok := res.Undo[cand.addr]; !ok {
-			res.Undo[cand.addr] = []string{"START SLAVE"}
-		}
-	}
-	// The master must still be gone: one that came back while the candidate applied may
-	// have taken writes already.
-	if perr := ping(ctx, f.Master, f.Credentials); perr == nil {
-		return nil, f.errorf(ErrMasterReachable, "%s answers again (before promoting %s)", f.Master, cand.addr)
-	}
-	f.checkpoint(res, cand.addr)
-	if err := promote(ctx, cand, res, semi, func() {
-		res.Steps = append(res.Steps, Step{Name: StepPromoting})
-		f.checkpoint(res, cand.addr)
-	}); err != nil {
-		return nil, f.errorf(ErrPromoteFailed, "%s: %v", cand.addr, err)
-	}
-	// The candidate is the master now whatever follows: Run must return it. Its position is
-	// read again; if that fails, what it had applied before (everything) stands for it.
-	applied := cand.applied()
-	cand.refresh(ctx)
-	binlog := cand.st.Binlog
-	if !cand.reachable() {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("reading the position of %s after promoting it: %v", cand.addr, cand.err))
-		cand.err = nil
-		binlog = BinlogStateOf(applied)
-	}
-	res.PromotedAt = cand.received().Union(applied).String()
-	f.checkpoint(res, cand.addr)
-	step("promote")
+// failoverAttempt is one Run of a Failover: the Result it fills, the replicas it surveyed, what
+// the master's ping said and the lock it takes. Run owns it and closes its connections; the
+// Failover it embeds is only read, so several attempts may run from one Failover. Each step of
+// the sequence is one of its methods, named after the step.
+type failoverAttempt struct {
+	*Failover
+	stepClock
+	res       *Result
+	members   []*member
+	masterErr error // the survey's ping of the master: nil when it answered
+	lockName  string
+}
 
-	for _, m := range members {
-		if m == cand {
-			continue
-		}
-		m.refresh(ctx)
-		r, why := repointTo(ctx, m, cand.addr, host, port, binlog, f.Credentials)
-		res.noteRepoint(m.addr, r, why)
-		f.checkpoint(res, cand.addr)
+func (f *Failover) newAttempt() *failoverAttempt {
+	res := &Result{Cluster: f.Cluster, OldMaster: f.Master, Started: f.now(), Undo: maps.Clone(f.Undo)}
+	a := &failoverAttempt{Failover: f, stepClock: newStepClock(res), res: res, lockName: FailoverLockName(f.Cluster)}
+	a.members = make([]*member, len(f.Replicas))
+	for i, addr := range f.Replicas {
+		a.members[i] = &member{addr: addr}
 	}
-	if semi && len(res.Repointed) == 0 {
-		// Nobody was repointed after all: nobody would acknowledge.
-		if err := cand.conn.setSemiSync(ctx, false); err == nil {
-			res.Warnings = append(res.Warnings, "semi-sync switched off again on the new master: no replica could be repointed to acknowledge")
+	return a
+}
+
+// block is step 1: it refuses within Block of LastFailover (ErrBlocked).
+func (a *failoverAttempt) block() error {
+	if a.Block <= 0 || a.LastFailover.IsZero() {
+		return nil
+	}
+	if until := a.LastFailover.Add(a.Block); a.res.Started.Before(until) {
+		return a.errorf(ErrBlocked, "the last failover was at %s; none before %s (failover_block %v)",
+			a.LastFailover.Format(time.RFC3339), until.Format(time.RFC3339), a.Block)
+	}
+	return nil
+}
+
+// survey is step 2: it logs in to every replica and reads its state while it pings the master,
+// all at once. An unreachable replica keeps the reason; the Result takes the flavor of the
+// first reachable one.
+func (a *failoverAttempt) survey(ctx context.Context) {
+	dialAll(ctx, a.members, a.Credentials, func() { a.masterErr = ping(ctx, a.Master, a.Credentials) })
+	a.step("survey")
+	for _, m := range a.members {
+		if m.reachable() && a.res.Flavor == "" {
+			a.res.Flavor = m.st.Flavor.String()
 		}
 	}
-	step("repoint")
-	unlockAll(ctx, members, lock)
-	return finish(OutcomePromoted, cand.addr)
+}
+
+// finish completes the Result of a successful attempt: the caller owns it from here.
+func (a *failoverAttempt) finish(outcome Outcome, newMaster string) *Result {
+	res := a.res
+	res.Outcome, res.NewMaster, res.Epoch, res.Finished = outcome, newMaster, a.Epoch+1, a.now()
+	res.Undo = nil
+	return res
+}
+
+// stepClock times the steps of one Run into its Result.
+type stepClock struct {
+	res   *Result
+	start time.Time
+}
+
+func newStepClock(res *Result) stepClock {
+	return stepClock{res: res, start: time.Now()}
+}
+
+// step records that the named step ends now and the next one begins.
+func (c *stepClock) step(name string) {
+	now := time.Now()
+	c.res.Steps = append(c.res.Steps, Step{Name: name, Took: now.Sub(c.start)})
+	c.start = now
 }
 
 // checkpoint hands the failover so far to Checkpoint, naming the candidate.
@@ -465,359 +359,4 @@ func (f *Failover) checkpoint(res *Result, candidate string) {
 	}
 	res.NewMaster, res.Epoch = candidate, f.Epoch+1
 	f.Checkpoint(res)
-}
-
-// choose picks the replica to promote (see the choice type) and makes it apply everything any
-// replica received, trying the ranked candidates in turn: one whose SQL thread fails moves the
-// choice on to the next; one that runs out of ApplyTimeout ends the attempt (ErrApplyTimeout;
-// it goes on applying, so the next attempt is closer). When no replica received everything
-// the others did, or none of those that did can apply it, promoting would discard
-// transactions: ErrDivergent, naming them.
-func (f *Failover) choose(ctx context.Context, res *Result, members []*member, step func(string)) (*member, GTIDSet, error) {
-	c := choose(members)
-	if f.Candidate != "" {
-		// Only the replica an earlier attempt began promoting may be promoted.
-		only := slices.DeleteFunc(slices.Clone(c.order), func(m *member) bool { return m.addr != f.Candidate })
-		if len(only) == 0 {
-			return nil, c.all, f.errorf(ErrPromoteFailed, "an earlier attempt began promoting %s, which cannot be promoted now (%s)",
-				f.Candidate, describeSkipped(f.Replicas, c.skipped))
-		}
-		c.order = only
-	}
-	if len(c.skipped) > 0 {
-		res.Skipped = c.skipped
-	}
-	if len(c.order) == 0 {
-		if len(c.lacking) > 0 {
-			return nil, c.all, f.errorf(ErrDivergent, "no reachable replica received everything the others did (%s): %s",
-				c.all, describeLacking(f.Replicas, c.lacking))
-		}
-		return nil, c.all, f.errorf(ErrNoCandidate, "%s", describeSkipped(f.Replicas, c.skipped))
-	}
-	step("choose")
-	applyTimeout := f.ApplyTimeout
-	if applyTimeout <= 0 {
-		applyTimeout = DefaultApplyTimeout
-	}
-	var failed []string
-	for _, m := range c.order {
-		f.checkpoint(res, m.addr)
-		failpoint.Hit(failpoint.FailoverChosen)
-		err := catchUp(ctx, m, c.all, applyTimeout, res, func() { f.checkpoint(res, m.addr) })
-		if err == nil {
-			m.refresh(ctx)
-			if m.reachable() && m.applied().Contains(c.all) {
-				return m, c.all, nil
-			}
-			err = fmt.Errorf("it lacks %s after applying", c.all.Missing(m.applied()))
-		}
-		if ctx.Err() != nil {
-			return nil, c.all, fmt.Errorf("health: cluster %s: waiting for %s to apply %s: %w", f.Cluster, m.addr, c.all, err)
-		}
-		failed = append(failed, m.addr+": "+err.Error())
-		if res.Skipped == nil {
-			res.Skipped = map[string]string{}
-		}
-		res.Skipped[m.addr] = "could not apply what it received: " + err.Error()
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, c.all, f.errorf(ErrApplyTimeout, "%s had not applied %s after %v: %v", m.addr, c.all, applyTimeout, err)
-		}
-	}
-	return nil, c.all, f.errorf(ErrDivergent, "the replicas that received %s cannot apply it (%s)%s", c.all, strings.Join(failed, "; "),
-		lackingSuffix(f.Replicas, c.lacking))
-}
-
-func lackingSuffix(order []string, lacking map[string]string) string {
-	if len(lacking) == 0 {
-		return ""
-	}
-	return "; the others lack transactions: " + describeLacking(order, lacking)
-}
-
-// ping logs in to addr and pings it.
-func ping(ctx context.Context, addr string, cred Credentials) error {
-	c, err := Dial(ctx, addr, cred)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.Ping(ctx)
-}
-
-// dialAll logs in to every member at once and reads its state; a member that cannot be
-// reached keeps the reason in err. extra runs alongside (the failover's ping of the master).
-func dialAll(ctx context.Context, members []*member, cred Credentials, extra func()) {
-	var wg sync.WaitGroup
-	if extra != nil {
-		wg.Go(extra)
-	}
-	for _, m := range members {
-		wg.Go(func() {
-			m.conn, m.err = Dial(ctx, m.addr, cred)
-			if m.err == nil {
-				m.refresh(ctx)
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// closeAll closes the members' connections, which releases their named locks.
-func closeAll(members []*member) {
-	for _, m := range members {
-		if m.conn != nil {
-			m.conn.Close()
-		}
-	}
-}
-
-// lockReachable takes the named lock without waiting on every reachable member, in order. It
-// returns the address of a member where another connection holds it (at which it stops), or
-// how many of how many reachable members it locked; a member that fails to answer counts
-// against the majority.
-func lockReachable(ctx context.Context, members []*member, lock string) (heldOn string, got, reachable int) {
-	for _, m := range members {
-		if !m.reachable() {
-			continue
-		}
-		reachable++
-		ok, err := m.conn.TryLock(ctx, lock)
-		if err != nil {
-			continue
-		}
-		if !ok {
-			return m.addr, got, reachable
-		}
-		m.locked = true
-		got++
-	}
-	return "", got, reachable
-}
-
-func refreshAll(ctx context.Context, members []*member) {
-	var wg sync.WaitGroup
-	for _, m := range members {
-		wg.Go(func() { m.refresh(ctx) })
-	}
-	wg.Wait()
-}
-
-func unlockAll(ctx context.Context, members []*member, lock string) {
-	for _, m := range members {
-		if m.locked && m.reachable() {
-			_ = m.conn.Unlock(ctx, lock) // Close releases it anyway
-			m.locked = false
-		}
-	}
-}
-
-func reports(members []*member) []ServerReport {
-	out := make([]ServerReport, len(members))
-	for i, m := range members {
-		out[i] = m.report()
-	}
-	return out
-}
-
-// promotedElsewhere looks for a replica another sluice instance promoted: writable and
-// replicating from no one. It returns its address, "" when there is none, or
-// ErrAmbiguousMaster when there are several or when the master itself is still reachable
-// (two writable servers replicating from no one: sluice must not guess).
-func (f *Failover) promotedElsewhere(masterErr error, members []*member) (string, error) {
-	var promoted []string
-	for _, m := range members {
-		if m.reachable() && !m.st.ReadOnly && !m.st.Replica.Configured {
-			promoted = append(promoted, m.addr)
-		}
-	}
-	switch {
-	case len(promoted) == 0:
-		return "", nil
-	case len(promoted) > 1:
-		return "", f.errorf(ErrAmbiguousMaster, "replicas %s are all writable and replicate from no one", strings.Join(promoted, ", "))
-	case masterErr == nil:
-		return "", f.errorf(ErrAmbiguousMaster, "replica %s is writable and replicates from no one, and the master %s is reachable", promoted[0], f.Master)
-	}
-	return promoted[0], nil
-}
-
-// elsewhere lists the addresses a replica may replicate from that are not the master: the
-// replicas and Elsewhere.
-func (f *Failover) elsewhere() []string {
-	out := append(slices.Clone(f.Replicas), f.Elsewhere...)
-	return slices.DeleteFunc(out, func(a string) bool { return sameServer(a, f.Master) })
-}
-
-// confirmMasterDown checks that no reachable replica's IO thread still receives from the master
-// and that at least one replica confirms it lost it: its IO thread is trying to reconnect, or
-// stopped on an error. A replica whose IO thread a DBA stopped tells nothing, nor does one
-// that replicates from a server in elsewhere (another replica, an old master). resumed drops
-// the need for a confirming replica (see Failover.Resumed).
-func confirmMasterDown(members []*member, elsewhere []string, resumed bool) error {
-	confirmed := 0
-	var alive []string
-	for _, m := range members {
-		if !m.reachable() || !m.st.Replica.Configured {
-			continue
-		}
-		if src := m.source(); slices.ContainsFunc(elsewhere, func(a string) bool { return sameServer(a, src) }) {
-			continue
-		}
-		rs := m.st.Replica
-		switch {
-		case rs.IOConnected():
-			alive = append(alive, m.addr)
-		case rs.IORunning != "No" || rs.LastIOErrno != 0:
-			confirmed++
-		}
-	}
-	if len(alive) > 0 {
-		return fmt.Errorf("the IO thread of %s still receives from the master", strings.Join(alive, ", "))
-	}
-	if confirmed == 0 && !resumed {
-		return errors.New("no reachable replica that replicates from the master has seen it go (IO threads stopped by hand tell nothing)")
-	}
-	return nil
-}
-
-// hasMajority reports whether got locks are a majority of n servers.
-func hasMajority(got, n int) bool { return n > 0 && got*2 > n }
-
-func describeSkipped(order []string, skipped map[string]string) string {
-	if len(skipped) == 0 {
-		return "no replica configured"
-	}
-	var parts []string
-	for _, a := range order {
-		if why, ok := skipped[a]; ok {
-			parts = append(parts, a+": "+why)
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// FenceResult is what FenceOldMaster found on a master that came back after a failover.
-type FenceResult struct {
-	Addr string `json:"addr"`
-	// WasWritable: read_only was off when sluice found it.
-	WasWritable bool `json:"was_writable"`
-	// BinlogPos is its binlog GTID position.
-	BinlogPos string `json:"binlog_pos"`
-	// Errant is what it has beyond the new master's position at promotion ("" when nothing):
-	// transactions no client should have seen acknowledged, which a DBA must look at before
-	// the server rejoins.
-	Errant string `json:"errant,omitempty"`
-}
-
-// FenceOldMaster connects to a master that was failed over and has come back, turns
-// read_only (super_read_only on MySQL) on, and compares its binlog with promotedAt, the new
-// master's position when it was promoted (Result.PromotedPosition). Sluice sends the fenced
-// server no traffic until a DBA puts it back.
-func FenceOldMaster(ctx context.Context, addr string, cred Credentials, promotedAt GTIDSet) (FenceResult, error) {
-	fr := FenceResult{Addr: addr}
-	c, err := Dial(ctx, addr, cred)
-	if err != nil {
-		return fr, err
-	}
-	defer c.Close()
-	st, err := c.State(ctx)
-	if err != nil {
-		return fr, err
-	}
-	fr.WasWritable = !st.ReadOnly
-	if err := c.Fence(ctx); err != nil {
-		return fr, fmt.Errorf("health: fencing old master: %w", err)
-	}
-	fr.BinlogPos = st.BinlogPos.String()
-	fr.Errant = st.BinlogPos.Missing(promotedAt)
-	return fr, nil
-}
-
-// Discovery is what Discover found: which server is the master, and what else needs a
-// DBA's or sluice's attention. It is a plain value.
-type Discovery struct {
-	// Master is the writable server that replicates from no one.
-	Master string
-	// Stale are other writable servers that replicate from no one while Master is known:
-	// old masters to fence.
-	Stale []string
-	// WritableReplicas replicate from a master but are not read-only: to report, and to set
-	// read-only when enforce_read_only is on.
-	WritableReplicas []string
-	// Unreachable servers with the reason.
-	Unreachable map[string]string
-}
-
-// Discover logs in to every server of a cluster (addrs: the master and the replicas, any
-// order) and works out which one is the master. known is the master a previous failover
-// recorded (FailoverState.Master), or "" when there is none; the configured master must not
-// be passed here, it is what a failover may have replaced. With exactly one writable server
-// that replicates from no one, that is the master. With several, known settles it when it is
-// one of them and no replica's IO thread is connected to another; otherwise Discover returns
-// ErrAmbiguousMaster, and the caller must refuse writes to the cluster rather than guess.
-// With none it returns ErrNoMaster. The Discovery is filled in either case.
-func Discover(ctx context.Context, cluster string, addrs []string, known string, cred Credentials) (Discovery, error) {
-	members := make([]*member, len(addrs))
-	var wg sync.WaitGroup
-	for i, a := range addrs {
-		m := &member{addr: a}
-		members[i] = m
-		wg.Go(func() {
-			m.conn, m.err = Dial(ctx, m.addr, cred)
-			if m.err == nil {
-				m.refresh(ctx)
-				m.conn.Close()
-			}
-		})
-	}
-	wg.Wait()
-	return discover(cluster, members, known)
-}
-
-// discover is Discover's decision over the servers' states.
-func discover(cluster string, members []*member, known string) (Discovery, error) {
-	var d Discovery
-	var writable []string
-	for _, m := range members {
-		switch {
-		case !m.reachable():
-			if d.Unreachable == nil {
-				d.Unreachable = map[string]string{}
-			}
-			d.Unreachable[m.addr] = m.err.Error()
-		case m.st.ReadOnly:
-		case m.st.Replica.Configured:
-			d.WritableReplicas = append(d.WritableReplicas, m.addr)
-		default:
-			writable = append(writable, m.addr)
-		}
-	}
-	switch {
-	case len(writable) == 1:
-		d.Master = writable[0]
-		return d, nil
-	case len(writable) == 0:
-		return d, fmt.Errorf("health: cluster %s: %w", cluster, ErrNoMaster)
-	}
-	if known != "" && slices.Contains(writable, known) {
-		// Trust the record unless a replica actually follows another of them.
-		for _, m := range members {
-			if !m.reachable() || !m.st.Replica.IOConnected() {
-				continue
-			}
-			src := net.JoinHostPort(m.st.Replica.MasterHost, strconv.Itoa(m.st.Replica.MasterPort))
-			if src != known && slices.Contains(writable, src) {
-				return d, fmt.Errorf("health: cluster %s: %w: %s are writable and replicate from no one; the record names %s but %s replicates from %s",
-					cluster, ErrAmbiguousMaster, strings.Join(writable, ", "), known, m.addr, src)
-			}
-		}
-		d.Master = known
-		for _, w := range writable {
-			if w != known {
-				d.Stale = append(d.Stale, w)
-			}
-		}
-		return d, nil
-	}
-	return d, fmt.Errorf("health: cluster %s: %w: %s are writable and replicate from no one", cluster, ErrAmbiguousMaster, strings.Join(writable, ", "))
 }

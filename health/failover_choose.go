@@ -3,6 +3,7 @@ package health
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -150,107 +151,90 @@ func catchUp(ctx context.Context, m *member, all GTIDSet, applyTimeout time.Dura
 	return m.conn.WaitExecuted(actx, all)
 }
 
-// semiSyncAckers counts the members other than cand that will acknowledge cand's transactions
-// once repointed: reachable, holding nothing cand lacks (all is what cand applied), with
-// semi-sync's replica side on.
-func semiSyncAckers(ctx context.Context, members []*member, cand *member, all GTIDSet) int {
-	n := 0
-	for _, m := range members {
-		if m == cand || !m.reachable() || !m.eligible() || !all.Contains(m.received()) {
-			continue
+// choose is step 7: it ranks the replicas (see the choice type), keeps only Candidate when an
+// earlier attempt began promoting it, and notes in Result.Skipped the replicas that cannot be
+// chosen. When no replica received everything the others did, promoting would discard
+// transactions: ErrDivergent, naming them; with no eligible replica at all, ErrNoCandidate.
+func (a *failoverAttempt) choose() (choice, error) {
+	c := choose(a.members)
+	if a.Candidate != "" {
+		// Only the replica an earlier attempt began promoting may be promoted.
+		only := slices.DeleteFunc(slices.Clone(c.order), func(m *member) bool { return m.addr != a.Candidate })
+		if len(only) == 0 {
+			return c, a.errorf(ErrPromoteFailed, "an earlier attempt began promoting %s, which cannot be promoted now (%s)",
+				a.Candidate, describeSkipped(a.Replicas, c.skipped))
 		}
-		if st, err := m.conn.semiSync(ctx); err == nil && st.replicaOn {
-			n++
-		}
+		c.order = only
 	}
-	return n
+	if len(c.skipped) > 0 {
+		a.res.Skipped = c.skipped
+	}
+	if len(c.order) == 0 {
+		if len(c.lacking) > 0 {
+			return c, a.errorf(ErrDivergent, "no reachable replica received everything the others did (%s): %s",
+				c.all, describeLacking(a.Replicas, c.lacking))
+		}
+		return c, a.errorf(ErrNoCandidate, "%s", describeSkipped(a.Replicas, c.skipped))
+	}
+	a.step("choose")
+	return c, nil
 }
 
-// promote makes the chosen member the master, one idempotent statement at a time so that a
-// sluice that dies between two of them leaves a state the next one can finish from: stop
-// replication, forget the master, switch semi-sync's master side on when semi says so (before
-// any write can land), then let writes in.
-func promote(ctx context.Context, m *member, res *Result, semi bool, promoting func()) error {
-	if err := m.conn.StopReplication(ctx); err != nil {
-		return err
+// apply is step 8: it makes the best of c's candidates apply everything any replica received,
+// trying them in turn. One whose SQL thread fails moves the choice on to the next; one that
+// runs out of ApplyTimeout ends the attempt (ErrApplyTimeout; it goes on applying, so the next
+// attempt is closer). When none of them can apply it, promoting would discard transactions:
+// ErrDivergent, naming them.
+func (a *failoverAttempt) apply(ctx context.Context, c choice) (*member, error) {
+	applyTimeout := a.ApplyTimeout
+	if applyTimeout <= 0 {
+		applyTimeout = DefaultApplyTimeout
 	}
-	failpoint.Hit(failpoint.FailoverStopped)
-	if err := m.conn.ResetReplication(ctx); err != nil {
-		return err
-	}
-	failpoint.Hit(failpoint.FailoverReset)
-	if semi {
-		if err := m.conn.setSemiSync(ctx, true); err != nil {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync not enabled on the new master: %v", err))
+	var failed []string
+	for _, m := range c.order {
+		a.checkpoint(a.res, m.addr)
+		failpoint.Hit(failpoint.FailoverChosen)
+		err := catchUp(ctx, m, c.all, applyTimeout, a.res, func() { a.checkpoint(a.res, m.addr) })
+		if err == nil {
+			m.refresh(ctx)
+			if m.reachable() && m.applied().Contains(c.all) {
+				return m, nil
+			}
+			err = fmt.Errorf("it lacks %s after applying", c.all.Missing(m.applied()))
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("health: cluster %s: waiting for %s to apply %s: %w", a.Cluster, m.addr, c.all, err)
+		}
+		failed = append(failed, m.addr+": "+err.Error())
+		if a.res.Skipped == nil {
+			a.res.Skipped = map[string]string{}
+		}
+		a.res.Skipped[m.addr] = "could not apply what it received: " + err.Error()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, a.errorf(ErrApplyTimeout, "%s had not applied %s after %v: %v", m.addr, c.all, applyTimeout, err)
 		}
 	}
-	// From here the candidate may be writable, so only it may be promoted (the caller
-	// records that before read_only goes off).
-	promoting()
-	if err := m.conn.Unfence(ctx); err != nil {
-		return err
-	}
-	failpoint.Hit(failpoint.FailoverPromoted)
-	return nil
+	return nil, a.errorf(ErrDivergent, "the replicas that received %s cannot apply it (%s)%s", c.all, strings.Join(failed, "; "),
+		lackingSuffix(a.Replicas, c.lacking))
 }
 
-// repointed is what moving one server under a new master did.
-type repointed int
-
-const (
-	repointDone      repointed = iota // it replicates from the master now (or already did)
-	repointFailed                     // unreachable, or a statement failed
-	repointDivergent                  // it holds transactions the master lacks: left alone
-)
-
-// repointTo moves m under the master at host:port, whose binary log is master, unless m holds
-// a transaction the master lacks: repointing would discard it (its relay log is purged, and
-// its own binlog would disagree with the master's), so m is left alone and the GTIDs are
-// returned for the alert. A member that already replicates from the master with its IO thread
-// connected is left as it is; a read-only one that replicates from no one follows the master
-// logged in as the service account (cred), as an old master does after a switchover.
-func repointTo(ctx context.Context, m *member, masterAddr, host string, port int, master BinlogState, cred Credentials) (repointed, string) {
-	if !m.reachable() {
-		return repointFailed, "unreachable: " + m.err.Error()
+func lackingSuffix(order []string, lacking map[string]string) string {
+	if len(lacking) == 0 {
+		return ""
 	}
-	if src := m.source(); src != "" && sameServer(src, masterAddr) && m.st.Replica.IOConnected() {
-		return repointDone, ""
-	}
-	if extra := master.Lacks(m.received()); extra != "" {
-		return repointDivergent, extra
-	}
-	var err error
-	switch {
-	case m.st.Replica.Configured:
-		err = m.conn.Repoint(ctx, host, port)
-	case m.st.ReadOnly:
-		err = m.conn.FollowFrom(ctx, host, port, cred.User, cred.Password, m.received())
-	default:
-		return repointFailed, "writable and replicates from no one"
-	}
-	if err != nil {
-		return repointFailed, err.Error()
-	}
-	failpoint.Hit(failpoint.FailoverRepointed)
-	return repointDone, ""
+	return "; the others lack transactions: " + describeLacking(order, lacking)
 }
 
-// noteRepoint adds one repointTo outcome to res.
-func (res *Result) noteRepoint(addr string, r repointed, why string) {
-	switch r {
-	case repointDone:
-		res.Repointed = append(res.Repointed, addr)
-	case repointDivergent:
-		if res.Divergent == nil {
-			res.Divergent = map[string]string{}
-		}
-		res.Divergent[addr] = why
-		why = "holds transactions the new master lacks: " + why
-		fallthrough
-	case repointFailed:
-		if res.NotRepointed == nil {
-			res.NotRepointed = map[string]string{}
-		}
-		res.NotRepointed[addr] = why
+// describeSkipped lists, in configured order, why each replica could not be chosen.
+func describeSkipped(order []string, skipped map[string]string) string {
+	if len(skipped) == 0 {
+		return "no replica configured"
 	}
+	var parts []string
+	for _, a := range order {
+		if why, ok := skipped[a]; ok {
+			parts = append(parts, a+": "+why)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -93,13 +93,7 @@ func (sw *Switchover) errorf(sentinel error, format string, args ...any) error {
 // Run opened is closed, and so every lock released, when it returns. ctx bounds the whole
 // sequence; Timeout bounds the catch-up within it.
 func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
-	res := &Result{Cluster: sw.Cluster, OldMaster: sw.Master, Started: sw.now()}
-	stepStart := time.Now()
-	step := func(name string) {
-		now := time.Now()
-		res.Steps = append(res.Steps, Step{Name: name, Took: now.Sub(stepStart)})
-		stepStart = now
-	}
+	a := sw.newAttempt()
 	if !slices.Contains(sw.Replicas, sw.Target) {
 		return nil, sw.errorf(ErrUnknownBackend, "%s is not a configured replica", sw.Target)
 	}
@@ -107,156 +101,243 @@ func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("health: cluster %s: replica address %q: %w", sw.Cluster, sw.Target, err)
 	}
+	defer closeAll(a.all)
+	if err := a.survey(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer unlockAll(context.WithoutCancel(ctx), a.all, a.lockName)
+	if err := a.hold(ctx); err != nil {
+		return nil, err
+	}
+	final, err := a.demote(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.waitCatchUp(ctx, final); err != nil {
+		return nil, err
+	}
+	semi, err := a.promoteTarget(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.repoint(ctx, host, port, semi)
+	return a.finish(), nil
+}
 
-	// Survey.
-	master := &member{addr: sw.Master}
-	members := make([]*member, len(sw.Replicas))
-	var target *member
-	for i, a := range sw.Replicas {
-		members[i] = &member{addr: a}
-		if a == sw.Target {
-			target = members[i]
+// switchoverAttempt is one Run of a Switchover: the Result it fills, the servers it surveyed
+// (the old master first, then the replicas, the target among them) and the lock it takes. Run
+// owns it and closes its connections; the Switchover it embeds is only read. Each step of the
+// sequence is one of its methods, named after the step.
+type switchoverAttempt struct {
+	*Switchover
+	stepClock
+	res      *Result
+	master   *member
+	target   *member
+	replicas []*member
+	all      []*member // master, then replicas
+	lockName string
+}
+
+func (sw *Switchover) newAttempt() *switchoverAttempt {
+	res := &Result{Cluster: sw.Cluster, OldMaster: sw.Master, Started: sw.now()}
+	a := &switchoverAttempt{Switchover: sw, stepClock: newStepClock(res), res: res, lockName: FailoverLockName(sw.Cluster)}
+	a.master = &member{addr: sw.Master}
+	a.replicas = make([]*member, len(sw.Replicas))
+	for i, addr := range sw.Replicas {
+		a.replicas[i] = &member{addr: addr}
+		if addr == sw.Target {
+			a.target = a.replicas[i]
 		}
 	}
-	all := append([]*member{master}, members...)
-	defer closeAll(all)
-	dialAll(ctx, all, sw.Credentials, nil)
-	step("survey")
-	if !master.reachable() {
-		return nil, sw.errorf(ErrMasterUnreachable, "%s: %v", sw.Master, master.err)
+	a.all = append([]*member{a.master}, a.replicas...)
+	return a
+}
+
+// finish completes the Result of a successful switchover: the caller owns it from here.
+func (a *switchoverAttempt) finish() *Result {
+	res := a.res
+	res.Servers = reports(a.replicas)
+	res.Outcome, res.NewMaster, res.Epoch, res.Finished = OutcomeSwitchover, a.Target, a.Epoch+1, a.now()
+	return res
+}
+
+// survey is step 1: it logs in to the master and every replica at once, and checks that the
+// master answers and that the target replicates from it with both threads running.
+func (a *switchoverAttempt) survey(ctx context.Context) error {
+	dialAll(ctx, a.all, a.Credentials, nil)
+	a.step("survey")
+	if !a.master.reachable() {
+		return a.errorf(ErrMasterUnreachable, "%s: %v", a.Master, a.master.err)
 	}
-	res.Flavor = master.st.Flavor.String()
-	if !target.reachable() {
-		return nil, sw.errorf(ErrTargetNotReady, "%s is unreachable: %v", sw.Target, target.err)
+	a.res.Flavor = a.master.st.Flavor.String()
+	if !a.target.reachable() {
+		return a.errorf(ErrTargetNotReady, "%s is unreachable: %v", a.Target, a.target.err)
 	}
-	rs := target.st.Replica
-	if !rs.Configured || !sameServer(net.JoinHostPort(rs.MasterHost, strconv.Itoa(rs.MasterPort)), sw.Master) {
+	rs := a.target.st.Replica
+	if !rs.Configured || !sameServer(net.JoinHostPort(rs.MasterHost, strconv.Itoa(rs.MasterPort)), a.Master) {
 		from := "no one"
 		if rs.Configured {
 			from = net.JoinHostPort(rs.MasterHost, strconv.Itoa(rs.MasterPort))
 		}
-		return nil, sw.errorf(ErrTargetNotReplica, "%s replicates from %s, not from master %s", sw.Target, from, sw.Master)
+		return a.errorf(ErrTargetNotReplica, "%s replicates from %s, not from master %s", a.Target, from, a.Master)
 	}
 	if !rs.IOConnected() || !rs.SQLRunning {
-		return nil, sw.errorf(ErrTargetNotReady, "%s: IO thread %s, SQL thread running %v (last IO error %q, last SQL error %q)",
-			sw.Target, rs.IORunning, rs.SQLRunning, rs.LastIOError, rs.LastSQLError)
+		return a.errorf(ErrTargetNotReady, "%s: IO thread %s, SQL thread running %v (last IO error %q, last SQL error %q)",
+			a.Target, rs.IORunning, rs.SQLRunning, rs.LastIOError, rs.LastSQLError)
 	}
+	return nil
+}
 
-	// Lock on the reachable servers.
-	lock := FailoverLockName(sw.Cluster)
-	heldOn, got, reachable := lockReachable(ctx, all, lock)
+// lock is step 2: the failover lock on a majority of the reachable servers, so that no other
+// sluice instance fails the cluster over meanwhile. Run releases it when it returns.
+func (a *switchoverAttempt) lock(ctx context.Context) error {
+	heldOn, got, reachable := lockReachable(ctx, a.all, a.lockName)
 	if heldOn != "" {
-		return nil, sw.errorf(ErrInProgress, "lock %s is held on %s", lock, heldOn)
+		return a.errorf(ErrInProgress, "lock %s is held on %s", a.lockName, heldOn)
 	}
 	if !hasMajority(got, reachable) {
-		return nil, sw.errorf(ErrNoQuorum, "lock %s taken on %d of %d reachable servers", lock, got, reachable)
+		return a.errorf(ErrNoQuorum, "lock %s taken on %d of %d reachable servers", a.lockName, got, reachable)
 	}
-	defer unlockAll(context.WithoutCancel(ctx), all, lock)
-	step("lock")
+	a.step("lock")
+	return nil
+}
 
-	if sw.Hold != nil {
-		if err := sw.Hold(ctx); err != nil {
-			return nil, fmt.Errorf("health: cluster %s: switchover to %s: holding writes: %w", sw.Cluster, sw.Target, err)
+// hold is step 3: the caller's Hold stops new writes and waits for those in flight. Nothing has
+// changed yet, so a failure simply ends Run.
+func (a *switchoverAttempt) hold(ctx context.Context) error {
+	if a.Hold != nil {
+		if err := a.Hold(ctx); err != nil {
+			return fmt.Errorf("health: cluster %s: switchover to %s: holding writes: %w", a.Cluster, a.Target, err)
 		}
 	}
-	step("hold")
+	a.step("hold")
+	return nil
+}
 
-	// Demote. From here on a failure must leave the old master writable again.
-	undo := func(cause error) error {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sw.Credentials.timeout())
-		defer cancel()
-		if uerr := master.conn.Unfence(uctx); uerr != nil {
-			return fmt.Errorf("%w; and setting %s writable again failed: %w", cause, sw.Master, uerr)
-		}
-		return cause
+// demote is step 4: read_only on the old master, then its binlog GTID position, which it
+// returns: every transaction it will ever have had. From here on a failure must leave the old
+// master writable again (undoDemote).
+func (a *switchoverAttempt) demote(ctx context.Context) (GTIDSet, error) {
+	if err := a.master.conn.Fence(ctx); err != nil {
+		return GTIDSet{}, a.undoDemote(ctx, fmt.Errorf("health: cluster %s: switchover to %s: setting %s read-only: %w",
+			a.Cluster, a.Target, a.Master, err))
 	}
-	if err := master.conn.Fence(ctx); err != nil {
-		return nil, undo(fmt.Errorf("health: cluster %s: switchover to %s: setting %s read-only: %w", sw.Cluster, sw.Target, sw.Master, err))
+	a.master.refresh(ctx)
+	if !a.master.reachable() {
+		return GTIDSet{}, a.undoDemote(ctx, fmt.Errorf("health: cluster %s: switchover to %s: reading the position of %s: %w",
+			a.Cluster, a.Target, a.Master, a.master.err))
 	}
-	master.refresh(ctx)
-	if !master.reachable() {
-		return nil, undo(fmt.Errorf("health: cluster %s: switchover to %s: reading the position of %s: %w", sw.Cluster, sw.Target, sw.Master, master.err))
-	}
-	final := master.st.BinlogPos
-	step("demote")
+	a.step("demote")
+	return a.master.st.BinlogPos, nil
+}
 
-	timeout := sw.Timeout
+// undoDemote sets the old master writable again after a failure (cause) between the demote and
+// the promotion, with a context of its own so that a cancelled Run still undoes it. It returns
+// cause, joined with the error of the undo when that fails too.
+func (a *switchoverAttempt) undoDemote(ctx context.Context, cause error) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.Credentials.timeout())
+	defer cancel()
+	if uerr := a.master.conn.Unfence(uctx); uerr != nil {
+		return fmt.Errorf("%w; and setting %s writable again failed: %w", cause, a.Master, uerr)
+	}
+	return cause
+}
+
+// waitCatchUp is step 5: it waits up to Timeout until the target has applied final, the old
+// master's last position. When it does not, the old master is set writable again and the error
+// (ErrCatchUpTimeout) names what the target lacks.
+func (a *switchoverAttempt) waitCatchUp(ctx context.Context, final GTIDSet) error {
+	timeout := a.Timeout
 	if timeout <= 0 {
 		timeout = DefaultSwitchoverTimeout
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
-	err = target.conn.WaitExecuted(wctx, final)
+	err := a.target.conn.WaitExecuted(wctx, final)
 	cancel()
-	if err != nil {
-		lacks := ""
-		if target.conn.broken == nil {
-			target.refresh(ctx)
-			if target.reachable() {
-				lacks = final.Missing(target.st.Replica.Executed)
-			}
-		}
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, undo(sw.errorf(ErrCatchUpTimeout, "%s had not applied %s of master %s after %v (switchover_timeout); it lacks %s",
-				sw.Target, final, sw.Master, timeout, orNothing(lacks)))
-		}
-		return nil, undo(sw.errorf(ErrCatchUpTimeout, "waiting for %s to apply %s of master %s: %v", sw.Target, final, sw.Master, err))
+	if err == nil {
+		a.step("catch_up")
+		return nil
 	}
-	step("catch_up")
+	lacks := ""
+	if a.target.conn.broken == nil {
+		a.target.refresh(ctx)
+		if a.target.reachable() {
+			lacks = final.Missing(a.target.st.Replica.Executed)
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return a.undoDemote(ctx, a.errorf(ErrCatchUpTimeout, "%s had not applied %s of master %s after %v (switchover_timeout); it lacks %s",
+			a.Target, final, a.Master, timeout, orNothing(lacks)))
+	}
+	return a.undoDemote(ctx, a.errorf(ErrCatchUpTimeout, "waiting for %s to apply %s of master %s: %v", a.Target, final, a.Master, err))
+}
 
-	if err := target.conn.Promote(ctx); err != nil {
-		return nil, sw.errorf(ErrSwitchoverIncomplete, "promoting %s: %v; master %s was left read-only", sw.Target, err, sw.Master)
+// promoteTarget is step 6: the target becomes the master (ErrSwitchoverIncomplete when that
+// fails: the old master stays read-only) and takes over semi-sync's master side from the old
+// master, whose settings it returns for the repoint. Result.PromotedAt gets its position.
+func (a *switchoverAttempt) promoteTarget(ctx context.Context) (semiSyncState, error) {
+	if err := a.target.conn.Promote(ctx); err != nil {
+		return semiSyncState{}, a.errorf(ErrSwitchoverIncomplete, "promoting %s: %v; master %s was left read-only", a.Target, err, a.Master)
 	}
 	// Semi-synchronous replication moves with the master: the new one waits for
 	// acknowledgements as the old one did, and the old one, now a replica, must not (its
 	// applier would wait for an acknowledgement no one sends).
-	semi, err := master.conn.semiSync(ctx)
+	semi, err := a.master.conn.semiSync(ctx)
 	if err != nil {
-		res.Warnings = append(res.Warnings, err.Error())
+		a.res.Warnings = append(a.res.Warnings, err.Error())
 	}
 	if semi.sourceOn {
-		if err := target.conn.setSemiSync(ctx, true); err != nil {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync not enabled on the new master: %v", err))
+		if err := a.target.conn.setSemiSync(ctx, true); err != nil {
+			a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("semi-sync not enabled on the new master: %v", err))
 		}
 	}
-	target.refresh(ctx)
-	if target.reachable() {
-		res.PromotedAt = target.st.BinlogPos.String()
+	a.target.refresh(ctx)
+	if a.target.reachable() {
+		a.res.PromotedAt = a.target.st.BinlogPos.String()
 	}
-	step("promote")
+	a.step("promote")
+	return semi, nil
+}
 
-	for _, m := range all {
-		if m == target {
+// repoint is step 7: the old master follows the target at host:port, logged in as the service
+// account (its semi-sync master side off first when semi says it was on), and every other
+// replica is repointed. Failures go into Result.NotRepointed, not into an error: the target is
+// the master already.
+func (a *switchoverAttempt) repoint(ctx context.Context, host string, port int, semi semiSyncState) {
+	for _, m := range a.all {
+		if m == a.target {
 			continue
 		}
 		var rerr error
 		switch {
 		case !m.reachable():
 			rerr = errors.New("unreachable: " + m.err.Error())
-		case m == master:
+		case m == a.master:
 			if semi.sourceOn {
 				if err := m.conn.setSemiSync(ctx, false); err != nil {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("semi-sync still on at the old master: %v", err))
+					a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("semi-sync still on at the old master: %v", err))
 				}
 			}
-			rerr = m.conn.Follow(ctx, host, port, sw.Credentials.User, sw.Credentials.Password)
+			rerr = m.conn.Follow(ctx, host, port, a.Credentials.User, a.Credentials.Password)
 		case !m.st.Replica.Configured:
 			rerr = errors.New("replicates from no one")
 		default:
 			rerr = m.conn.Repoint(ctx, host, port)
 		}
 		if rerr == nil {
-			res.Repointed = append(res.Repointed, m.addr)
+			a.res.Repointed = append(a.res.Repointed, m.addr)
 			continue
 		}
-		if res.NotRepointed == nil {
-			res.NotRepointed = map[string]string{}
+		if a.res.NotRepointed == nil {
+			a.res.NotRepointed = map[string]string{}
 		}
-		res.NotRepointed[m.addr] = rerr.Error()
+		a.res.NotRepointed[m.addr] = rerr.Error()
 	}
-	step("repoint")
-	res.Servers = reports(members)
-	res.Outcome, res.NewMaster, res.Epoch, res.Finished = OutcomeSwitchover, sw.Target, sw.Epoch+1, sw.now()
-	return res, nil
+	a.step("repoint")
 }
 
 func orNothing(s string) string {
