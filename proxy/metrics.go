@@ -44,3 +44,26 @@ func (s *Server) metricsHandler() http.Handler {
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	return mux
 }
+
+// SetSlowQueryLog sets the slow-query log's threshold (0 switches it off)
+// and whether its lines carry the statement text, for statements that
+// finish from now on ([proxy] slow_query_threshold and log_sql; a reload
+// may call it). It is safe for concurrent use.
+func (s *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
+	s.metrics.SetSlowLog(threshold, logSQL)
+}
+
+// initMetrics completes the Server's metrics once New has built its pools
+// and sharding rules: the collectors that read pools and backends at scrape
+// time, the shard and scatter routes, and the
+// slow-query log settings.
+func (s *Server) initMetrics() {
+	s.metrics.Reg.MustRegister(newPoolCollector(s), newBackendCollector(s))
+	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_event_loop_sessions",
+		Help: "Client sessions served by event loops ([proxy] event_loop); 0 without them.",
+	}, func() float64 { return float64(s.loopSessions()) }))
+	// Always: a reload may add shard rules to a running sluice.
+	s.metrics.AddRoutes(observe.RouteShard, observe.RouteScatter)
+	s.SetSlowQueryLog(s.cfg.Proxy.SlowQueryThreshold.Duration, s.cfg.Proxy.LogSQL)
+}

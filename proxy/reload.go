@@ -43,95 +43,9 @@ type reloader struct {
 	proberDone   chan struct{}
 }
 
-// errPoolClosed: the pool was closed (a reload replaced or dropped it, or
-// the Server closed).
-var errPoolClosed = errors.New("pool closed")
-
-// errBackendGone: a reload took the backend out of the topology; the
-// session picks another.
-var errBackendGone = errors.New("backend left the topology")
-
-// config returns the running configuration: the one the Server started with
-// or the last one Reload applied. It is immutable; load it again per
-// statement rather than keep it.
-func (s *Server) config() *conf.Config { return s.live.Load() }
-
 // Config returns the running configuration (for the admin port's SHOW
 // CONFIG and the process's log level). Callers must not modify it.
 func (s *Server) Config() *conf.Config { return s.live.Load() }
-
-// pool returns the pool of the backend at addr, nil when the topology has
-// no such backend (any more).
-func (s *Server) pool(addr string) *Pool { return (*s.poolMap.Load())[addr] }
-
-// getConn borrows a connection to the backend at addr. A pool that a
-// reload replaced between the lookup and the borrow is looked up again; a
-// backend the reload dropped is errBackendGone.
-// t is the borrowing session's loop task (nil for none): the connection's
-// waits go to its loop, and a borrow that has to wait or dial steps off
-// the loop meanwhile.
-func (s *Server) getConn(addr string, key poolKey, noSchema bool, t *evloop.Task) (*BackendConn, error) {
-	p := s.pool(addr)
-	for range 3 {
-		if p == nil {
-			return nil, fmt.Errorf("%s: %w", addr, errBackendGone)
-		}
-		bc, err := p.Get(s.ctx, key, noSchema, t)
-		if !errors.Is(err, errPoolClosed) {
-			if bc != nil && bc.lc != nil {
-				bc.lc.Bind(t)
-			}
-			return bc, err
-		}
-		next := s.pool(addr)
-		if next == p {
-			return nil, err
-		}
-		p = next
-	}
-	return nil, fmt.Errorf("%s: %w", addr, errPoolClosed)
-}
-
-// shardSet is a configuration's sharding rules with the index of its
-// default cluster, swapped as one by Reload.
-type shardSet struct {
-	// rules is nil when the Server has never had a rule: sessions then
-	// take the unsharded path. A reload that removes every rule keeps
-	// empty rules, which route every statement to the default cluster,
-	// because sessions made while rules existed may be on another cluster.
-	rules *shard.Rules
-	def   int
-}
-
-// newShardSet builds cfg's shardSet; prev is the running one (nil at
-// start-up), whose global id generator the new rules keep when the node
-// number is the same (a fresh one would repeat ids within a millisecond).
-func newShardSet(cfg *conf.Config, prev *shardSet) (*shardSet, error) {
-	rules, err := shard.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
-	set := &shardSet{}
-	for i := range cfg.Clusters {
-		if cfg.Clusters[i].Name == cfg.DefaultCluster() {
-			set.def = i
-		}
-	}
-	if rules.Enabled() || (prev != nil && prev.rules != nil) {
-		set.rules = rules
-	}
-	if prev != nil && prev.rules != nil && set.rules != nil {
-		set.rules.ShareIDs(prev.rules)
-	}
-	return set, nil
-}
-
-// shards returns the sharding rules of the running configuration, nil when
-// the Server never had any.
-func (s *Server) shards() *shard.Rules { return s.shardSet.Load().rules }
-
-// defaultCluster returns the index of the cluster of unsharded tables.
-func (s *Server) defaultCluster() int { return s.shardSet.Load().def }
 
 // liveAuth is the Server's Authenticator: it delegates to the one built from
 // the running configuration, which Reload replaces. Logins in progress
@@ -167,40 +81,6 @@ func newAuthenticator(cfg *conf.Config) (auth.Authenticator, error) {
 	}
 	return &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required,
 		MaxPendingHandshakes: cfg.Auth.MaxPendingHandshakes, MaxKeptConnections: cfg.Auth.MaxKeptAuthConnections}, nil
-}
-
-// newPoolFor builds the pool of backend b with the settings cfg gives b's
-// cluster.
-func (s *Server) newPoolFor(cfg *conf.Config, b *health.Backend) (*Pool, error) {
-	cc := cfg.Cluster(b.Cluster)
-	if cc == nil {
-		return nil, fmt.Errorf("proxy: backend %s: no cluster %q", b.Address, b.Cluster)
-	}
-	t, required, err := clientTLS("cluster "+cc.Name, cc.TLS, cc.TLSCA, b.Address)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
-	size := cc.PoolSize
-	if size <= 0 {
-		size = conf.DefaultPoolSize
-	}
-	wait := cc.PoolWaitTimeout.Duration
-	if wait <= 0 {
-		wait = conf.DefaultPoolWaitTimeout
-	}
-	p := newPool(b, size)
-	p.loopConns = cfg.Proxy.EventLoop && evloop.Supported
-	p.user, p.password = cc.User, cc.Password
-	p.dialTimeout, p.waitTimeout = cfg.Proxy.ConnectTimeout.Duration, wait
-	p.tls, p.tlsRequired = t, required
-	p.trackGTID = cc.Consistency == "causal"
-	// Every pool may become a master's after a failover.
-	p.onGreeting = func(g *protocol.Greeting) {
-		if bk := p.Backend(); bk.Role == health.RoleMaster && bk.State() != health.StateFenced {
-			s.learnVersion(g.ServerVersion)
-		}
-	}
-	return p, nil
 }
 
 // poolsToRebuild names the clusters whose pool settings differ between old

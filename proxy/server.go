@@ -34,19 +34,6 @@ import (
 	"github.com/sluice-proxy/sluice/router"
 )
 
-// sluiceCapabilities are the capability flags sluice offers clients: only
-// what it really supports (TLS and LOCAL INFILE are added when configured).
-// No compression, session tracking or
-// CLIENT_DEPRECATE_EOF yet, so clients and backends agree on result framing.
-const sluiceCapabilities = protocol.ClientLongPassword | protocol.ClientFoundRows | protocol.ClientLongFlag |
-	protocol.ClientConnectWithDB | protocol.ClientProtocol41 | protocol.ClientTransactions |
-	protocol.ClientSecureConnection | protocol.ClientMultiStatements | protocol.ClientMultiResults |
-	protocol.ClientPSMultiResults | protocol.ClientPluginAuth | protocol.ClientConnectAttrs |
-	protocol.ClientPluginAuthLenencClientData
-
-// defaultCollation is advertised in the greeting: utf8mb4_general_ci.
-const defaultCollation = 45
-
 // Server accepts client connections and serves them.
 type Server struct {
 	// loops are the event loops sessions run on ([proxy] event_loop),
@@ -202,17 +189,6 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	s.initMetrics()
 	s.initLimits(cfg)
 	return s, nil
-}
-
-// learnVersion adopts the master's version string for greetings, so clients
-// that switch features on it see the server they really talk to.
-func (s *Server) learnVersion(v string) {
-	if s.config().Proxy.ServerVersion != "" || v == "" {
-		return
-	}
-	if cur := s.version.Load(); cur == nil || *cur != v {
-		s.version.Store(&v)
-	}
 }
 
 // Topology returns the live topology (for tests and the admin port).
@@ -461,15 +437,6 @@ func (s *Server) Close() error {
 		l.Stop()
 	}
 	return err
-}
-
-// serverVersion is the version string for greetings ("" until a master
-// connection taught it; the authenticator then uses its own).
-func (s *Server) serverVersion() string {
-	if v := s.version.Load(); v != nil {
-		return *v
-	}
-	return ""
 }
 
 // PoolStats reports, per backend address, the open, idle and closed-so-far

@@ -1,29 +1,5 @@
 package proxy
 
-import (
-	"context"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"go.uber.org/zap"
-
-	"github.com/sluice-proxy/sluice/health"
-	"github.com/sluice-proxy/sluice/shard"
-)
-
-// The shard rules place a key by the value its column stores and compares,
-// which needs the column's type and collation (and, for the *_general_ci
-// collations, the collation's weight of every character). The proxy reads
-// them from information_schema.COLUMNS of each cluster's master when rules
-// are built (start-up, reload) and hands them to the rules as data; rules
-// whose masters could not all be asked, or whose tables exist nowhere yet,
-// are asked again in the background until they are known or replaced.
-
 // shardKeyState is the Server's cache of collation weight tables, learnt
 // once per collation from a master (they are the server's, not the
 // configuration's, so a reload keeps them).
@@ -314,57 +290,72 @@ func (s *Server) settleShardKeys(rules *shard.Rules) {
 	}()
 }
 
-// clientCharset is the session's client character set as the shard
-// rules need it (what a string key's bytes are), from the handshake's
-// collation and the tracked SET NAMES, SET CHARACTER SET,
-// character_set_client and character_set_connection. The server converts
-// a literal from the client's set to the connection's before comparing
-// it, so the weaker of the two counts: a connection set sluice does not
-// know (SET CHARACTER SET leaves it at the database's; an assignment to
-// character_set_connection or collation_connection) makes it
-// ClientOther.
-func (s *Session) clientCharset() shard.ClientCharset {
-	client := handshakeCharsets[s.key.collation]
-	conn := client
-	named := func(cs string) shard.ClientCharset {
-		switch strings.ToLower(cs) {
-		case "utf8mb4":
-			return shard.ClientUTF8MB4
-		case "utf8", "utf8mb3":
-			return shard.ClientUTF8MB3
-		}
-		return shard.ClientOther
+// MissingShardTables asks every cluster's master which of the physical
+// tables the shard and broadcast rules expect it does not have, and returns
+// them as "cluster: schema.table (rule schema.table)". Statements that reach
+// a missing table fail with the server's ERR 1146 naming it; Start logs the
+// list once so a DBA sees a rule that names the wrong table before the first
+// client does. A master that cannot be asked is reported in the error.
+func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
+	if s.shards() == nil {
+		return nil, nil
 	}
-	for i := range s.vars {
-		switch s.vars[i].Name {
-		case "names":
-			client = named(s.vars[i].Charset)
-			conn = client
-		case "character set":
-			client, conn = named(s.vars[i].Charset), shard.ClientOther
-		case "character_set_client":
-			client = named(s.vars[i].Charset)
-		case "character_set_connection", "collation_connection":
-			conn = shard.ClientOther
+	names := s.shards().Clusters()
+	type key struct {
+		cluster int
+		schema  string
+	}
+	have := make(map[key]map[string]bool)
+	var missing []string
+	var errs []error
+	snap := s.topo.Current()
+	for _, pt := range s.shards().PhysicalTables() {
+		k := key{pt.Cluster, strings.ToLower(pt.Schema)}
+		tables, asked := have[k]
+		if !asked {
+			c := snap.Cluster(names[pt.Cluster])
+			if c == nil {
+				continue
+			}
+			addr := c.Master.Address
+			list, err := func() ([]string, error) {
+				cc, err := health.Dial(ctx, addr, s.failover.credentials(c.Name, addr))
+				if err != nil {
+					return nil, err
+				}
+				defer cc.Close()
+				return cc.Tables(ctx, pt.Schema)
+			}()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err))
+				tables = nil
+			} else {
+				tables = make(map[string]bool, len(list))
+				for _, t := range list {
+					tables[strings.ToLower(t)] = true
+				}
+			}
+			have[k] = tables
+		}
+		if tables != nil && !tables[strings.ToLower(pt.Table)] {
+			missing = append(missing, fmt.Sprintf("%s: %s.%s (rule %s)", names[pt.Cluster], pt.Schema, pt.Table, pt.Logical))
 		}
 	}
-	return min(client, conn)
+	return missing, errors.Join(errs...)
 }
 
-// handshakeCharsets are the client character sets of the handshake
-// collation ids (one byte) of utf8mb3 and utf8mb4; others are ClientOther.
-var handshakeCharsets = func() (t [256]shard.ClientCharset) {
-	for _, id := range []int{33, 76, 83, 223} {
-		t[id] = shard.ClientUTF8MB3
+// checkShardTables logs the physical tables the rules expect but the
+// clusters lack.
+func (s *Server) checkShardTables() {
+	ctx, cancel := context.WithTimeout(s.ctx, 4*s.config().Health.Timeout.Duration+5*time.Second)
+	defer cancel()
+	missing, err := s.MissingShardTables(ctx)
+	if err != nil {
+		s.log.Warn("could not check the physical tables of the shard rules", zap.Error(err))
 	}
-	for id := 192; id <= 215; id++ {
-		t[id] = shard.ClientUTF8MB3
+	if len(missing) > 0 {
+		const show = 20
+		s.log.Error("physical tables of shard rules are missing; statements that reach them fail with ERR 1146",
+			zap.Int("missing", len(missing)), zap.Strings("tables", missing[:min(len(missing), show)]))
 	}
-	for _, id := range []int{45, 46, 255} {
-		t[id] = shard.ClientUTF8MB4
-	}
-	for id := 224; id <= 247; id++ {
-		t[id] = shard.ClientUTF8MB4
-	}
-	return t
-}()
+}

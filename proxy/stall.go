@@ -1,103 +1,5 @@
 package proxy
 
-import (
-	"errors"
-	"net"
-	"sync/atomic"
-	"syscall"
-	"time"
-
-	"go.uber.org/zap"
-
-	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/health"
-	"github.com/sluice-proxy/sluice/internal/mono"
-	"github.com/sluice-proxy/sluice/protocol"
-)
-
-// Why the proxy cut a data connection itself (watchedConn.cut).
-const (
-	cutNone uint32 = iota
-	// cutStalled: a read waited for [health] timeout on a backend that
-	// fails its probes (the stall watchdog).
-	cutStalled
-	// cutDown: the backend was marked down while a read waited on it.
-	cutDown
-)
-
-// watchedConn is the network connection under a pooled BackendConn. It
-// records when a read from the backend began and has not returned, so the
-// stall watchdog tells a statement blocked on a server that stopped
-// answering from one whose result streams, or whose relay waits for a slow
-// client (a write, not a read). The session's goroutine reads through it;
-// the watchdog reads readSince and closes the socket from its own; cut is
-// written before that close and read by the session after its read failed.
-type watchedConn struct {
-	net.Conn
-	// readSince is mono.Now()+1 when the pending Read began, 0 while no
-	// Read is pending.
-	readSince atomic.Int64
-	// cut says why the proxy closed the connection (cutStalled,
-	// cutDown), cutNone if it did not.
-	cut atomic.Uint32
-}
-
-// Read reads from the backend, marking the read pending meanwhile. It costs
-// two atomic stores per read from the socket (not per packet).
-func (w *watchedConn) Read(p []byte) (int, error) {
-	w.readSince.Store(int64(mono.Now()) + 1)
-	n, err := w.Conn.Read(p)
-	w.readSince.Store(0)
-	return n, err
-}
-
-// SyscallConn gives the idle check (protocol.Conn.CheckIdle) the socket
-// under the wrapper.
-func (w *watchedConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := w.Conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("proxy: data connection has no socket to check")
-	}
-	return sc.SyscallConn()
-}
-
-// readBlocked reports whether a read has been pending for at least d at
-// now (mono.Now()).
-func (w *watchedConn) readBlocked(d, now time.Duration) bool {
-	since := w.readSince.Load()
-	return since != 0 && now-time.Duration(since-1) >= d
-}
-
-// cutReading closes the sockets of the connections the pool has lent whose
-// read from the backend has been pending for at least blocked, marking each
-// with why; the sessions' relays fail and their clients get ERR 2013 (the
-// session goes on and discards the connection). Connections lent to
-// sessions between statements, and idle ones, are left alone. It returns
-// how many it cut.
-func (p *Pool) cutReading(blocked time.Duration, why uint32) int {
-	now := mono.Now()
-	n := 0
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, bc := range p.lent {
-		// Closed under p.mu: bc cannot come back and be lent to another
-		// session in between. Closing a TCP socket does not block.
-		if w := bc.wire; w != nil && w.readBlocked(blocked, now) {
-			w.cut.Store(why)
-			_ = w.Conn.Close()
-			n++
-		}
-	}
-	return n
-}
-
-// stallTick is how often the stall watchdog looks, for a [health] timeout:
-// a quarter of it, between 10ms and 250ms. It bounds how far past the
-// timeout a stalled statement gets its ERR.
-func stallTick(timeout time.Duration) time.Duration {
-	return min(max(timeout/4, 10*time.Millisecond), 250*time.Millisecond)
-}
-
 // watchStalls is the stall watchdog, one goroutine per Server until it
 // closes. Every stallTick it cuts the data connections whose read from the
 // backend has waited for [health] timeout while that backend is
@@ -132,14 +34,6 @@ func (s *Server) watchStalls() {
 	}
 }
 
-// stallTimeout is the current [health] timeout.
-func (s *Server) stallTimeout() time.Duration {
-	if d := s.config().Health.Timeout.Duration; d > 0 {
-		return d
-	}
-	return conf.DefaultHealthTimeout
-}
-
 // replicaDown cuts the statements waiting on replica b, which was just
 // marked down, at once: their clients get ERR 2013 instead of waiting for
 // the watchdog or TCP.
@@ -150,22 +44,4 @@ func (s *Server) replicaDown(b *health.Backend) {
 				zap.String("backend", b.Address), zap.Int("connections", n))
 		}
 	}
-}
-
-// lostDuringQuery is the ERR for a statement whose connection to its
-// backend broke; it says why when sluice cut the connection itself.
-func (s *Session) lostDuringQuery(bc *BackendConn) *protocol.SQLError {
-	b := bc.backend
-	if bc.wire != nil {
-		switch bc.wire.cut.Load() {
-		case cutStalled:
-			return protocol.NewError(protocol.ErServerLost,
-				"Lost connection to %s %s during query: it sent nothing for [health] timeout %v and does not answer its health probes",
-				b.Role, b.Address, s.srv.stallTimeout())
-		case cutDown:
-			return protocol.NewError(protocol.ErServerLost,
-				"Lost connection to %s %s during query: it was marked down (%s)", b.Role, b.Address, b.LastError())
-		}
-	}
-	return protocol.NewError(protocol.ErServerLost, "Lost connection to %s %s during query", b.Role, b.Address)
 }

@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"encoding/hex"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,7 +140,7 @@ func (s *Session) comKill(plan *router.Plan, sql []byte) error {
 	}
 	var target *Session
 	if id <= math.MaxUint32 {
-		target = s.srv.sessionByID(uint32(id))
+		target = s.env.reg.ByID(uint32(id))
 	}
 	var user string
 	if target != nil {
@@ -154,11 +153,11 @@ func (s *Session) comKill(plan *router.Plan, sql []byte) error {
 		return s.client.WriteErr(protocol.NewError(ErKillDenied, "You are not owner of thread %d", id))
 	}
 	if k.Query {
-		if err := s.srv.interruptStatement(target); err != nil {
+		if err := s.env.interruptStatement(target); err != nil {
 			return s.client.WriteErr(killFailed(id, err))
 		}
 	} else {
-		s.srv.closeSession(target)
+		s.env.closeSession(target)
 	}
 	s.log().Info("client killed a session", zap.Uint32("target", target.id), zap.Bool("query", k.Query))
 	return s.writeOK()
@@ -187,8 +186,8 @@ func (s *Session) killUser(k router.Kill) error {
 	var targets []*Session
 	self := false
 	if name == s.user {
-		s.srv.mu.Lock()
-		for _, sess := range s.srv.sessions {
+		s.env.mu.Lock()
+		for _, sess := range s.env.sessions {
 			if loadString(&sess.info.user) != name || k.Host != "" && !hostMatches(sess.client.NetConn().RemoteAddr(), k.Host) {
 				continue
 			}
@@ -198,15 +197,15 @@ func (s *Session) killUser(k router.Kill) error {
 				targets = append(targets, sess)
 			}
 		}
-		s.srv.mu.Unlock()
+		s.env.mu.Unlock()
 	}
 	for _, t := range targets {
 		if k.Query {
-			if err := s.srv.interruptStatement(t); err != nil {
+			if err := s.env.interruptStatement(t); err != nil {
 				s.log().Warn("KILL QUERY USER: cannot kill a statement", zap.Uint32("target", t.id), zap.Error(err))
 			}
 		} else {
-			s.srv.closeSession(t)
+			s.env.closeSession(t)
 		}
 	}
 	n := uint64(len(targets))
@@ -258,11 +257,11 @@ func likeMatch(s, p string) bool {
 // (its client then gets the server's ERR 1317). A session between backends
 // is waited for, up to killWait; an idle one is left alone, as KILL QUERY
 // of an idle thread does nothing on MariaDB.
-func (s *Server) interruptStatement(sess *Session) error {
+func (e *Env) interruptStatement(sess *Session) error {
 	deadline := time.Now().Add(killWait)
 	for {
 		if run := sess.info.running.Load(); run != nil {
-			return s.killBackendQuery(run, func() bool { return sess.info.running.Load() == run })
+			return e.killBackendQuery(run, func() bool { return sess.info.running.Load() == run })
 		}
 		if sess.info.start.Load() == 0 || time.Now().After(deadline) {
 			return nil
@@ -274,27 +273,13 @@ func (s *Server) interruptStatement(sess *Session) error {
 // closeSession ends sess as a KILL CONNECTION does on MariaDB: the
 // statement it runs is killed on its backend and its client connection is
 // closed, without an ERR (its client sees the connection lost).
-func (s *Server) closeSession(sess *Session) {
+func (e *Env) closeSession(sess *Session) {
 	if sess.info.running.Load() != nil {
-		if err := s.interruptStatement(sess); err != nil {
-			s.log.Warn("KILL: cannot kill the statement of a session being closed", zap.Uint32("conn_id", sess.id), zap.Error(err))
+		if err := e.interruptStatement(sess); err != nil {
+			e.log.Warn("KILL: cannot kill the statement of a session being closed", zap.Uint32("conn_id", sess.id), zap.Error(err))
 		}
 	}
 	_ = sess.client.Close()
-}
-
-// newSessionID returns the id of a new session: the next one, skipping 0
-// and any still held by a live session once the counter wraps, so ids are
-// unique across the process's lifetime in practice and always among live
-// sessions.
-func (s *Server) newSessionID() uint32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for {
-		if id := s.nextID.Add(1); id != 0 && s.sessions[id] == nil {
-			return id
-		}
-	}
 }
 
 // processRow is one row of the process list.
@@ -309,15 +294,12 @@ type processRow struct {
 // processList lists the sessions of the client's user, by id. The
 // client's own session is running the statement text, in state selfState.
 func (s *Session) processList(selfState string, text []byte) []processRow {
-	s.srv.mu.Lock()
 	sessions := make([]*Session, 0, 8)
-	for _, sess := range s.srv.sessions {
+	for _, sess := range s.env.reg.All() {
 		if sess == s || loadString(&sess.info.user) == s.user {
 			sessions = append(sessions, sess)
 		}
 	}
-	s.srv.mu.Unlock()
-	slices.SortFunc(sessions, func(a, b *Session) int { return int(a.id) - int(b.id) })
 	now := mono.Now()
 	rows := make([]processRow, 0, len(sessions))
 	for _, sess := range sessions {

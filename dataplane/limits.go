@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"context"
@@ -65,7 +65,7 @@ type userLimits struct {
 }
 
 // newLimitSet resolves cfg's [limits] for the data plane.
-func (s *Server) newLimitSet(cfg *conf.Config) *limitSet {
+func (e *Env) newLimitSet(cfg *conf.Config) *limitSet {
 	mk := func(v *conf.LimitValues, label string) *userLimits {
 		return &userLimits{
 			maxConns:     int64(v.MaxConnections),
@@ -73,8 +73,8 @@ func (s *Server) newLimitSet(cfg *conf.Config) *limitSet {
 			queryTimeout: v.QueryTimeout.Duration,
 			rate:         policy.NewRate(v.MaxStatementsPerSecond, v.Burst, v.MaxQueued, v.QueueTimeout.Duration),
 			label:        label,
-			delayed:      s.rateLimited.WithLabelValues(label, "delayed"),
-			refused:      s.rateLimited.WithLabelValues(label, "refused"),
+			delayed:      e.rateLimited.WithLabelValues(label, "delayed"),
+			refused:      e.rateLimited.WithLabelValues(label, "refused"),
 		}
 	}
 	set := &limitSet{def: mk(&cfg.Limits.LimitValues, "default"), users: make(map[string]*userLimits, len(cfg.Limits.Users))}
@@ -126,17 +126,17 @@ func (u *userStates) get(user string) *userState {
 
 // initLimits builds the limit metrics and the running limits of cfg; New
 // calls it.
-func (s *Server) initLimits(cfg *conf.Config) {
-	s.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+func (e *Env) initLimits(cfg *conf.Config) {
+	e.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_rate_limited_statements_total",
 		Help: "Statements the per-user statement rate (max_statements_per_second) made wait (result=delayed) or refused with ERR 1226 (result=refused), by [[limits.user]] name or \"default\".",
 	}, []string{"user", "result"})
-	s.queryTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+	e.queryTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_query_timeouts_total",
 		Help: "Statements killed on their backend because they ran past their user's query_timeout.",
 	})
-	s.metrics.Reg.MustRegister(s.rateLimited, s.queryTimeouts)
-	s.limits.Store(s.newLimitSet(cfg))
+	e.metrics.Reg.MustRegister(e.rateLimited, e.queryTimeouts)
+	e.limits.Store(e.newLimitSet(cfg))
 }
 
 // sessionLimits is a Session's view of its user's limits, owned by the
@@ -179,9 +179,9 @@ type sessionLimits struct {
 // max_connections, releasing the one it held for another user
 // (COM_CHANGE_USER). Over the limit it returns ERR 1203 and holds nothing.
 func (s *Session) acquireUser(user string) *protocol.SQLError {
-	set := s.srv.limits.Load()
+	set := s.env.limits.Load()
 	lim := set.forUser(user)
-	st := s.srv.users.get(user)
+	st := s.env.users.get(user)
 	if s.lims.held && s.lims.state == st {
 		s.lims.set, s.lims.lim = set, lim
 		return nil
@@ -208,11 +208,11 @@ func (s *Session) releaseUser() {
 // currentLimits returns the session's limits as of the running
 // configuration: one atomic load unless a reload replaced them.
 func (s *Session) currentLimits() *userLimits {
-	set := s.srv.limits.Load()
+	set := s.env.limits.Load()
 	if set != s.lims.set || s.lims.lim == nil {
 		s.lims.set, s.lims.lim = set, set.forUser(s.user)
 		if s.lims.state == nil || s.lims.state.name != s.user {
-			s.lims.state = s.srv.users.get(s.user)
+			s.lims.state = s.env.users.get(s.user)
 		}
 	}
 	return s.lims.lim
@@ -270,7 +270,7 @@ func (s *Session) admit(cmd byte) (bool, error) {
 	}
 	select {
 	case <-t.C:
-	case <-s.srv.ctx.Done():
+	case <-s.env.ctx.Done():
 		t.Stop()
 	}
 	return true, nil
@@ -364,8 +364,8 @@ func (s *Session) queryTimedOut() {
 		return // between backends: nothing runs to be killed
 	}
 	s.lims.timedOut.Store(true)
-	s.srv.queryTimeouts.Inc()
-	err := s.srv.killBackendQuery(run, func() bool {
+	s.env.queryTimeouts.Inc()
+	err := s.env.killBackendQuery(run, func() bool {
 		return s.info.running.Load() == run && s.lims.armedAt.Load() == at
 	})
 	fields := []zap.Field{zap.Uint32("conn_id", s.id), zap.String("backend", run.pool.addr),
@@ -374,10 +374,10 @@ func (s *Session) queryTimedOut() {
 		fields = append(fields, zap.String("user", *u))
 	}
 	if err != nil {
-		s.srv.log.Warn("query_timeout: cannot kill the statement", append(fields, zap.Error(err))...)
+		s.env.log.Warn("query_timeout: cannot kill the statement", append(fields, zap.Error(err))...)
 		return
 	}
-	s.srv.log.Info("query_timeout: statement killed on its backend", fields...)
+	s.env.log.Info("query_timeout: statement killed on its backend", fields...)
 }
 
 // replaceInterrupted is the client connection's ReplaceErr once the session
@@ -401,10 +401,10 @@ var errQueryTimeout = protocol.NewError(protocol.ErQueryTimeout,
 // login, and the kill is skipped unless it is true: the statement may have
 // ended meanwhile and the connection gone to another session. A refusal
 // of the KILL by the server is returned as its bare *protocol.SQLError.
-func (s *Server) killBackendQuery(run *backendIdent, still func() bool) error {
+func (e *Env) killBackendQuery(run *backendIdent, still func() bool) error {
 	p := run.pool
 	d := net.Dialer{Timeout: p.dialTimeout}
-	ctx, cancel := context.WithTimeout(s.ctx, p.dialTimeout+s.config().Health.Timeout.Duration)
+	ctx, cancel := context.WithTimeout(e.ctx, p.dialTimeout+e.config().Health.Timeout.Duration)
 	defer cancel()
 	nc, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {

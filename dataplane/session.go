@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type trackedVar struct {
 // variables, multi-statement option) onto whichever one serves a statement.
 // A Session is owned by the goroutine running it.
 type Session struct {
-	srv    *Server
+	env    *Env
 	id     uint32
 	client *protocol.Conn
 	// task runs the session on an event loop; nil when a goroutine of its
@@ -172,10 +172,10 @@ type clusterLeg struct {
 
 // initLeg points a fresh leg at cluster i of the current snapshot.
 func (s *Session) initLeg(l *clusterLeg, i int) {
-	snap := s.srv.topo.Current()
+	snap := s.env.topo.Current()
 	l.clusterIdx = i
 	l.cluster, l.epoch = snap.Clusters[i], snap.Epoch
-	l.consistency = consistencyOf(s.srv.config().Cluster(l.cluster.Name).Consistency)
+	l.consistency = consistencyOf(s.env.config().Cluster(l.cluster.Name).Consistency)
 }
 
 // useCluster makes cluster i (its index in the configuration and in every
@@ -186,7 +186,7 @@ func (s *Session) useCluster(i int) {
 	}
 	if s.legs == nil {
 		// A reload brought shard rules to a session made without.
-		s.legs = make([]clusterLeg, len(s.srv.cfg.Clusters))
+		s.legs = make([]clusterLeg, len(s.env.cfg.Clusters))
 	}
 	s.legs[s.clusterIdx] = s.clusterLeg
 	s.clusterLeg = s.legs[i]
@@ -206,7 +206,7 @@ func (s *Session) eachLeg(f func(l *clusterLeg)) {
 	}
 }
 
-func newSession(srv *Server, id uint32, nc net.Conn) *Session {
+func newSession(env *Env, id uint32, nc net.Conn) *Session {
 	c := protocol.NewLeanConn(nc)
 	c.MaxPacket = int(srv.config().Proxy.MaxAllowedPacket)
 	s := &Session{
@@ -231,9 +231,9 @@ func newSession(srv *Server, id uint32, nc net.Conn) *Session {
 // statement at info level).
 func (s *Session) log() *zap.Logger {
 	if s.user == "" {
-		return s.srv.log.With(zap.Uint32("conn_id", s.id), zap.Stringer("client", s.client.NetConn().RemoteAddr()))
+		return s.env.log.With(zap.Uint32("conn_id", s.id), zap.Stringer("client", s.client.NetConn().RemoteAddr()))
 	}
-	return s.srv.log.With(zap.Uint32("conn_id", s.id), zap.Stringer("client", s.client.NetConn().RemoteAddr()), zap.String("user", s.user))
+	return s.env.log.With(zap.Uint32("conn_id", s.id), zap.Stringer("client", s.client.NetConn().RemoteAddr()), zap.String("user", s.user))
 }
 
 // start logs the client in; it reports whether the session is to be
@@ -246,12 +246,12 @@ func (s *Session) start(ctx context.Context) bool {
 		} else if errors.Is(err, errLoginBackoff) {
 			result = "blocked"
 		}
-		s.srv.metrics.Logins.WithLabelValues(result).Inc()
-		s.srv.metrics.LoginFailed(err, s.client.SentErr)
+		s.env.metrics.Logins.WithLabelValues(result).Inc()
+		s.env.metrics.LoginFailed(err, s.client.SentErr)
 		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
 		return false
 	}
-	s.srv.metrics.Logins.WithLabelValues("ok").Inc()
+	s.env.metrics.Logins.WithLabelValues("ok").Inc()
 	s.log().Info("client connected", zap.String("schema", s.schema))
 	s.afterCommand()
 	s.client.Idle()
@@ -287,29 +287,29 @@ func (s *Session) login(ctx context.Context) (err error) {
 // handshake authenticates the client within handshake_timeout, checks the
 // schema it asked for on a backend, and sends the final OK.
 func (s *Session) handshake(ctx context.Context) error {
-	deadline := time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration)
+	deadline := time.Now().Add(s.env.config().Proxy.HandshakeTimeout.Duration)
 	_ = s.client.SetDeadline(deadline)
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	remote := s.client.NetConn().RemoteAddr()
-	if e := s.srv.loginRefusal(remote); e != nil {
+	if e := s.env.loginRefusal(remote); e != nil {
 		_ = s.client.WriteErr(e)
 		return fmt.Errorf("%w: %w", errLoginBackoff, e)
 	}
 	host, _, _ := net.SplitHostPort(remote.String())
-	version := s.srv.serverVersion()
-	if version == "" && s.srv.config().Auth.Backend == "static" {
+	version := s.env.serverVersion()
+	if version == "" && s.env.config().Auth.Backend == "static" {
 		version = fallbackVersion
 	}
-	login, err := s.srv.auth.Authenticate(actx, s.client, auth.Server{
+	login, err := s.env.auth.Authenticate(actx, s.client, auth.Server{
 		ConnectionID:  s.id,
 		ServerVersion: version,
-		Capabilities:  s.srv.clientCaps,
+		Capabilities:  s.env.clientCaps,
 		Collation:     defaultCollation,
 		ClientHost:    host,
-		TLS:           s.srv.tls,
-		RequireTLS:    s.srv.cfg.Proxy.RequireTLS,
-		Refused:       s.srv.loginRefused(remote, "client"),
+		TLS:           s.env.tls,
+		RequireTLS:    s.env.cfg.Proxy.RequireTLS,
+		Refused:       s.env.loginRefused(remote, "client"),
 	})
 	if login != nil {
 		s.user = login.User
@@ -317,11 +317,11 @@ func (s *Session) handshake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.srv.loginSucceeded(remote)
+	s.env.loginSucceeded(remote)
 	s.user = login.User
 	s.reauth = login.Reauth
-	if login.User == s.srv.cfg.Admin.User {
-		e := s.srv.refuseAdminOnDataPort(host)
+	if login.User == s.env.cfg.Admin.User {
+		e := s.env.host.RefuseAdminOnDataPort(host)
 		_ = s.client.WriteErr(e)
 		return fmt.Errorf("%w: %w", auth.ErrAccessDenied, e)
 	}
@@ -335,7 +335,7 @@ func (s *Session) handshake(ctx context.Context) error {
 		foundRows:  login.Capabilities&protocol.ClientFoundRows != 0,
 		localFiles: login.Capabilities&protocol.ClientLocalFiles != 0,
 	}
-	s.initLeg(&s.clusterLeg, s.srv.defaultCluster())
+	s.initLeg(&s.clusterLeg, s.env.defaultCluster())
 	s.caps = login.Capabilities
 	if err := s.checkSchema(login.Database); err != nil {
 		_ = s.client.WriteErr(err)
@@ -386,8 +386,8 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 		if !dead {
 			break
 		}
-		s.srv.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
-		s.srv.dropDeadIdle()
+		s.env.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+		s.env.dropDeadIdle()
 	}
 	s.schema = prev
 	var se *protocol.SQLError
@@ -412,23 +412,23 @@ func (s *Session) comChangeUser(p []byte) error {
 	if s.task.Detach() {
 		defer s.task.Attach()
 	}
-	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.config().Proxy.HandshakeTimeout.Duration)
+	ctx, cancel := context.WithTimeout(s.env.ctx, s.env.config().Proxy.HandshakeTimeout.Duration)
 	defer cancel()
-	_ = s.client.SetDeadline(time.Now().Add(s.srv.config().Proxy.HandshakeTimeout.Duration))
+	_ = s.client.SetDeadline(time.Now().Add(s.env.config().Proxy.HandshakeTimeout.Duration))
 	defer s.client.SetDeadline(time.Time{})
 	s.lims.idleArmed = false // replaced by the login's deadline
 	remote := s.client.NetConn().RemoteAddr()
-	if e := s.srv.loginRefusal(remote); e != nil {
+	if e := s.env.loginRefusal(remote); e != nil {
 		_ = s.client.WriteErr(e)
 		return fmt.Errorf("%w: %w", errLoginBackoff, e)
 	}
 	host, _, _ := net.SplitHostPort(remote.String())
-	login, err := s.srv.auth.ChangeUser(ctx, s.client, auth.Server{
+	login, err := s.env.auth.ChangeUser(ctx, s.client, auth.Server{
 		ConnectionID: s.id,
-		Capabilities: s.srv.clientCaps,
+		Capabilities: s.env.clientCaps,
 		Collation:    s.key.collation,
 		ClientHost:   host,
-		Refused:      s.srv.loginRefused(remote, "client"),
+		Refused:      s.env.loginRefused(remote, "client"),
 	}, s.caps, s.reauth, cu)
 	if login != nil && login.Reauth != nil {
 		s.reauth = login.Reauth
@@ -437,11 +437,11 @@ func (s *Session) comChangeUser(p []byte) error {
 		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
 		return err
 	}
-	s.srv.loginSucceeded(remote)
-	if login.User == s.srv.cfg.Admin.User {
+	s.env.loginSucceeded(remote)
+	if login.User == s.env.cfg.Admin.User {
 		// As at login: the admin user's name is the admin port's, even
 		// when the auth server has an account of that name.
-		e := s.srv.refuseAdminOnDataPort(host)
+		e := s.env.host.RefuseAdminOnDataPort(host)
 		s.log().Info("change user refused", zap.String("new_user", login.User), zap.Error(e))
 		_ = s.client.WriteErr(e)
 		return fmt.Errorf("%w: %w", auth.ErrAccessDenied, e)
@@ -581,15 +581,15 @@ func (s *Session) dispatch(p []byte) error {
 func (s *Session) comQuery(p []byte) error {
 	var plan *router.Plan
 	var sql string
-	if s.srv.shards() != nil {
-		plan, sql = s.srv.router.ClassifyText(p[1:])
+	if s.env.shards() != nil {
+		plan, sql = s.env.router.ClassifyText(p[1:])
 	} else {
-		plan = s.srv.router.ClassifyBytes(p[1:])
+		plan = s.env.router.ClassifyBytes(p[1:])
 	}
 	s.rec.plan = plan
 	s.info.setText(p[1:])
 	if plan.LoadDataLocal && !s.key.localFiles {
-		if !s.srv.cfg.Proxy.LocalInfile {
+		if !s.env.cfg.Proxy.LocalInfile {
 			return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
 				"sluice: LOAD DATA LOCAL INFILE is disabled ([proxy] local_infile = false)"))
 		}
@@ -627,7 +627,7 @@ func (s *Session) comQuery(p []byte) error {
 	// SQL_CALC_FOUND_ROWS does not pin: sluice learns the count once the
 	// statement ran (scoped.go).
 	s.pin(plan.Pins &^ router.PinFoundRows)
-	if s.srv.shards() != nil {
+	if s.env.shards() != nil {
 		q, handled, err := s.shardQuery(p, plan, sql)
 		if handled {
 			return err
@@ -813,7 +813,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 				return s.client.WriteErr(se)
 			}
 			// bc broke while sluice replayed session state on it.
-			s.srv.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+			s.env.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 			if inTx := s.master == nil && bc != nil && bc.backend.Role == health.RoleMaster && bc.inTransaction(); inTx {
 				_ = s.client.WriteErr(lostInTransaction(bc))
 				return fmt.Errorf("master lost inside a transaction: %w", err)
@@ -905,7 +905,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			return err
 		}
 		b := bc.backend
-		s.srv.metrics.BackendErrs.WithLabelValues(b.Role.String()).Inc()
+		s.env.metrics.BackendErrs.WithLabelValues(b.Role.String()).Inc()
 		if res.Torn {
 			// The client holds half a packet: no ERR can follow it.
 			s.log().Warn("backend lost mid-packet, closing the client", zap.String("backend", b.Address), zap.Error(err))
@@ -955,14 +955,14 @@ func (s *Session) absorbGTID(bc *BackendConn) {
 // replica connection or read replica that left the replicas is let go. The
 // common case is one atomic load.
 func (s *Session) followTopology() error {
-	snap := s.srv.topo.Current()
+	snap := s.env.topo.Current()
 	if snap.Epoch == s.epoch {
 		return nil
 	}
 	c := snap.Clusters[s.clusterIdx]
 	s.cluster, s.epoch = c, snap.Epoch
 	// A reload may have changed the cluster's consistency.
-	s.consistency = consistencyOf(s.srv.config().Cluster(c.Name).Consistency)
+	s.consistency = consistencyOf(s.env.config().Cluster(c.Name).Consistency)
 	if bc := s.master; bc != nil && bc.backend != c.Master {
 		inTx := bc.inTransaction()
 		s.master = nil
@@ -1009,7 +1009,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 		}
 		return c.Master.Up()
 	}
-	s.cluster = s.srv.topo.Current().Clusters[s.clusterIdx]
+	s.cluster = s.env.topo.Current().Clusters[s.clusterIdx]
 	if failed == nil && ready() {
 		return nil
 	}
@@ -1017,7 +1017,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	if s.task.Detach() {
 		defer s.task.Attach()
 	}
-	h := &s.srv.config().Health
+	h := &s.env.config().Health
 	wait := h.FailoverWriteWait.Duration
 	if !h.AutoFailover || s.cluster.WritesRefused != "" {
 		// Refused writes wait for nothing: no failover settles them.
@@ -1040,9 +1040,9 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 		return st != nil && st.Time.After(failedAt)
 	}
 	for {
-		changed := s.srv.topo.Changed()
+		changed := s.env.topo.Changed()
 		s.markMasterBusy() // before the load: a switchover that misses it published first
-		snap := s.srv.topo.Current()
+		snap := s.env.topo.Current()
 		s.cluster = snap.Clusters[s.clusterIdx]
 		if ready() || alive() {
 			return nil
@@ -1060,7 +1060,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 			continue
 		case <-tick.C:
 			continue
-		case <-s.srv.ctx.Done():
+		case <-s.env.ctx.Done():
 		case <-timer.C:
 		}
 		break
@@ -1095,7 +1095,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 func (s *Session) backendFor(target router.Target, skip *health.Backend) (*BackendConn, error) {
 	if target == router.TargetReplica {
 		if l := s.lostOn; l != nil && skip == nil {
-			if l.Unresponsive(s.srv.stallTimeout(), time.Now()) {
+			if l.Unresponsive(s.env.stallTimeout(), time.Now()) {
 				skip = l
 			} else {
 				s.lostOn = nil
@@ -1113,7 +1113,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 		// in time by landing on a replica that lags more than the last
 		// one; once per probe round it is picked afresh, so balancing
 		// follows the loads and states the round found.
-		round := s.srv.topo.Round()
+		round := s.env.topo.Round()
 		sticky := s.readFrom
 		if sticky != nil && (s.aside || sticky == skip || !sticky.Up() || s.readRound != round) {
 			sticky = nil
@@ -1140,7 +1140,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 				skip = b
 				continue
 			}
-			bc, err := s.srv.getConn(b.Address, s.key, s.schema == "", s.task)
+			bc, err := s.env.getConn(b.Address, s.key, s.schema == "", s.task)
 			if err == nil {
 				s.replica = bc
 				if !s.aside {
@@ -1160,11 +1160,11 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 				exhausted = true
 				continue
 			}
-			s.srv.metrics.BackendErrs.WithLabelValues(b.Role.String()).Inc()
+			s.env.metrics.BackendErrs.WithLabelValues(b.Role.String()).Inc()
 			from := b.State()
 			if b.ReportFailure(err) {
 				s.log().Warn("replica unreachable, taken out of rotation", zap.String("backend", b.Address), zap.Error(err))
-				s.srv.backendStateChanged(b, from, health.StateDown, err.Error())
+				s.env.host.BackendStateChanged(b, from, health.StateDown, err.Error())
 			}
 		}
 		// No replica can serve: reads go to the master, unless the
@@ -1181,7 +1181,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 	}
 	s.markMasterBusy()
 	if s.master != nil {
-		if s.srv.topo.Current().Clusters[s.clusterIdx].WritesHeld == "" || s.inTransaction() {
+		if s.env.topo.Current().Clusters[s.clusterIdx].WritesHeld == "" || s.inTransaction() {
 			return s.master, nil
 		}
 		if err := s.awaitMaster(nil, nil); err != nil {
@@ -1192,14 +1192,14 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			return s.master, nil
 		}
 	}
-	if c := s.srv.topo.Current().Clusters[s.clusterIdx]; c.WritesRefused != "" || c.WritesHeld != "" || (s.srv.config().Health.AutoFailover && !c.Master.Up()) {
+	if c := s.env.topo.Current().Clusters[s.clusterIdx]; c.WritesRefused != "" || c.WritesHeld != "" || (s.env.config().Health.AutoFailover && !c.Master.Up()) {
 		if err := s.awaitMaster(nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	m := s.cluster.Master
-	bc, err := s.srv.getConn(m.Address, s.key, s.schema == "", s.task)
-	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.srv.config().Health.AutoFailover {
+	bc, err := s.env.getConn(m.Address, s.key, s.schema == "", s.task)
+	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.env.config().Health.AutoFailover {
 		// The master may have just died: wait for the probes to say so
 		// and a failover to replace it, then try the master of the
 		// snapshot that ends the wait.
@@ -1207,14 +1207,14 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			return nil, werr
 		}
 		m = s.cluster.Master
-		bc, err = s.srv.getConn(m.Address, s.key, s.schema == "", s.task)
+		bc, err = s.env.getConn(m.Address, s.key, s.schema == "", s.task)
 	}
 	if errors.Is(err, ErrPoolExhausted) {
 		return nil, protocol.NewError(protocol.ErConCount,
 			"Too many connections: sluice has no free connection to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
 	}
 	if err != nil {
-		s.srv.metrics.BackendErrs.WithLabelValues(m.Role.String()).Inc()
+		s.env.metrics.BackendErrs.WithLabelValues(m.Role.String()).Inc()
 		s.log().Warn("master unreachable", zap.String("backend", m.Address), zap.Error(err))
 		var se *protocol.SQLError
 		if errors.As(err, &se) {
@@ -1233,7 +1233,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 // for the session's replica is kept until the session writes again or
 // re-picks, so a read parses GTIDs at most once per probe round.
 func (s *Session) hasApplied(b *health.Backend) bool {
-	if s.appliedOn == b && s.appliedRound == s.srv.topo.Round() {
+	if s.appliedOn == b && s.appliedRound == s.env.topo.Round() {
 		return true
 	}
 	st := b.Status()
@@ -1248,7 +1248,7 @@ func (s *Session) hasApplied(b *health.Backend) bool {
 	if err != nil || !have.Contains(want) {
 		return false
 	}
-	s.appliedOn, s.appliedRound = b, s.srv.topo.Round()
+	s.appliedOn, s.appliedRound = b, s.env.topo.Round()
 	return true
 }
 
@@ -1282,7 +1282,7 @@ func (s *Session) sync(bc *BackendConn) error {
 		same = bc.vars[i] == s.vars[i].SQL
 	}
 	if !same {
-		if !bc.reset(s.srv.config().Proxy.ConnectTimeout.Duration) {
+		if !bc.reset(s.env.config().Proxy.ConnectTimeout.Duration) {
 			bc.broken = true
 			return fmt.Errorf("%w: COM_RESET_CONNECTION failed", protocol.ErrBackendIO)
 		}
@@ -1495,7 +1495,7 @@ func (s *Session) pin(p router.Pin) {
 	if added := p &^ s.pins; added != 0 {
 		for bit, name := range router.PinNames {
 			if added&bit != 0 {
-				s.srv.metrics.Pins.WithLabelValues(name).Inc()
+				s.env.metrics.Pins.WithLabelValues(name).Inc()
 			}
 		}
 		s.pins |= p

@@ -1,11 +1,13 @@
-package proxy
+package dataplane
 
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -663,4 +665,34 @@ func (bc *BackendConn) queryScalar(q string) (scalar, error) {
 func (bc *BackendConn) command(cmd byte, arg string) []byte {
 	bc.cmd = append(append(bc.cmd[:0], cmd), arg...)
 	return bc.cmd
+}
+
+// clientTLS builds the TLS configuration of a leg towards a server (the auth
+// server or a backend) for mode "off", "preferred" or "required": nil when
+// off. With a CA file the server's certificate is verified against it and
+// the address's host; without one the link is encrypted but the server is
+// not verified, as MySQL clients do with ssl-mode=REQUIRED. key names the
+// setting in errors.
+func clientTLS(key, mode, caFile, addr string) (*tls.Config, bool, error) {
+	if mode == "" || mode == "off" {
+		return nil, false, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		cfg.InsecureSkipVerify = true
+	} else {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s.tls_ca: %w", key, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, false, fmt.Errorf("%s.tls_ca: %s holds no PEM certificate", key, caFile)
+		}
+		cfg.RootCAs = pool
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	return cfg, mode == "required", nil
 }

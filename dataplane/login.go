@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"errors"
@@ -20,8 +20,8 @@ import (
 const ErHostIsBlocked uint16 = 1129
 
 // backoffPolicy reads the login backoff settings of the live configuration.
-func (s *Server) backoffPolicy() policy.Backoff {
-	p := &s.config().Proxy
+func (e *Env) backoffPolicy() policy.Backoff {
+	p := &e.config().Proxy
 	return policy.Backoff{Threshold: p.LoginFailuresBeforeBackoff, First: p.LoginBackoff.Duration, Max: p.LoginBackoffMax.Duration}
 }
 
@@ -32,12 +32,12 @@ var errLoginBackoff = errors.New("client address in login backoff")
 // loginRefusal returns the ERR 1129 for a login from remote while its
 // address is in login backoff, nil otherwise. The caller sends it in place
 // of the greeting, before any auth-server round trip.
-func (s *Server) loginRefusal(remote net.Addr) *protocol.SQLError {
+func (e *Env) loginRefusal(remote net.Addr) *protocol.SQLError {
 	key, ok := policy.BackoffKey(remote)
 	if !ok {
 		return nil
 	}
-	wait, failures := s.logins.Blocked(key, time.Now(), s.backoffPolicy())
+	wait, failures := e.logins.Blocked(key, time.Now(), e.backoffPolicy())
 	if wait <= 0 {
 		return nil
 	}
@@ -55,15 +55,15 @@ func (s *Server) loginRefusal(remote net.Addr) *protocol.SQLError {
 // remote on port (named in the log): it counts the failure on the login
 // backoff before the client sees the ERR, so a client that tries again at
 // once already meets the refusal; a warn line says when a backoff starts.
-func (s *Server) loginRefused(remote net.Addr, port string) func(user string) {
+func (e *Env) loginRefused(remote net.Addr, port string) func(user string) {
 	return func(user string) {
 		key, ok := policy.BackoffKey(remote)
 		if !ok {
 			return
 		}
-		failures, wait := s.logins.Failed(key, time.Now(), s.backoffPolicy())
+		failures, wait := e.logins.Failed(key, time.Now(), e.backoffPolicy())
 		if wait > 0 {
-			s.log.Warn("login backoff: refusing logins from the client address", zap.String("port", port),
+			e.log.Warn("login backoff: refusing logins from the client address", zap.String("port", port),
 				zap.String("address", key.String()), zap.String("user", user), zap.Int("failures", failures),
 				zap.Duration("backoff", wait))
 		}
@@ -72,8 +72,8 @@ func (s *Server) loginRefused(remote net.Addr, port string) func(user string) {
 
 // loginSucceeded forgets remote's failed logins: a successful login ends
 // its backoff.
-func (s *Server) loginSucceeded(remote net.Addr) {
+func (e *Env) loginSucceeded(remote net.Addr) {
 	if key, ok := policy.BackoffKey(remote); ok {
-		s.logins.Succeeded(key)
+		e.logins.Succeeded(key)
 	}
 }

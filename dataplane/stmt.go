@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"encoding/binary"
@@ -85,12 +85,12 @@ func (s *Session) route(plan *router.Plan) router.Target {
 // comStmtPrepare prepares the statement on the backend it routes to, so the
 // client gets the server's own metadata, and hands the client sluice's id.
 func (s *Session) comStmtPrepare(p []byte) error {
-	if len(s.stmts) >= s.srv.config().Proxy.MaxPreparedStatements {
+	if len(s.stmts) >= s.env.config().Proxy.MaxPreparedStatements {
 		return s.client.WriteErr(protocol.NewError(protocol.ErMaxPreparedStmtCount,
 			"Can't create more than max_prepared_statements statements in one sluice session (current value: %d)",
-			s.srv.config().Proxy.MaxPreparedStatements))
+			s.env.config().Proxy.MaxPreparedStatements))
 	}
-	plan, sql := s.srv.router.ClassifyText(p[1:])
+	plan, sql := s.env.router.ClassifyText(p[1:])
 	if e := preparedSessionCommand(plan); e != nil {
 		return s.client.WriteErr(e)
 	}
@@ -110,17 +110,17 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	}
 	var tpl *shard.Template
 	variant := ""
-	if s.srv.shards() != nil {
+	if s.env.shards() != nil {
 		// Prepare one physical text (they all have the same parameters
 		// and columns) on its cluster; executions route by their values.
 		var err error
 		mode := s.shardMode()
 		if s.shardOpaque(plan, sql, mode) {
-			if err = s.srv.shards().CheckOpaque(sql); err != nil {
+			if err = s.env.shards().CheckOpaque(sql); err != nil {
 				return s.client.WriteErr(shardError(err))
 			}
 		}
-		if tpl, err = s.srv.shards().PrepareMode(s.schema, sql, mode); err != nil {
+		if tpl, err = s.env.shards().PrepareMode(s.schema, sql, mode); err != nil {
 			return s.client.WriteErr(shardError(err))
 		}
 		if tpl.Local() != shard.LocalNone {
@@ -357,7 +357,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 // and refuses it (1615) if the server's parameters or columns for it are
 // not those the client was told. A cache hit costs no allocation.
 func (s *Session) currentTemplate(st *preparedStmt) *protocol.SQLError {
-	rules := s.srv.shards()
+	rules := s.env.shards()
 	if rules == nil {
 		// Sharding is off now: the client's text runs as it is.
 		st.shard = nil
@@ -419,9 +419,9 @@ func (s *Session) comStmtSendLongData(p []byte) error {
 		return nil
 	}
 	st.longDataSize += int64(len(p) - 7)
-	if st.longDataSize > s.srv.config().Proxy.MaxAllowedPacket {
+	if st.longDataSize > s.env.config().Proxy.MaxAllowedPacket {
 		st.longDataErr = protocol.NewError(protocol.ErNetPacketTooLarge,
-			"Parameter data sent with COM_STMT_SEND_LONG_DATA exceeds max_allowed_packet (%d bytes)", s.srv.config().Proxy.MaxAllowedPacket)
+			"Parameter data sent with COM_STMT_SEND_LONG_DATA exceeds max_allowed_packet (%d bytes)", s.env.config().Proxy.MaxAllowedPacket)
 		st.longData = nil
 		return nil
 	}
@@ -450,7 +450,7 @@ func (s *Session) comStmtFetch(p []byte) error {
 		st.cursor = nil
 		bc.broken = true
 		s.dropIfBroken(bc)
-		s.srv.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+		s.env.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 		if errors.Is(err, protocol.ErrClientIO) {
 			return err
 		}
@@ -477,7 +477,7 @@ func (s *Session) comStmtReset(p []byte) error {
 		if _, err := s.send(bc, p, s.client.Seq(), protocol.ResponseSingle); err != nil {
 			bc.broken = true
 			s.dropIfBroken(bc)
-			s.srv.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+			s.env.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
 			if errors.Is(err, protocol.ErrClientIO) {
 				return err
 			}

@@ -1,9 +1,8 @@
-package proxy
+package dataplane
 
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/health"
@@ -96,7 +95,7 @@ func (s *Session) finishCommand(p []byte, start time.Duration) {
 	if r.plan != nil {
 		kind = r.plan.Kind
 	}
-	if s.srv.metrics.Command(code, route, int64(len(p)), r.toClient, r.plan != nil, kind, d) {
+	if s.env.metrics.Command(code, route, int64(len(p)), r.toClient, r.plan != nil, kind, d) {
 		s.logSlow(p, route, code, d)
 	}
 	*r = commandRecord{}
@@ -121,7 +120,7 @@ func (s *Session) logSlow(p []byte, route observe.Route, code uint16, d time.Dur
 	if code != 0 {
 		fields = append(fields, zap.Uint16("error_code", code))
 	}
-	if s.srv.metrics.LogSQL() {
+	if s.env.metrics.LogSQL() {
 		switch {
 		case r.sql != "":
 			fields = append(fields, zap.String("sql", r.sql))
@@ -130,27 +129,4 @@ func (s *Session) logSlow(p []byte, route observe.Route, code uint16, d time.Dur
 		}
 	}
 	s.log().Warn("slow query", fields...)
-}
-
-// SetSlowQueryLog sets the slow-query log's threshold (0 switches it off)
-// and whether its lines carry the statement text, for statements that
-// finish from now on ([proxy] slow_query_threshold and log_sql; a reload
-// may call it). It is safe for concurrent use.
-func (s *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
-	s.metrics.SetSlowLog(threshold, logSQL)
-}
-
-// initMetrics completes the Server's metrics once New has built its pools
-// and sharding rules: the collectors that read pools and backends at scrape
-// time, the shard and scatter routes, and the
-// slow-query log settings.
-func (s *Server) initMetrics() {
-	s.metrics.Reg.MustRegister(newPoolCollector(s), newBackendCollector(s))
-	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_event_loop_sessions",
-		Help: "Client sessions served by event loops ([proxy] event_loop); 0 without them.",
-	}, func() float64 { return float64(s.loopSessions()) }))
-	// Always: a reload may add shard rules to a running sluice.
-	s.metrics.AddRoutes(observe.RouteShard, observe.RouteScatter)
-	s.SetSlowQueryLog(s.cfg.Proxy.SlowQueryThreshold.Duration, s.cfg.Proxy.LogSQL)
 }

@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"encoding/hex"
@@ -245,7 +245,7 @@ func (s *Session) refuseDefaultRole(plan *router.Plan, text []byte) (bool, error
 		!strings.HasPrefix(d, "alter user") && !strings.HasPrefix(d, "drop user") && !strings.HasPrefix(d, "rename user") {
 		return false, nil
 	}
-	cfg := s.srv.config()
+	cfg := s.env.config()
 	users := make([]string, 0, len(cfg.Clusters))
 	for i := range cfg.Clusters {
 		users = append(users, cfg.Clusters[i].User)

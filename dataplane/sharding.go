@@ -1,8 +1,7 @@
-package proxy
+package dataplane
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,9 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 	"github.com/sluice-proxy/sluice/shard"
@@ -40,14 +36,14 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 	case router.KindTxn:
 		return nil, true, s.shardTxn(p, plan, sql)
 	case router.KindUse:
-		s.useCluster(s.srv.defaultCluster())
+		s.useCluster(s.env.defaultCluster())
 		return p, false, nil
 	}
 	mode := s.shardMode()
 	if s.shardOpaque(plan, sql, mode) {
 		// The parser's reading may differ from the server's: it cannot
 		// place a text that may name a sharded table.
-		if err := s.srv.shards().CheckOpaque(sql); err != nil {
+		if err := s.env.shards().CheckOpaque(sql); err != nil {
 			return nil, true, s.refuseShard(err)
 		}
 	}
@@ -57,10 +53,10 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		// can answer it. (The router parses under the default sql_mode;
 		// under another one PrepareMode parses the text as the session's
 		// server reads it.)
-		if err := s.srv.shards().CheckDefault(s.schema, sql, mode); err != nil {
+		if err := s.env.shards().CheckDefault(s.schema, sql, mode); err != nil {
 			return nil, true, s.refuseShard(err)
 		}
-		s.useCluster(s.srv.defaultCluster())
+		s.useCluster(s.env.defaultCluster())
 		return p, false, nil
 	}
 	if plan.Scoped != nil && !plan.Scoped.SetsLastInsertID && !invisibleLID(plan, false) {
@@ -72,7 +68,7 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 			s.scoped.resolved = true
 		}
 	}
-	tpl, err := s.srv.shards().PrepareMode(s.schema, sql, mode)
+	tpl, err := s.env.shards().PrepareMode(s.schema, sql, mode)
 	if err != nil {
 		return nil, true, s.refuseShard(err)
 	}
@@ -182,7 +178,7 @@ func (s *Session) userVarRoute(tpl *shard.Template, route *shard.Route) (*shard.
 	if v == "" {
 		return route, nil
 	}
-	def := s.srv.defaultCluster()
+	def := s.env.defaultCluster()
 	if route.AnyOne {
 		for i := range route.Parts {
 			if route.Parts[i].Cluster == def {
@@ -193,7 +189,7 @@ func (s *Session) userVarRoute(tpl *shard.Template, route *shard.Route) (*shard.
 	if len(route.Parts) == 1 && route.Parts[0].Cluster == def {
 		return route, nil
 	}
-	names := s.srv.shards().Clusters()
+	names := s.env.shards().Clusters()
 	where := "cluster " + names[route.Parts[0].Cluster]
 	if len(route.Parts) > 1 {
 		where = fmt.Sprintf("%d shards", len(route.Parts))
@@ -245,18 +241,18 @@ func (s *Session) shardMode() shard.SQLMode {
 	if !s.lex.modesSet {
 		var known bool
 		if m, known = s.shardGlobalModes(); !known {
-			cfg := s.srv.config().Health
+			cfg := s.env.config().Health
 			deadline := time.Now().Add(max(5*time.Second, 2*cfg.Interval.Duration+2*cfg.Timeout.Duration))
 			// Only the first probe round may still be reading them: a
 			// server down or clusters that disagree after it are an
 			// answer (ModeUnsure), not a reason to wait on every
 			// statement.
-			if s.srv.topo.Round() < 1 && s.task.Detach() {
+			if s.env.topo.Round() < 1 && s.task.Detach() {
 				// Off the event loop while it waits: the loop's other
 				// sessions go on.
 				defer s.task.Attach()
 			}
-			for !known && s.srv.topo.Round() < 1 && time.Now().Before(deadline) && s.srv.ctx.Err() == nil {
+			for !known && s.env.topo.Round() < 1 && time.Now().Before(deadline) && s.env.ctx.Err() == nil {
 				time.Sleep(10 * time.Millisecond) // the probe round has no event to wait on
 				m, known = s.shardGlobalModes()
 			}
@@ -291,12 +287,12 @@ func (s *Session) shardMode() shard.SQLMode {
 // every server of every cluster, known when the probes have read each and
 // they agree; the answer is kept for the probe round.
 func (s *Session) shardGlobalModes() (router.LexModes, bool) {
-	round := s.srv.topo.Round()
+	round := s.env.topo.Round()
 	if s.lex.shardKnown && round == s.lex.shardRound {
 		return s.lex.shardModes, true
 	}
 	var first router.LexModes
-	for i, c := range s.srv.topo.Current().Clusters {
+	for i, c := range s.env.topo.Current().Clusters {
 		m, known := globalModes(c)
 		if !known || i > 0 && m != first {
 			s.lex.shardKnown = false
@@ -365,7 +361,7 @@ func (s *Session) pickPart(route *shard.Route) *shard.Part {
 		switch route.Parts[i].Cluster {
 		case s.clusterIdx:
 			return &route.Parts[i]
-		case s.srv.defaultCluster():
+		case s.env.defaultCluster():
 			best = &route.Parts[i]
 		}
 	}
@@ -379,7 +375,7 @@ func (s *Session) checkTxnWrite(route *shard.Route, plan *router.Plan) *protocol
 	if !s.inTransaction() {
 		return nil
 	}
-	names := s.srv.shards().Clusters()
+	names := s.env.shards().Clusters()
 	c := route.Parts[0].Cluster
 	for _, pt := range route.Parts[1:] {
 		if pt.Cluster != c {
@@ -443,7 +439,7 @@ func (s *Session) shardTxn(p []byte, plan *router.Plan, sql string) error {
 		}
 	}
 	if len(legs) == 0 {
-		s.useCluster(s.srv.defaultCluster())
+		s.useCluster(s.env.defaultCluster())
 		return s.forward(router.TargetMaster, p, protocol.ResponseResult, nil)
 	}
 	last := legs[len(legs)-1]
@@ -759,7 +755,7 @@ func (s *Session) scopedExecuteRoute(st *preparedStmt, sc *router.Scoped, args [
 	if !ok {
 		return nil, scopedRefusal(sc)
 	}
-	tpl, err := s.srv.shards().PrepareMode(st.shardSchema, string(q[1:]), st.shard.Mode())
+	tpl, err := s.env.shards().PrepareMode(st.shardSchema, string(q[1:]), st.shard.Mode())
 	if err != nil {
 		return nil, err
 	}
@@ -1004,13 +1000,13 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 				// transaction: both must see its writes and take its
 				// locks, so they run one after the other on its
 				// connection, the first one's rows read ahead.
-				if e := parts[shared].readAll(s.srv.shards().MaxMergeRows()); e != nil {
+				if e := parts[shared].readAll(s.env.shards().MaxMergeRows()); e != nil {
 					return fail(shardError(e))
 				}
 			default:
 				// Outside a transaction the second gets a connection of
 				// its own, and the two run at once.
-				bc, err = s.srv.getConn(bc.backend.Address, s.key, s.schema == "", s.task)
+				bc, err = s.env.getConn(bc.backend.Address, s.key, s.schema == "", s.task)
 				extra = true
 			}
 		}
@@ -1116,7 +1112,7 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	var clientErr error
 	var sent int64
 	visibleDefs := colDefs[:visible]
-	err = m.Run(cols, sources, s.srv.shards().MaxMergeRows(), func(r shard.Row) error {
+	err = m.Run(cols, sources, s.env.shards().MaxMergeRows(), func(r shard.Row) error {
 		sent++
 		var err error
 		if rn := route.Rename; rn != nil {
@@ -1245,74 +1241,4 @@ func shardError(err error) *protocol.SQLError {
 		code = protocol.ErNotSupportedYet
 	}
 	return protocol.NewError(code, "sluice: %v", err)
-}
-
-// MissingShardTables asks every cluster's master which of the physical
-// tables the shard and broadcast rules expect it does not have, and returns
-// them as "cluster: schema.table (rule schema.table)". Statements that reach
-// a missing table fail with the server's ERR 1146 naming it; Start logs the
-// list once so a DBA sees a rule that names the wrong table before the first
-// client does. A master that cannot be asked is reported in the error.
-func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
-	if s.shards() == nil {
-		return nil, nil
-	}
-	names := s.shards().Clusters()
-	type key struct {
-		cluster int
-		schema  string
-	}
-	have := make(map[key]map[string]bool)
-	var missing []string
-	var errs []error
-	snap := s.topo.Current()
-	for _, pt := range s.shards().PhysicalTables() {
-		k := key{pt.Cluster, strings.ToLower(pt.Schema)}
-		tables, asked := have[k]
-		if !asked {
-			c := snap.Cluster(names[pt.Cluster])
-			if c == nil {
-				continue
-			}
-			addr := c.Master.Address
-			list, err := func() ([]string, error) {
-				cc, err := health.Dial(ctx, addr, s.failover.credentials(c.Name, addr))
-				if err != nil {
-					return nil, err
-				}
-				defer cc.Close()
-				return cc.Tables(ctx, pt.Schema)
-			}()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err))
-				tables = nil
-			} else {
-				tables = make(map[string]bool, len(list))
-				for _, t := range list {
-					tables[strings.ToLower(t)] = true
-				}
-			}
-			have[k] = tables
-		}
-		if tables != nil && !tables[strings.ToLower(pt.Table)] {
-			missing = append(missing, fmt.Sprintf("%s: %s.%s (rule %s)", names[pt.Cluster], pt.Schema, pt.Table, pt.Logical))
-		}
-	}
-	return missing, errors.Join(errs...)
-}
-
-// checkShardTables logs the physical tables the rules expect but the
-// clusters lack.
-func (s *Server) checkShardTables() {
-	ctx, cancel := context.WithTimeout(s.ctx, 4*s.config().Health.Timeout.Duration+5*time.Second)
-	defer cancel()
-	missing, err := s.MissingShardTables(ctx)
-	if err != nil {
-		s.log.Warn("could not check the physical tables of the shard rules", zap.Error(err))
-	}
-	if len(missing) > 0 {
-		const show = 20
-		s.log.Error("physical tables of shard rules are missing; statements that reach them fail with ERR 1146",
-			zap.Int("missing", len(missing)), zap.Strings("tables", missing[:min(len(missing), show)]))
-	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import "time"
 
@@ -37,8 +37,8 @@ func (p *Pool) dropDeadIdle() int {
 // dropDeadIdle runs Pool.dropDeadIdle on every pool: after a KILL of the
 // service account's threads or a restart, whichever backend a retry picks
 // may hold such connections.
-func (s *Server) dropDeadIdle() {
-	for _, p := range *s.poolMap.Load() {
+func (e *Env) dropDeadIdle() {
+	for _, p := range *e.poolMap.Load() {
 		p.dropDeadIdle()
 	}
 }

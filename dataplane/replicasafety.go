@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"sync"
@@ -45,7 +45,7 @@ type lexState struct {
 func (s *Session) lexModes() router.LexModes {
 	m := s.lex.modes
 	if !s.lex.modesSet {
-		if round := s.srv.topo.Round(); round != s.lex.modesRound || !s.lex.modesKnown {
+		if round := s.env.topo.Round(); round != s.lex.modesRound || !s.lex.modesKnown {
 			s.lex.modesRound = round
 			s.lex.modes, s.lex.modesKnown = globalModes(s.cluster)
 		}
@@ -181,12 +181,12 @@ func (l *refusalLog) first(digest string) bool {
 // replica connection bc refused as a write (1792): the router or the
 // function catalog judged it a read, and it is about to run on the master.
 func (s *Session) replicaRefused(bc *BackendConn) {
-	s.srv.metrics.ReplicaRefusals.WithLabelValues(s.cluster.Name).Inc()
+	s.env.metrics.ReplicaRefusals.WithLabelValues(s.cluster.Name).Inc()
 	digest := ""
 	if s.rec.plan != nil {
 		digest = s.rec.plan.Digest
 	}
-	if s.srv.refusals.first(digest) {
+	if s.env.refusals.first(digest) {
 		s.log().Warn("replica refused a statement as a write; it runs on the master",
 			zap.String("backend", bc.backend.Address), zap.String("digest", digest))
 	}

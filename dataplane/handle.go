@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"slices"
@@ -137,10 +137,10 @@ func (s *Session) endStatement(d time.Duration) {
 		return
 	}
 	si.stmtActive = false
-	if si.stmtRoute == 0 && s.srv.shards() != nil {
+	if si.stmtRoute == 0 && s.env.shards() != nil {
 		si.stmtRoute = observe.DigestShard
 	}
-	s.srv.digests.Record(si.stmtDigest, d, si.stmtRows, si.stmtFailed, si.stmtRoute)
+	s.env.digests.Record(si.stmtDigest, d, si.stmtRows, si.stmtFailed, si.stmtRoute)
 	si.idleSince.Store(int64(mono.Now()))
 	si.start.Store(0)
 	si.digest.Store(nil)

@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"encoding/binary"
@@ -65,7 +65,7 @@ func BenchmarkPlanRoutedRead(b *testing.B) {
 	srv.router.ClassifyBytes(p[1:])
 	b.ReportAllocs()
 	for b.Loop() {
-		plan := s.srv.router.ClassifyBytes(p[1:])
+		plan := s.env.router.ClassifyBytes(p[1:])
 		if s.route(plan) != router.TargetReplica {
 			b.Fatal("a read outside a transaction was not routed to a replica")
 		}
