@@ -105,7 +105,7 @@ func readHandshakeResponse(client *protocol.Conn, srv Server) (*protocol.Handsha
 	}
 	if protocol.IsSSLRequest(p) {
 		if srv.TLS == nil {
-			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake,
+			_ = client.WriteErr(protocol.ERHandshake.New(
 				"Bad handshake: client asked for TLS, which this sluice listener does not offer"))
 			return nil, errors.Join(ErrHandshake, errors.New("TLS requested but not configured"))
 		}
@@ -116,13 +116,13 @@ func readHandshakeResponse(client *protocol.Conn, srv Server) (*protocol.Handsha
 			return nil, errors.Join(ErrHandshake, err)
 		}
 	} else if srv.RequireTLS {
-		_ = client.WriteErr(protocol.NewError(protocol.ErSecureTransport,
+		_ = client.WriteErr(protocol.ERSecureTransport.New(
 			"Connections using insecure transport are prohibited: sluice requires TLS (proxy.require_tls = true)"))
 		return nil, errors.Join(ErrHandshake, errors.New("client without TLS refused (require_tls)"))
 	}
 	h, err := protocol.ParseHandshakeResponse(p)
 	if err != nil {
-		_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: %v", err))
+		_ = client.WriteErr(protocol.ERHandshake.New("Bad handshake: %v", err))
 		return nil, errors.Join(ErrHandshake, err)
 	}
 	h.Capabilities &= srv.greetingCapabilities()
@@ -140,7 +140,7 @@ func readClient(client *protocol.Conn) ([]byte, error) {
 	p, err := client.ReadPacket()
 	if err != nil {
 		if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
-			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: %v", err))
+			_ = client.WriteErr(protocol.ERHandshake.New("Bad handshake: %v", err))
 			return nil, errors.Join(ErrHandshake, err)
 		}
 		return nil, err

@@ -67,11 +67,11 @@ func (s *nativeAuthServer) serve(nc net.Conn) {
 	h, err := protocol.ParseHandshakeResponse(p)
 	switch {
 	case err != nil:
-		_ = c.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake"))
+		_ = c.WriteErr(protocol.ERHandshake.New("Bad handshake"))
 	case bytes.Equal(h.AuthResponse, protocol.NativePasswordResponse(s.scramble, "secret")):
 		_ = c.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: protocol.StatusAutocommit}))
 	default:
-		_ = c.WriteErr(protocol.NewError(protocol.ErAccessDenied, "Access denied for user '%s'@'localhost' (using password: YES)", h.User))
+		_ = c.WriteErr(protocol.ERAccessDenied.New("Access denied for user '%s'@'localhost' (using password: YES)", h.User))
 	}
 	// Wait for the relay to hang up, as a server's connection lingers
 	// until its client closes it.
@@ -210,7 +210,7 @@ func TestRelayDefersBeyondPendingHandshakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, perr := protocol.ParseErr(p); perr != nil || e.Code != protocol.ErAccessDenied || !strings.Contains(e.Message, "Access denied for user 'u'") {
+	if e, perr := protocol.ParseErr(p); perr != nil || e.Code != protocol.ERAccessDenied.Code || !strings.Contains(e.Message, "Access denied for user 'u'") {
 		t.Fatalf("wrong password on the deferred path: %q (%v), want the auth server's 1045", p, perr)
 	}
 	if res := <-done; !errors.Is(res.err, ErrAccessDenied) {
@@ -261,7 +261,7 @@ func TestRelayDeferredRefusesClientWithoutPluginAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, perr := protocol.ParseErr(p)
-	if perr != nil || e.Code != protocol.ErNotSupportedAuthMode || !strings.Contains(e.Message, "max_pending_handshakes") ||
+	if perr != nil || e.Code != protocol.ERNotSupportedAuthMode.Code || !strings.Contains(e.Message, "max_pending_handshakes") ||
 		!strings.Contains(e.Message, "CLIENT_PLUGIN_AUTH") {
 		t.Fatalf("got %q (%v), want ERR 1251 naming max_pending_handshakes and CLIENT_PLUGIN_AUTH", p, perr)
 	}

@@ -61,7 +61,7 @@ func TestStaticRefusedBeforeERR(t *testing.T) {
 		// Read right after the answer arrived: the hook must have run.
 		got := calledFor.Load()
 		if tc.refused {
-			if e, perr := protocol.ParseErr(p); perr != nil || e.Code != protocol.ErAccessDenied {
+			if e, perr := protocol.ParseErr(p); perr != nil || e.Code != protocol.ERAccessDenied.Code {
 				t.Fatalf("password %q: got % x, want ERR 1045", tc.password, p)
 			}
 			if got == nil || *got != "app" {

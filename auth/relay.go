@@ -109,7 +109,7 @@ func (r *Relay) connect(ctx context.Context, client *protocol.Conn) (*protocol.C
 	d := net.Dialer{Timeout: r.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", r.Address)
 	if err != nil {
-		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+		_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 			"sluice: cannot reach the auth server %s: %v", r.Address, err))
 		return nil, nil, fmt.Errorf("dialing auth server %s: %w", r.Address, err)
 	}
@@ -124,14 +124,14 @@ func (r *Relay) connect(ctx context.Context, client *protocol.Conn) (*protocol.C
 	p, err := upstream.ReadPacket()
 	if err != nil {
 		upstream.Close()
-		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+		_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 			"sluice: auth server %s sent no greeting: %v", r.Address, err))
 		return nil, nil, fmt.Errorf("reading auth server greeting: %w", err)
 	}
 	ag, err := protocol.ParseGreeting(p)
 	if err != nil {
 		upstream.Close()
-		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+		_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 			"sluice: auth server %s sent a bad greeting: %v", r.Address, err))
 		return nil, nil, fmt.Errorf("auth server greeting: %w", err)
 	}
@@ -238,7 +238,7 @@ func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn,
 		return nil, err
 	}
 	if h.Capabilities&protocol.ClientPluginAuth == 0 {
-		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
+		_ = client.WriteErr(protocol.ERNotSupportedAuthMode.New(
 			"sluice: more than %d handshakes are waiting for their clients (auth.max_pending_handshakes), and a login then needs a client that supports authentication plugins (CLIENT_PLUGIN_AUTH); retry later",
 			r.MaxPendingHandshakes))
 		return nil, fmt.Errorf("%w: deferred handshake of a client without CLIENT_PLUGIN_AUTH", ErrHandshake)
@@ -292,7 +292,7 @@ func switchClient(client *protocol.Conn, ag *protocol.Greeting) ([]byte, error) 
 // scramble, to answer again, and that answer is relayed as at login.
 func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Server, caps uint32, prev *Reauth, cu *protocol.ChangeUser) (*Login, error) {
 	if caps&protocol.ClientPluginAuth == 0 {
-		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
+		_ = client.WriteErr(protocol.ERNotSupportedAuthMode.New(
 			"sluice: COM_CHANGE_USER needs a client that supports authentication plugins"))
 		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
 	}
@@ -312,7 +312,7 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 	if len(cu.AuthResponse) > 0 && answersFromLoginScramble(cu.Attributes) {
 		// Its answer to an auth switch would be the one it has sent:
 		// only the login's auth-server connection could check it.
-		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
+		_ = client.WriteErr(protocol.ERNotSupportedAuthMode.New(
 			"sluice: this client (MariaDB Connector/C or libmysqlclient) answers COM_CHANGE_USER from its login's scramble, which only the login's auth-server connection can check, and that connection was not kept (auth.max_kept_auth_connections = %d reached, the auth server closed it, or a reload moved the auth server); reconnect instead",
 			r.MaxKeptConnections))
 		return nil, fmt.Errorf("%w: COM_CHANGE_USER from a client answering from its login scramble, without a kept auth-server connection", ErrHandshake)
@@ -386,17 +386,17 @@ func (r *Relay) secure(client, upstream *protocol.Conn, ag *protocol.Greeting, f
 		if !r.TLSRequired {
 			return nil
 		}
-		_ = client.WriteErr(protocol.NewError(protocol.ErSSLConnection,
+		_ = client.WriteErr(protocol.CRSSLConnection.New(
 			"sluice: the auth server %s does not offer TLS (auth.tls = \"required\")", r.Address))
 		return fmt.Errorf("auth server %s without TLS", r.Address)
 	}
 	fwd.Capabilities |= protocol.ClientSSL
 	if err := upstream.WritePacketFlush(protocol.SSLRequest(fwd.Capabilities, fwd.MaxPacketSize, fwd.Collation)); err != nil {
-		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect, "sluice: lost the auth server %s: %v", r.Address, err))
+		_ = client.WriteErr(protocol.CRCouldNotConnect.New("sluice: lost the auth server %s: %v", r.Address, err))
 		return err
 	}
 	if err := upstream.UpgradeClientTLS(r.TLS); err != nil {
-		_ = client.WriteErr(protocol.NewError(protocol.ErSSLConnection, "sluice: TLS towards the auth server %s failed: %v", r.Address, err))
+		_ = client.WriteErr(protocol.CRSSLConnection.New("sluice: TLS towards the auth server %s failed: %v", r.Address, err))
 		return err
 	}
 	return nil
@@ -419,13 +419,13 @@ func (r *Relay) exchange(client, upstream *protocol.Conn, srv Server, ag *protoc
 		return nil, err
 	}
 	if err := upstream.WritePacketFlush(fwd.Encode()); err != nil {
-		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+		_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 			"sluice: lost the auth server %s: %v", r.Address, err))
 		return nil, err
 	}
 	p, err := upstream.ReadPacket()
 	if err != nil {
-		_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+		_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 			"sluice: lost the auth server %s during login: %v", r.Address, err))
 		return nil, fmt.Errorf("reading auth server: %w", err)
 	}
@@ -440,7 +440,7 @@ func (r *Relay) verdict(client, upstream *protocol.Conn, srv Server, login *Logi
 		if round > 0 {
 			var err error
 			if p, err = upstream.ReadPacket(); err != nil {
-				_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+				_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 					"sluice: lost the auth server %s during login: %v", r.Address, err))
 				return nil, fmt.Errorf("reading auth server: %w", err)
 			}
@@ -471,16 +471,16 @@ func (r *Relay) verdict(client, upstream *protocol.Conn, srv Server, login *Logi
 				return nil, errors.Join(ErrHandshake, err)
 			}
 			if err := upstream.WritePacketFlush(ans); err != nil {
-				_ = client.WriteErr(protocol.NewError(protocol.ErCouldNotConnect,
+				_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 					"sluice: lost the auth server %s: %v", r.Address, err))
 				return nil, err
 			}
 		default:
-			_ = client.WriteErr(protocol.NewError(protocol.ErHandshake,
+			_ = client.WriteErr(protocol.ERHandshake.New(
 				"Bad handshake: auth server %s sent an unexpected packet", r.Address))
 			return nil, fmt.Errorf("%w: auth server sent an unexpected packet of %d bytes", ErrHandshake, len(p))
 		}
 	}
-	_ = client.WriteErr(protocol.NewError(protocol.ErHandshake, "Bad handshake: authentication did not finish"))
+	_ = client.WriteErr(protocol.ERHandshake.New("Bad handshake: authentication did not finish"))
 	return nil, fmt.Errorf("%w: too many auth rounds", ErrHandshake)
 }

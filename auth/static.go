@@ -59,7 +59,7 @@ func (s *Static) Authenticate(_ context.Context, client *protocol.Conn, srv Serv
 // auth switch carrying a fresh scramble, which decides.
 func (s *Static) ChangeUser(_ context.Context, client *protocol.Conn, srv Server, caps uint32, prev *Reauth, cu *protocol.ChangeUser) (*Login, error) {
 	if caps&protocol.ClientPluginAuth == 0 {
-		_ = client.WriteErr(protocol.NewError(protocol.ErNotSupportedAuthMode,
+		_ = client.WriteErr(protocol.ERNotSupportedAuthMode.New(
 			"sluice: COM_CHANGE_USER needs a client that supports authentication plugins"))
 		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
 	}
@@ -110,7 +110,7 @@ func (s *Static) verify(client *protocol.Conn, srv Server, scramble, resp []byte
 		if len(resp) > 0 {
 			using = "YES"
 		}
-		e := protocol.NewError(protocol.ErAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)",
+		e := protocol.ERAccessDenied.New("Access denied for user '%s'@'%s' (using password: %s)",
 			login.User, srv.ClientHost, using)
 		srv.refused(login)
 		_ = client.WriteErr(e)

@@ -66,7 +66,7 @@ func ClientHandshake(c *Conn, cfg ClientConfig) (*Greeting, error) {
 			return nil, err
 		}
 	} else if cfg.TLSRequired {
-		return nil, NewError(ErSSLConnection, "server does not offer TLS, which is required")
+		return nil, CRSSLConnection.New("server does not offer TLS, which is required")
 	}
 	plugin := g.AuthPlugin
 	resp, err := authResponse(plugin, g.Scramble, cfg.Password)
@@ -119,7 +119,7 @@ func ClientHandshake(c *Conn, cfg ClientConfig) (*Greeting, error) {
 			if len(p) == 2 && p[1] == 3 { // caching_sha2 fast auth succeeded; OK follows
 				continue
 			}
-			return nil, NewError(ErNotSupportedAuthMode,
+			return nil, ERNotSupportedAuthMode.New(
 				"backend asks for %s full authentication, which sluice does not do: give the service account mysql_native_password", plugin)
 		case len(p) == 0:
 			return nil, fmt.Errorf("%w: empty packet during authentication", ErrMalformed)
@@ -137,5 +137,5 @@ func authResponse(plugin string, scramble []byte, password string) ([]byte, erro
 	case AuthCachingSHA2:
 		return CachingSHA2Response(scramble, password), nil
 	}
-	return nil, NewError(ErNotSupportedAuthMode, "backend auth plugin %q is not supported for the service account", plugin)
+	return nil, ERNotSupportedAuthMode.New("backend auth plugin %q is not supported for the service account", plugin)
 }

@@ -172,7 +172,7 @@ func TestNativePassword(t *testing.T) {
 }
 
 func TestErrPacket(t *testing.T) {
-	e := NewError(ErAccessDenied, "Access denied for user '%s'", "x")
+	e := ERAccessDenied.New("Access denied for user '%s'", "x")
 	got, err := ParseErr(AppendErr(nil, e))
 	if err != nil || *got != *e || got.State != "28000" {
 		t.Fatalf("got %+v, %v", got, err)

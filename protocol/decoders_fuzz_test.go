@@ -378,7 +378,7 @@ func fzPrepareOKSeeds() []fzSeed {
 		{name: "select", args: []any{[]byte{0, 1, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0}, false}, add: true},
 		{name: "deprecate-eof", args: []any{[]byte{0, 0xff, 0xff, 0xff, 0xff, 0, 0, 3, 0, 0, 1, 0}, true}, add: true},
 		{name: "no-params-no-columns", args: []any{[]byte{0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, false}},
-		{name: "err", args: []any{AppendErr(nil, NewError(ErUnknownError, "x")), false}},
+		{name: "err", args: []any{AppendErr(nil, ERUnknownError.New("x")), false}},
 		{name: "short", args: []any{[]byte{0, 1, 0, 0, 0, 2}, false}},
 		{name: "empty", args: []any{[]byte{}, true}},
 	}

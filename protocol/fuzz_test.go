@@ -1328,7 +1328,7 @@ func fzOKErrSeeds() []fzSeed {
 	add("ok-ff-lenenc", false, []byte{0, 0xff})
 	add("ok-header-only", false, []byte{0})
 	add("eof", false, AppendEOF(nil, 0, StatusAutocommit|StatusMoreResultsExists))
-	add("err", true, AppendErr(nil, NewError(ErAccessDenied, "Access denied for user 'x'@'y'")))
+	add("err", true, AppendErr(nil, ERAccessDenied.New("Access denied for user 'x'@'y'")))
 	add("err-no-state", true, []byte("\xff\x15\x04Access denied"))
 	add("err-hash-short", false, []byte("\xff\x15\x04#42S0"))
 	add("err-progress", true, []byte{0xff, 0xff, 0xff, 1, 1, 2, 0x10, 0x27, 0, 5, 's', 't', 'a', 'g', 'e'})

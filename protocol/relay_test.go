@@ -121,11 +121,11 @@ func TestWriteErrSetsSentErr(t *testing.T) {
 	if c.SentErr != 0 {
 		t.Fatalf("SentErr = %d on a new connection", c.SentErr)
 	}
-	if err := c.WriteErr(NewError(ErConCount, "Too many connections")); err != nil {
+	if err := c.WriteErr(ERConCount.New("Too many connections")); err != nil {
 		t.Fatal(err)
 	}
-	if c.SentErr != ErConCount {
-		t.Fatalf("SentErr = %d, want %d", c.SentErr, ErConCount)
+	if c.SentErr != ERConCount.Code {
+		t.Fatalf("SentErr = %d, want %d", c.SentErr, ERConCount.Code)
 	}
 }
 
@@ -202,7 +202,7 @@ func TestRelayLostMidRowKeepsPacketsWhole(t *testing.T) {
 		t.Fatalf("res %+v err %v, want %d whole packets relayed and none torn", res, err, len(whole))
 	}
 	// The session answers such a loss with an ERR after the rows.
-	if err := relayClient.WriteErr(NewError(ErServerLost, "Lost connection to replica during query")); err != nil {
+	if err := relayClient.WriteErr(CRServerLost.New("Lost connection to replica during query")); err != nil {
 		t.Fatal(err)
 	}
 	relayClient.Close()
@@ -222,7 +222,7 @@ func TestRelayLostMidRowKeepsPacketsWhole(t *testing.T) {
 func TestRelayErrAfterRows(t *testing.T) {
 	srvSide, relayBackend := pipeConns(t)
 	relayClient, clientSide := pipeConns(t)
-	packets := [][]byte{{0, 0, 1}, {0, 0, 2}, AppendErr(nil, NewError(1317, "Query execution was interrupted"))}
+	packets := [][]byte{{0, 0, 1}, {0, 0, 2}, AppendErr(nil, ERQueryInterrupted.New("Query execution was interrupted"))}
 	go backendScript(t, srvSide, packets...)
 	relayBackend.LenientSeq = true
 	relayClient.SetSeq(1)
@@ -264,7 +264,7 @@ func TestRelayReplaceErr(t *testing.T) {
 	}{{1317, 3024}, {1146, 1146}} {
 		srvSide, relayBackend := pipeConns(t)
 		relayClient, clientSide := pipeConns(t)
-		replacement := NewError(3024, "Query execution was interrupted, maximum statement execution time exceeded")
+		replacement := ERQueryTimeout.New("Query execution was interrupted, maximum statement execution time exceeded")
 		relayClient.ReplaceErr = func(code uint16) *SQLError {
 			if code == 1317 {
 				return replacement
@@ -319,7 +319,7 @@ func TestRelayBufferedRows(t *testing.T) {
 	wideRow := append([]byte{0xfe}, make([]byte, 20)...)
 	end := AppendEOF(nil, 0, StatusAutocommit)
 	endOK := append([]byte{headerEOF}, AppendOK(nil, OK{Status: StatusAutocommit})[1:]...)
-	errPkt := AppendErr(nil, NewError(1317, "Query execution was interrupted"))
+	errPkt := AppendErr(nil, ERQueryInterrupted.New("Query execution was interrupted"))
 	cat := func(parts ...[][]byte) [][]byte { return slices.Concat(parts...) }
 
 	for _, tc := range []struct {

@@ -4,13 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/sluice-proxy/sluice/protocol"
 )
 
-// Sentinel errors of the merge; callers test them with errors.Is.
+// Sentinel errors of the merge; callers test them with errors.Is. Only
+// ErrTooManyRows is the client's doing and has a code of its own (see the
+// planner's sentinels).
 var (
 	// ErrTooManyRows: a merge had to hold more rows (groups, distinct
 	// rows) than max_merge_rows allows.
-	ErrTooManyRows = errors.New("scatter-gather merge holds too many rows")
+	ErrTooManyRows = protocol.ERTooBigSelect.Sentinel("scatter-gather merge holds too many rows")
 	// ErrMergeInput: a Part returned a row the merge cannot use (wrong
 	// column count, a number that does not parse).
 	ErrMergeInput = errors.New("scatter-gather merge got a malformed row")
