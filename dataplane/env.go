@@ -341,3 +341,14 @@ func (e *Env) serverVersion() string {
 	}
 	return ""
 }
+
+// Rules are the set's sharding rules, nil when there never were any.
+func (set *ShardSet) Rules() *shard.Rules { return set.rules }
+
+// SetLimits makes cfg's [limits] the ones sessions apply from their next
+// command.
+func (e *Env) SetLimits(cfg *conf.Config) { e.limits.Store(e.newLimitSet(cfg)) }
+
+// SetServerVersion fixes the version string of greetings ([proxy]
+// server_version).
+func (e *Env) SetServerVersion(v string) { e.version.Store(&v) }

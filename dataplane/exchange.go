@@ -6,10 +6,10 @@ import (
 	"github.com/sluice-proxy/sluice/conf"
 )
 
-// heldWriteWait is how long a statement for a master whose writes a switchover holds waits
+// HeldWriteWait is how long a statement for a master whose writes a switchover holds waits
 // before it fails: the drain and the catch-up (switchover_timeout each) and the promote and
 // repoint statements (each bounded by the control timeout).
-func heldWriteWait(h *conf.Health) time.Duration {
+func HeldWriteWait(h *conf.Health) time.Duration {
 	return 2*h.SwitchoverTimeout.Duration + 4*h.Timeout.Duration
 }
 

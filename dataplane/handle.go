@@ -221,3 +221,94 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// Handle is the part of a Session other goroutines may read or act on:
+// the admin port (SHOW SESSIONS, KILL), KILL from another session, a
+// graceful shutdown and a switchover's drain. Everything here is an
+// atomic, immutable after the session starts, or (the client connection)
+// used only to close it or read its address.
+type Handle struct {
+	id     uint32
+	client *protocol.Conn
+	// info is what the admin port reads of the session.
+	info sessionInfo
+	// drain is where the session stands for a graceful shutdown
+	// (shutdown.go): busy, waiting for a command (inside a transaction or
+	// not), or closed by Shutdown while it waited.
+	drain atomic.Int32
+	// masterBusy has bit clusterIdx%64 set while a statement of the session
+	// may be on its way to that cluster's master or a transaction is open
+	// there; a switchover drains on it (switchover.go). Written by the
+	// session's goroutine, read by the switchover's.
+	masterBusy atomic.Uint64
+}
+
+// ID is the session's connection id.
+func (h *Handle) ID() uint32 { return h.id }
+
+// Client is the client's address.
+func (h *Handle) Client() string { return h.client.NetConn().RemoteAddr().String() }
+
+// Close closes the client connection, as KILL CONNECTION does: the
+// session's goroutine sees it gone and ends the session.
+func (h *Handle) Close() error { return h.client.Close() }
+
+// Refuse answers a client the server will not serve with e (its
+// goroutine only, before the session starts).
+func (h *Handle) Refuse(e *protocol.SQLError) { _ = h.client.WriteErr(e) }
+
+// CloseIfIdle closes the session if it waits for a command outside a
+// transaction (a graceful shutdown); inTx reports one waiting inside a
+// transaction.
+func (h *Handle) CloseIfIdle() (inTx bool) {
+	if h.drain.CompareAndSwap(drainIdle, drainClosed) {
+		_ = h.client.Close()
+	}
+	return h.drain.Load() == drainIdleTx
+}
+
+// Cut closes the client connection and the data connection of any
+// statement still running, so the session ends without waiting for its
+// backend.
+func (h *Handle) Cut() {
+	_ = h.client.Close()
+	if run := h.info.running.Load(); run != nil && run.conn != nil {
+		_ = run.conn.Close()
+	}
+}
+
+// MasterBusy reports whether the session may have a statement on its way
+// to the master of cluster idx or a transaction open there.
+func (h *Handle) MasterBusy(idx int) bool {
+	return h.masterBusy.Load()&(1<<(uint(idx)%64)) != 0
+}
+
+// SessionView is a session as SHOW SESSIONS lists it.
+type SessionView struct {
+	User, Schema, Backend, State, Digest, Pins string
+	Time                                       time.Duration
+}
+
+// View is the session's SHOW SESSIONS row at now (mono.Now); ok is false
+// while it is still logging in.
+func (h *Handle) View(now time.Duration) (v SessionView, ok bool) {
+	sv := h.info.view(now)
+	if sv.user == "" {
+		return v, false
+	}
+	return SessionView{User: sv.user, Schema: sv.schema, Backend: sv.backend, State: sv.state, Digest: sv.digest,
+		Pins: sv.pins, Time: sv.time}, true
+}
+
+// KillQuery kills the statement h runs: KILL QUERY of the backend thread
+// that runs it, sent on a connection of its own (the session's is busy).
+// ran reports whether there was one; the backend's refusal comes back as
+// its *protocol.SQLError.
+func (e *Env) KillQuery(h *Handle) (backend string, threadID uint32, ran bool, err error) {
+	run := h.info.running.Load()
+	if run == nil {
+		return "", 0, false, nil
+	}
+	err = e.killBackendQuery(run, func() bool { return h.info.running.Load() == run })
+	return run.pool.addr, run.threadID, true, err
+}

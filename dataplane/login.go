@@ -77,3 +77,14 @@ func (e *Env) loginSucceeded(remote net.Addr) {
 		e.logins.Succeeded(key)
 	}
 }
+
+// LoginRefusal is loginRefusal, for the admin port.
+func (e *Env) LoginRefusal(remote net.Addr) *protocol.SQLError { return e.loginRefusal(remote) }
+
+// LoginRefused is loginRefused, for the admin port.
+func (e *Env) LoginRefused(remote net.Addr, port string) func(user string) {
+	return e.loginRefused(remote, port)
+}
+
+// LoginSucceeded is loginSucceeded, for the admin port.
+func (e *Env) LoginSucceeded(remote net.Addr) { e.loginSucceeded(remote) }

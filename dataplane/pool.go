@@ -696,3 +696,42 @@ func clientTLS(key, mode, caFile, addr string) (*tls.Config, bool, error) {
 	}
 	return cfg, mode == "required", nil
 }
+
+// Size is the pool's bound on open connections.
+func (p *Pool) Size() int { return p.size }
+
+// Queries counts the statements the pool's connections ran.
+func (p *Pool) Queries() uint64 { return p.queries.Load() }
+
+// WaitTimeout is how long a borrow waits for a connection.
+func (p *Pool) WaitTimeout() time.Duration { return p.waitTimeout }
+
+// PoolStats are a pool's figures for the metrics, read at one moment.
+type PoolStats struct {
+	Open, Idle, InUse, Closes, Size int
+	Waits, WaitTimeouts             uint64
+	WaitTime                        time.Duration
+}
+
+// Figures reads the pool's figures; safe for concurrent use.
+func (p *Pool) Figures() PoolStats {
+	p.mu.Lock()
+	st := PoolStats{Open: p.open, InUse: len(p.lent), Closes: p.closes, Size: p.size}
+	for _, l := range p.idle {
+		st.Idle += len(l)
+	}
+	p.mu.Unlock()
+	st.Waits, st.WaitTimeouts = uint64(p.waits.Load()), uint64(p.waitTimeouts.Load())
+	st.WaitTime = time.Duration(p.waitNanos.Load())
+	return st
+}
+
+// TLS is the TLS configuration towards the pool's backend and whether it
+// is required (control connections use the same).
+func (p *Pool) TLS() (*tls.Config, bool) { return p.tls, p.tlsRequired }
+
+// ClientTLS builds the TLS configuration towards a server of what (auth,
+// a cluster) from its tls mode and CA file.
+func ClientTLS(what, mode, caFile, addr string) (*tls.Config, bool, error) {
+	return clientTLS(what, mode, caFile, addr)
+}

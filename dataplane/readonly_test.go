@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/sandbox"
@@ -41,14 +39,10 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv := testEnv(t, cfg)
 
 	replica := topo.Replicas[0].Addr()
-	key := poolKey{collation: defaultCollation}
+	key := poolKey{collation: DefaultCollation}
 	// The replica has replayed the master's binary log: the table exists
 	// there too. Wait until it does.
 	deadline := time.Now().Add(30 * time.Second)
@@ -106,7 +100,7 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 
 	// A session that chose READ WRITE for itself does not make the replica
 	// connection writable when its state is replayed there.
-	s := &Session{srv: srv, key: key}
+	s := &Session{env: srv, key: key}
 	s.initLeg(&s.clusterLeg, 0)
 	s.recordVars(srv.router.Classify("SET SESSION TRANSACTION READ WRITE").Vars, nil)
 	s.recordVars(srv.router.Classify("SET SESSION tx_read_only = 0").Vars, nil)

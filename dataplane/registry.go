@@ -10,11 +10,11 @@ import (
 // use.
 type Registry struct {
 	mu       sync.Mutex
-	sessions map[uint32]*Session
+	sessions map[uint32]*Handle
 	nextID   uint32
 }
 
-func newRegistry() *Registry { return &Registry{sessions: make(map[uint32]*Session)} }
+func newRegistry() *Registry { return &Registry{sessions: make(map[uint32]*Handle)} }
 
 // NewID returns the id of a new session: the next one, skipping 0 and any
 // still held by a live session once the counter wraps, so ids are unique
@@ -42,7 +42,7 @@ func (r *Registry) NextConnectionID() uint32 {
 
 // Add registers sess unless limit sessions are registered already; it
 // reports whether it did.
-func (r *Registry) Add(sess *Session, limit int) bool {
+func (r *Registry) Add(sess *Handle, limit int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.sessions) >= limit {
@@ -53,28 +53,28 @@ func (r *Registry) Add(sess *Session, limit int) bool {
 }
 
 // Remove unregisters sess.
-func (r *Registry) Remove(sess *Session) {
+func (r *Registry) Remove(sess *Handle) {
 	r.mu.Lock()
 	delete(r.sessions, sess.id)
 	r.mu.Unlock()
 }
 
 // ByID returns session id, or nil.
-func (r *Registry) ByID(id uint32) *Session {
+func (r *Registry) ByID(id uint32) *Handle {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.sessions[id]
 }
 
 // All returns the registered sessions by id.
-func (r *Registry) All() []*Session {
+func (r *Registry) All() []*Handle {
 	r.mu.Lock()
-	out := make([]*Session, 0, len(r.sessions))
+	out := make([]*Handle, 0, len(r.sessions))
 	for _, s := range r.sessions {
 		out = append(out, s)
 	}
 	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b *Session) int { return int(a.id) - int(b.id) })
+	slices.SortFunc(out, func(a, b *Handle) int { return int(a.id) - int(b.id) })
 	return out
 }
 

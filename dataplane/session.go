@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -40,9 +39,10 @@ type trackedVar struct {
 // variables, multi-statement option) onto whichever one serves a statement.
 // A Session is owned by the goroutine running it.
 type Session struct {
-	env    *Env
-	id     uint32
-	client *protocol.Conn
+	// Handle holds what other goroutines may read or do: the id, the
+	// client connection, the SHOW SESSIONS info, the drain state.
+	Handle
+	env *Env
 	// task runs the session on an event loop; nil when a goroutine of its
 	// own serves it. counted: the session is in the clients gauge.
 	task    *evloop.Task
@@ -72,11 +72,6 @@ type Session struct {
 	// statements, replayed on each cluster it reaches later.
 	pendingTxWrite int
 	txSavepoints   []string
-	// masterBusy has bit clusterIdx%64 set while a statement of the session
-	// may be on its way to that cluster's master or a transaction is open
-	// there; a switchover drains on it (switchover.go). Written by the
-	// session's goroutine, read by the switchover's.
-	masterBusy atomic.Uint64
 
 	// diagFrom holds the diagnostics (warnings, errors) a SHOW WARNINGS
 	// would show: the connection that ran the session's previous
@@ -117,16 +112,10 @@ type Session struct {
 	argText  []byte
 	renamed  shard.Row
 
-	// info is what the admin port reads of the session (admin_sessions.go).
-	info sessionInfo
 	// rec is what the current command recorded for metrics and the slow
 	// log (metrics_session.go); cmdStart is when it was read (monoNow).
 	rec      commandRecord
 	cmdStart time.Duration
-	// drain is where the session stands for a graceful shutdown
-	// (shutdown.go): busy, waiting for a command (inside a transaction or
-	// not), or closed by Shutdown while it waited.
-	drain atomic.Int32
 	// lims is the session's view of its user's [limits] (limits.go).
 	lims sessionLimits
 	// lex is how the server lexes the session's statements
@@ -208,18 +197,17 @@ func (s *Session) eachLeg(f func(l *clusterLeg)) {
 
 func newSession(env *Env, id uint32, nc net.Conn) *Session {
 	c := protocol.NewLeanConn(nc)
-	c.MaxPacket = int(srv.config().Proxy.MaxAllowedPacket)
+	c.MaxPacket = int(env.config().Proxy.MaxAllowedPacket)
 	s := &Session{
-		srv:            srv,
-		id:             id,
-		client:         c,
+		Handle:         Handle{id: id, client: c},
+		env:            env,
 		stmts:          make(map[uint32]*preparedStmt),
 		txWrites:       -1,
 		pendingTxWrite: -1,
 	}
 	s.resetScoped()
-	if srv.shards() != nil {
-		s.legs = make([]clusterLeg, len(srv.cfg.Clusters))
+	if env.shards() != nil {
+		s.legs = make([]clusterLeg, len(env.cfg.Clusters))
 	}
 	s.info.idleSince.Store(int64(mono.Now()))
 	return s
@@ -305,7 +293,7 @@ func (s *Session) handshake(ctx context.Context) error {
 		ConnectionID:  s.id,
 		ServerVersion: version,
 		Capabilities:  s.env.clientCaps,
-		Collation:     defaultCollation,
+		Collation:     DefaultCollation,
 		ClientHost:    host,
 		TLS:           s.env.tls,
 		RequireTLS:    s.env.cfg.Proxy.RequireTLS,
@@ -1024,7 +1012,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 		wait = 0
 	}
 	if s.cluster.WritesHeld != "" {
-		wait = max(wait, heldWriteWait(h))
+		wait = max(wait, HeldWriteWait(h))
 	}
 	var timer *time.Timer
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -1524,3 +1512,34 @@ func consistencyOf(s string) consistency {
 	}
 	return consistencyEventual
 }
+
+// NewSession returns the session of client connection nc, numbered id
+// (Registry.NewID). The server then registers its Handle, calls Start and
+// serves it with ServeAll or ServeOn, and calls End once it is over.
+func NewSession(env *Env, id uint32, nc net.Conn) *Session { return newSession(env, id, nc) }
+
+// Start logs the client in; it reports whether the session is to be
+// served.
+func (s *Session) Start(ctx context.Context) bool { return s.start(ctx) }
+
+// ServeAll serves the client's commands until it leaves (start is when it
+// connected).
+func (s *Session) ServeAll(start time.Time) { s.serveAll(start) }
+
+// ServeOn serves the session as task t of an event loop, its client
+// connection lc bound to t.
+func (s *Session) ServeOn(t *evloop.Task, lc *evloop.Conn, start time.Time) {
+	s.task = t
+	lc.Bind(t)
+	s.serveAll(start)
+}
+
+// End releases what the session holds once it is over.
+func (s *Session) End() { s.close() }
+
+// Log is a logger with the session's fields.
+func (s *Session) Log() *zap.Logger { return s.log() }
+
+// NetConn is the client connection (for the server to hand the session to
+// an event loop).
+func (s *Session) NetConn() net.Conn { return s.client.NetConn() }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -21,18 +23,19 @@ import (
 // the Server is built from a parsed configuration and never started, and
 // connections are benchConns. `make microbench` runs them with -benchmem.
 
-// benchServer returns a Server for a master and one replica that nothing
-// listens on; New dials nothing.
-func benchServer(b *testing.B) *Server { return offlineServer(b, "", 1) }
+// benchServer returns an Env for a master and one replica that nothing
+// listens on; NewEnv dials nothing.
+func benchServer(b *testing.B) *Env { return offlineServer(b, "", 1) }
 
-// offlineServer returns a Server, never started, for a master and replicas
-// on addresses nothing listens on, with healthKeys as its [health] table.
-func offlineServer(tb testing.TB, healthKeys string, replicas int) *Server {
+// offlineServer returns an Env, as a server that is never started builds
+// it, for a master and replicas on addresses nothing listens on, with
+// healthKeys as its [health] table.
+func offlineServer(tb testing.TB, healthKeys string, replicas int) *Env {
 	return offlineServerWith(tb, healthKeys, replicas, "")
 }
 
 // offlineServerWith is offlineServer with extra TOML at the end (shard rules).
-func offlineServerWith(tb testing.TB, healthKeys string, replicas int, extra string) *Server {
+func offlineServerWith(tb testing.TB, healthKeys string, replicas int, extra string) *Env {
 	tb.Helper()
 	doc := "[auth]\naddress = \"127.0.0.1:1\"\n[health]\n" + healthKeys +
 		"\n[[cluster]]\nname = \"main\"\nuser = \"sluice\"\nmaster = \"127.0.0.1:2\"\n"
@@ -44,12 +47,37 @@ func offlineServerWith(tb testing.TB, healthKeys string, replicas int, extra str
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := New(cfg, zap.NewNop())
+	return testEnv(tb, cfg)
+}
+
+// testHost is the Host of an Env without a server: state changes are
+// published on the topology alone, and the admin user is refused.
+type testHost struct{}
+
+func (testHost) BackendStateChanged(*health.Backend, health.State, health.State, string) {}
+
+func (testHost) RefuseAdminOnDataPort(host string) *protocol.SQLError {
+	return protocol.ERAccessDenied.New("Access denied for user 'admin'@'%s'", host)
+}
+
+// testEnv builds the Env of cfg as a server would, without starting
+// anything; its pools close with the test.
+func testEnv(tb testing.TB, cfg *conf.Config) *Env {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e, err := NewEnv(cfg, Options{Log: zap.NewNop(), Ctx: ctx, Host: testHost{}, Topo: health.NewTopology(cfg),
+		Metrics: observe.NewMetrics(), Digests: observe.NewDigests()})
 	if err != nil {
+		cancel()
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = srv.Close() })
-	return srv
+	tb.Cleanup(func() {
+		cancel()
+		for _, p := range e.Pools() {
+			p.Close()
+		}
+	})
+	return e
 }
 
 const benchPointSelect = "SELECT c FROM sbtest1 WHERE id=5012"
@@ -59,7 +87,7 @@ const benchPointSelect = "SELECT c FROM sbtest1 WHERE id=5012"
 // classification of the COM_QUERY payload, then the session's route.
 func BenchmarkPlanRoutedRead(b *testing.B) {
 	srv := benchServer(b)
-	s := &Session{srv: srv}
+	s := &Session{env: srv}
 	s.cluster = srv.topo.Current().Clusters[0]
 	p := append([]byte{protocol.ComQuery}, benchPointSelect...)
 	srv.router.ClassifyBytes(p[1:])

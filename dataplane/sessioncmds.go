@@ -138,7 +138,7 @@ func (s *Session) comKill(plan *router.Plan, sql []byte) error {
 		_ = s.client.WriteErr(&protocol.SQLError{Code: ErConnectionKilled, State: "70100", Message: "Connection was killed"})
 		return errQuit
 	}
-	var target *Session
+	var target *Handle
 	if id <= math.MaxUint32 {
 		target = s.env.reg.ByID(uint32(id))
 	}
@@ -147,7 +147,7 @@ func (s *Session) comKill(plan *router.Plan, sql []byte) error {
 		user = loadString(&target.info.user)
 	}
 	if user == "" { // no such session, or one still logging in
-		return s.client.WriteErr(protocol.NewError(ErNoSuchThread, "Unknown thread id: %d", id))
+		return s.client.WriteErr(protocol.ERNoSuchThread.New("Unknown thread id: %d", id))
 	}
 	if user != s.user {
 		return s.client.WriteErr(protocol.NewError(ErKillDenied, "You are not owner of thread %d", id))
@@ -183,21 +183,19 @@ func (s *Session) killUser(k router.Kill) error {
 	if k.CurrentUser {
 		name = s.user
 	}
-	var targets []*Session
+	var targets []*Handle
 	self := false
 	if name == s.user {
-		s.env.mu.Lock()
-		for _, sess := range s.env.sessions {
+		for _, sess := range s.env.reg.All() {
 			if loadString(&sess.info.user) != name || k.Host != "" && !hostMatches(sess.client.NetConn().RemoteAddr(), k.Host) {
 				continue
 			}
-			if sess == s {
+			if sess == &s.Handle {
 				self = true
 			} else {
 				targets = append(targets, sess)
 			}
 		}
-		s.env.mu.Unlock()
 	}
 	for _, t := range targets {
 		if k.Query {
@@ -257,7 +255,7 @@ func likeMatch(s, p string) bool {
 // (its client then gets the server's ERR 1317). A session between backends
 // is waited for, up to killWait; an idle one is left alone, as KILL QUERY
 // of an idle thread does nothing on MariaDB.
-func (e *Env) interruptStatement(sess *Session) error {
+func (e *Env) interruptStatement(sess *Handle) error {
 	deadline := time.Now().Add(killWait)
 	for {
 		if run := sess.info.running.Load(); run != nil {
@@ -273,7 +271,7 @@ func (e *Env) interruptStatement(sess *Session) error {
 // closeSession ends sess as a KILL CONNECTION does on MariaDB: the
 // statement it runs is killed on its backend and its client connection is
 // closed, without an ERR (its client sees the connection lost).
-func (e *Env) closeSession(sess *Session) {
+func (e *Env) closeSession(sess *Handle) {
 	if sess.info.running.Load() != nil {
 		if err := e.interruptStatement(sess); err != nil {
 			e.log.Warn("KILL: cannot kill the statement of a session being closed", zap.Uint32("conn_id", sess.id), zap.Error(err))
@@ -294,9 +292,9 @@ type processRow struct {
 // processList lists the sessions of the client's user, by id. The
 // client's own session is running the statement text, in state selfState.
 func (s *Session) processList(selfState string, text []byte) []processRow {
-	sessions := make([]*Session, 0, 8)
+	sessions := make([]*Handle, 0, 8)
 	for _, sess := range s.env.reg.All() {
-		if sess == s || loadString(&sess.info.user) == s.user {
+		if sess == &s.Handle || loadString(&sess.info.user) == s.user {
 			sessions = append(sessions, sess)
 		}
 	}
@@ -308,7 +306,7 @@ func (s *Session) processList(selfState string, text []byte) []processRow {
 		if db := loadString(&si.schema); db != "" {
 			r.db = []byte(db)
 		}
-		if sess == s {
+		if sess == &s.Handle {
 			if s.schema != "" {
 				r.db = []byte(s.schema)
 			}

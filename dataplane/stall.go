@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
+	"go.uber.org/zap"
 )
 
 // Why the proxy cut a data connection itself (watchedConn.cut).
@@ -120,3 +122,56 @@ func (s *Session) lostDuringQuery(bc *BackendConn) *protocol.SQLError {
 	}
 	return protocol.NewError(protocol.ErServerLost, "Lost connection to %s %s during query", b.Role, b.Address)
 }
+
+// watchStalls is the stall watchdog, one goroutine per Server until it
+// closes. Every stallTick it cuts the data connections whose read from the
+// backend has waited for [health] timeout while that backend is
+// unresponsive (health.Backend.Unresponsive: its latest probe failed, or
+// one has run for the timeout). A backend that answers its probes keeps its
+// statements however long they run (SELECT SLEEP(60), a result with long
+// gaps between rows). Whether the backend goes down stays the prober's
+// call (failures_before_down).
+func (e *Env) watchStalls() {
+	t := time.NewTimer(stallTick(e.stallTimeout()))
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		}
+		timeout := e.stallTimeout()
+		now := time.Now()
+		for _, p := range *e.poolMap.Load() {
+			b := p.Backend()
+			if !b.Unresponsive(timeout, now) {
+				continue
+			}
+			if n := p.cutReading(timeout, cutStalled); n > 0 {
+				e.log.Warn("cut statements waiting on a backend that stopped answering", zap.String("cluster", b.Cluster),
+					zap.String("backend", b.Address), zap.String("role", b.Role.String()), zap.Int("connections", n),
+					zap.Duration("timeout", timeout), zap.String("probe_error", b.LastError()))
+			}
+		}
+		t.Reset(stallTick(timeout))
+	}
+}
+
+// replicaDown cuts the statements waiting on replica b, which was just
+// marked down, at once: their clients get ERR 2013 instead of waiting for
+// the watchdog or TCP.
+func (e *Env) replicaDown(b *health.Backend) {
+	if p := e.pool(b.Address); p != nil {
+		if n := p.cutReading(0, cutDown); n > 0 {
+			e.log.Warn("cut statements waiting on a replica that went down", zap.String("cluster", b.Cluster),
+				zap.String("backend", b.Address), zap.Int("connections", n))
+		}
+	}
+}
+
+// WatchStalls runs the stall watchdog (watchStalls) until the Env's
+// context ends.
+func (e *Env) WatchStalls() { e.watchStalls() }
+
+// ReplicaDown cuts the statements waiting on replica b, just marked down.
+func (e *Env) ReplicaDown(b *health.Backend) { e.replicaDown(b) }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/admin"
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/dataplane"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/observe"
@@ -25,7 +25,7 @@ func (s *Server) startAdmin() error {
 	}
 	port, err := admin.NewPort(control{s}, s.log, admin.Options{
 		User: s.cfg.Admin.User, Password: s.cfg.Admin.Password,
-		Capabilities: sluiceCapabilities, Collation: defaultCollation,
+		Capabilities: dataplane.Capabilities, Collation: dataplane.DefaultCollation,
 		HandshakeTimeout: s.cfg.Proxy.HandshakeTimeout.Duration,
 	})
 	if err != nil {
@@ -64,8 +64,8 @@ func (c control) Config() *conf.Config           { return c.s.config() }
 func (c control) Topology() *health.Topology     { return c.s.topo }
 func (c control) Digests() *observe.Digests      { return c.s.digests }
 func (c control) Events() *observe.Events        { return &c.s.events }
-func (c control) ServerVersion() string          { return c.s.serverVersion() }
-func (c control) NextConnectionID() uint32       { return c.s.nextID.Add(1) }
+func (c control) ServerVersion() string          { return c.s.env.ServerVersion() }
+func (c control) NextConnectionID() uint32       { return c.s.env.Registry().NextConnectionID() }
 func (c control) KillConnection(id uint32) error { return c.s.killConnection(id) }
 func (c control) KillQuery(id uint32) error      { return c.s.killQuery(id) }
 func (c control) Reload() ([]string, error)      { return c.s.Reload() }
@@ -81,11 +81,13 @@ func (c control) Switchover(ctx context.Context, cluster, target string) error {
 func (c control) FailoverCluster(ctx context.Context, cluster string) error {
 	return c.s.FailoverCluster(ctx, cluster)
 }
-func (c control) LoginRefusal(remote net.Addr) *protocol.SQLError { return c.s.loginRefusal(remote) }
-func (c control) LoginRefused(remote net.Addr, port string) func(string) {
-	return c.s.loginRefused(remote, port)
+func (c control) LoginRefusal(remote net.Addr) *protocol.SQLError {
+	return c.s.env.LoginRefusal(remote)
 }
-func (c control) LoginSucceeded(remote net.Addr) { c.s.loginSucceeded(remote) }
+func (c control) LoginRefused(remote net.Addr, port string) func(string) {
+	return c.s.env.LoginRefused(remote, port)
+}
+func (c control) LoginSucceeded(remote net.Addr) { c.s.env.LoginSucceeded(remote) }
 
 // Pool describes the pool of the backend at addr.
 func (c control) Pool(addr string) (admin.PoolInfo, bool) {
@@ -94,29 +96,22 @@ func (c control) Pool(addr string) (admin.PoolInfo, bool) {
 		return admin.PoolInfo{}, false
 	}
 	open, idle, closed := p.Stats()
-	return admin.PoolInfo{Size: p.size, Open: open, Idle: idle, Closed: closed, Queries: p.queries.Load(),
-		WaitTimeout: p.waitTimeout}, true
+	return admin.PoolInfo{Size: p.Size(), Open: open, Idle: idle, Closed: closed, Queries: p.Queries(),
+		WaitTimeout: p.WaitTimeout()}, true
 }
 
 // Sessions lists the logged-in sessions by id, as SHOW SESSIONS shows them.
 func (c control) Sessions() []admin.SessionRow {
-	s := c.s
-	s.mu.Lock()
-	sessions := make([]*Session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
-	s.mu.Unlock()
-	slices.SortFunc(sessions, func(a, b *Session) int { return int(a.id) - int(b.id) })
+	all := c.s.env.Registry().All()
 	now := mono.Now()
-	rows := make([]admin.SessionRow, 0, len(sessions))
-	for _, sess := range sessions {
-		v := sess.info.view(now)
-		if v.user == "" {
+	rows := make([]admin.SessionRow, 0, len(all))
+	for _, h := range all {
+		v, ok := h.View(now)
+		if !ok {
 			continue // still logging in
 		}
-		rows = append(rows, admin.SessionRow{ID: sess.id, User: v.user, Client: sess.client.NetConn().RemoteAddr().String(),
-			Schema: v.schema, Backend: v.backend, State: v.state, Time: v.time, Digest: v.digest, Pins: v.pins})
+		rows = append(rows, admin.SessionRow{ID: h.ID(), User: v.User, Client: h.Client(),
+			Schema: v.Schema, Backend: v.Backend, State: v.State, Time: v.Time, Digest: v.Digest, Pins: v.Pins})
 	}
 	return rows
 }

@@ -65,8 +65,10 @@ func (f *failovers) unlock() { <-f.mu }
 func (f *failovers) credentials(name string, addr string) health.Credentials {
 	cc := f.s.cfg.Cluster(name)
 	cred := health.Credentials{User: cc.User, Password: cc.Password, Timeout: f.s.config().Health.Timeout.Duration}
-	if p := f.s.pool(addr); p != nil && p.tlsRequired {
-		cred.TLS = p.tls
+	if p := f.s.pool(addr); p != nil {
+		if t, required := p.TLS(); required {
+			cred.TLS = t
+		}
 	}
 	return cred
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/dataplane"
 	"github.com/sluice-proxy/sluice/internal/evloop"
 )
 
@@ -31,11 +32,11 @@ func (s *Server) startLoops() error {
 // its commands from then on and ends it (endSession); it reports whether
 // it did. A session whose client connection is not a plain TCP socket
 // (TLS) stays on its goroutine.
-func (s *Server) serveOnLoop(sess *Session, start time.Time) bool {
+func (s *Server) serveOnLoop(sess *dataplane.Session, start time.Time) bool {
 	if s.loops == nil {
 		return false
 	}
-	lc, ok := sess.client.NetConn().(*evloop.Conn)
+	lc, ok := sess.NetConn().(*evloop.Conn)
 	if !ok || lc.LeavePoller() != nil {
 		return false
 	}
@@ -43,13 +44,11 @@ func (s *Server) serveOnLoop(sess *Session, start time.Time) bool {
 	l.Spawn(func(t *evloop.Task) {
 		defer func() {
 			if r := recover(); r != nil {
-				sess.log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+				sess.Log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			}
-			s.endSession(sess)
+			s.endSession(sess, true)
 		}()
-		sess.task = t
-		lc.Bind(t)
-		sess.serveAll(start)
+		sess.ServeOn(t, lc, start)
 	})
 	return true
 }

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluice-proxy/sluice/observe"
 	"go.uber.org/zap"
 )
 

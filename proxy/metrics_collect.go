@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-proxy/sluice/health"
@@ -42,14 +40,8 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	for addr, p := range *c.s.poolMap.Load() {
-		p.mu.Lock()
-		open, inUse, closes := p.open, len(p.lent), p.closes
-		idle := 0
-		for _, l := range p.idle {
-			idle += len(l)
-		}
-		p.mu.Unlock()
+	for addr, p := range c.s.env.Pools() {
+		st := p.Figures()
 		cluster := p.Backend().Cluster
 		gauge := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, cluster, addr)
@@ -57,14 +49,14 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		counter := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, cluster, addr)
 		}
-		gauge(c.open, float64(open))
-		gauge(c.idle, float64(idle))
-		gauge(c.inUse, float64(inUse))
-		gauge(c.maxSize, float64(p.size))
-		counter(c.waits, float64(p.waits.Load()))
-		counter(c.waitSeconds, time.Duration(p.waitNanos.Load()).Seconds())
-		counter(c.waitTimeouts, float64(p.waitTimeouts.Load()))
-		counter(c.closed, float64(closes))
+		gauge(c.open, float64(st.Open))
+		gauge(c.idle, float64(st.Idle))
+		gauge(c.inUse, float64(st.InUse))
+		gauge(c.maxSize, float64(st.Size))
+		counter(c.waits, float64(st.Waits))
+		counter(c.waitSeconds, st.WaitTime.Seconds())
+		counter(c.waitTimeouts, float64(st.WaitTimeouts))
+		counter(c.closed, float64(st.Closes))
 	}
 }
 

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -14,10 +13,9 @@ import (
 
 	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/dataplane"
 	"github.com/sluice-proxy/sluice/health"
-	"github.com/sluice-proxy/sluice/internal/evloop"
 	"github.com/sluice-proxy/sluice/protocol"
-	"github.com/sluice-proxy/sluice/shard"
 )
 
 // reloader is the Server's state for Reload and the prober it restarts.
@@ -33,7 +31,7 @@ type reloader struct {
 	rebuild map[string]bool
 	// retired are pools a publish replaced or dropped; Reload closes them
 	// once the snapshot without them is current.
-	retired []*Pool
+	retired []*dataplane.Pool
 
 	// prober is the template of the running prober; proberCancel stops
 	// it and proberDone is closed when it has stopped. Guarded by mu
@@ -42,10 +40,6 @@ type reloader struct {
 	proberCancel context.CancelFunc
 	proberDone   chan struct{}
 }
-
-// Config returns the running configuration (for the admin port's SHOW
-// CONFIG and the process's log level). Callers must not modify it.
-func (s *Server) Config() *conf.Config { return s.live.Load() }
 
 // liveAuth is the Server's Authenticator: it delegates to the one built from
 // the running configuration, which Reload replaces. Logins in progress
@@ -75,7 +69,7 @@ func newAuthenticator(cfg *conf.Config) (auth.Authenticator, error) {
 		}
 		return st, nil
 	}
-	t, required, err := clientTLS("auth", cfg.Auth.TLS, cfg.Auth.TLSCA, cfg.Auth.Address)
+	t, required, err := dataplane.ClientTLS("auth", cfg.Auth.TLS, cfg.Auth.TLSCA, cfg.Auth.Address)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -106,8 +100,8 @@ func poolsToRebuild(old, next *conf.Config) map[string]bool {
 func (s *Server) followPools(snap *health.Snapshot) {
 	s.reload.poolMu.Lock()
 	defer s.reload.poolMu.Unlock()
-	pools := *s.poolMap.Load()
-	var next map[string]*Pool
+	pools := s.env.Pools()
+	var next map[string]*dataplane.Pool
 	watched := make(map[string]bool, len(pools))
 	cfg := s.config()
 	for _, c := range snap.Clusters {
@@ -118,7 +112,7 @@ func (s *Server) followPools(snap *health.Snapshot) {
 				p.SetBackend(b)
 				continue
 			}
-			np, err := s.newPoolFor(cfg, b)
+			np, err := s.env.NewPoolFor(cfg, b)
 			if err != nil {
 				// Only a TLS CA file that became unreadable fails here:
 				// the old pool, if any, stays.
@@ -148,7 +142,7 @@ func (s *Server) followPools(snap *health.Snapshot) {
 	}
 	s.reload.rebuild = nil
 	if next != nil {
-		s.poolMap.Store(&next)
+		s.env.SetPools(next)
 	}
 }
 
@@ -230,7 +224,7 @@ func (s *Server) Reload() (changes []string, err error) {
 		return nil, protocol.NewError(protocol.ErUnknownError,
 			"sluice: reload refused, running configuration unchanged (%s): %v", strings.Join(diff.Strings(), "; "), oneLine(err))
 	}
-	set, err := newShardSet(next, s.shardSet.Load())
+	set, err := dataplane.NewShardSet(next, s.env.ShardSet())
 	if err != nil {
 		return nil, protocol.NewError(protocol.ErUnknownError, "sluice: reload refused, running configuration unchanged: %v", err)
 	}
@@ -244,17 +238,17 @@ func (s *Server) Reload() (changes []string, err error) {
 	// Everything is checked: apply. The configuration first, so pools
 	// built for the new snapshot and sessions that see it read the new
 	// settings.
-	s.live.Store(next)
+	s.env.SetConfig(next)
 	s.SetSlowQueryLog(next.Proxy.SlowQueryThreshold.Duration, next.Proxy.LogSQL)
 	if authn != nil {
 		s.auth.cur.Store(&authn)
 	}
 	// Key columns' types before the rules route a statement.
-	s.settleShardKeys(set.rules)
-	s.shardSet.Store(set)
-	s.limits.Store(s.newLimitSet(next))
+	s.settleShardKeys(set.Rules())
+	s.env.SetShards(set)
+	s.env.SetLimits(next)
 	if v := next.Proxy.ServerVersion; v != "" {
-		s.version.Store(&v)
+		s.env.SetServerVersion(v)
 	}
 	s.reload.poolMu.Lock()
 	s.reload.rebuild = poolsToRebuild(old, next)

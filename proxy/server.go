@@ -26,16 +26,22 @@ import (
 
 	"github.com/sluice-proxy/sluice/admin"
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/dataplane"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/evloop"
 	"github.com/sluice-proxy/sluice/observe"
-	"github.com/sluice-proxy/sluice/policy"
 	"github.com/sluice-proxy/sluice/protocol"
-	"github.com/sluice-proxy/sluice/router"
+	"github.com/sluice-proxy/sluice/shard"
 )
 
-// Server accepts client connections and serves them.
+// Server accepts client connections and serves them: the composition
+// root that builds the data plane's Env, the admin port, the prober and
+// the failover glue, and owns the listeners. It is safe for concurrent
+// use.
 type Server struct {
+	// env is what the sessions share (dataplane.Env); the Server
+	// replaces its live parts on reload.
+	env *dataplane.Env
 	// loops are the event loops sessions run on ([proxy] event_loop),
 	// started by Start; nil without. nextLoop spreads sessions over them.
 	loops    []*evloop.Loop
@@ -45,27 +51,14 @@ type Server struct {
 	// masters and accounts), which a reload never changes. Live settings
 	// come from config().
 	cfg *conf.Config
-	// live is the running configuration, replaced by Reload.
-	live   atomic.Pointer[conf.Config]
-	log    *zap.Logger
-	router *router.Router
+	log *zap.Logger
 	// auth delegates to the authenticator of the live configuration.
 	auth *liveAuth
 	topo *health.Topology
-	// poolMap maps backend addresses to pools; Reload and followSnapshot
-	// replace the map (copy on write, under reloadMu or the topology's
-	// publish lock), sessions load it per statement (pool).
-	poolMap atomic.Pointer[map[string]*Pool]
-	// shardSet holds the sharding rules and the default cluster's index;
-	// Reload replaces it, sessions load it per statement (shards,
-	// defaultCluster).
-	shardSet atomic.Pointer[shardSet]
 	// shardKeys caches what the masters taught about key columns' collations.
 	shardKeys shardKeyState
 	reload    reloader
 
-	tls         *tls.Config // towards clients; nil when off
-	clientCaps  uint32      // capabilities offered to clients
 	ln          net.Listener
 	metricsAddr net.Addr
 	metrics     *observe.Metrics
@@ -73,41 +66,21 @@ type Server struct {
 	// new state.
 	stateChanges *prometheus.CounterVec
 	failover     *failovers
-	nextID       atomic.Uint32
-	version      atomic.Pointer[string]
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	sessions map[uint32]*Session
-	wg       sync.WaitGroup
-
-	// The admin port (admin.go): its listener, authenticator and open
-	// connections (under mu); events and digests are what it shows.
+	// The admin port (admin.go): its listener and server; events and
+	// digests are what it shows.
 	adminLn net.Listener
 	admin   *admin.Port
 	events  observe.Events
 	digests *observe.Digests
-	// refusals are the digests whose replica write refusals were logged.
-	refusals refusalLog
 
-	// Per-user limits (limits.go): the running limit set, which Reload
-	// replaces, each user's shared state, and the limit metrics.
-	limits        atomic.Pointer[limitSet]
-	users         userStates
-	rateLimited   *prometheus.CounterVec
-	queryTimeouts prometheus.Counter
-
-	// logins counts failed logins per client address for the login
-	// backoff of both ports (loginbackoff.go).
-	logins *policy.LoginBackoff
-
-	// Graceful shutdown (shutdown.go): unready turns /readyz to 503,
-	// draining closes sessions as they go idle; sessionEnded wakes
-	// Shutdown when a session ends while draining.
+	// Graceful shutdown (shutdown.go): unready turns /readyz to 503;
+	// sessionEnded wakes Shutdown when a session ends while draining.
 	unready      atomic.Bool
-	draining     atomic.Bool
 	sessionEnded chan struct{}
 }
 
@@ -126,18 +99,14 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:      cfg,
-		log:      log,
-		router:   router.New(16384),
-		auth:     &liveAuth{},
-		topo:     health.NewTopology(cfg),
-		ctx:      ctx,
-		cancel:   cancel,
-		sessions: make(map[uint32]*Session),
-		metrics:  observe.NewMetrics(),
-		tls:      stls,
-		digests:  observe.NewDigests(),
-		logins:   policy.NewLoginBackoff(policy.MaxBackoffAddrs),
+		cfg:     cfg,
+		log:     log,
+		auth:    &liveAuth{},
+		topo:    health.NewTopology(cfg),
+		ctx:     ctx,
+		cancel:  cancel,
+		metrics: observe.NewMetrics(),
+		digests: observe.NewDigests(),
 
 		sessionEnded: make(chan struct{}, 1),
 	}
@@ -146,14 +115,14 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		Help: "Backend state changes (up, lagging, down, fenced, offline), by cluster, backend and the new state.",
 	}, []string{"cluster", "backend", "to"})
 	s.metrics.Reg.MustRegister(s.stateChanges)
-	s.live.Store(cfg)
 	s.auth.cur.Store(&a)
-	s.failover = newFailovers(s)
-	set, err := newShardSet(cfg, nil)
+	s.env, err = dataplane.NewEnv(cfg, dataplane.Options{Log: log, Ctx: ctx, Host: host{s}, Auth: s.auth, Topo: s.topo,
+		Metrics: s.metrics, Digests: s.digests, TLS: stls})
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	s.shardSet.Store(set)
+	s.failover = newFailovers(s)
 	// Pools lend for the roles of a new snapshot before sessions see it.
 	s.topo.OnPublish = s.followSnapshot
 	for _, cc := range cfg.Clusters {
@@ -167,29 +136,32 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 			}
 		}
 	}
-	s.clientCaps = sluiceCapabilities
-	if cfg.Proxy.LocalInfile {
-		s.clientCaps |= protocol.ClientLocalFiles
-	}
-	pools := make(map[string]*Pool)
-	for _, c := range s.topo.Current().Clusters {
-		for _, b := range c.Backends() {
-			p, err := s.newPoolFor(cfg, b)
-			if err != nil {
-				return nil, err
-			}
-			pools[b.Address] = p
-		}
-	}
-	s.poolMap.Store(&pools)
-	if cfg.Proxy.ServerVersion != "" {
-		v := cfg.Proxy.ServerVersion
-		s.version.Store(&v)
-	}
 	s.initMetrics()
-	s.initLimits(cfg)
 	return s, nil
 }
+
+// host is the Server as the data plane calls back into it (dataplane.Host).
+type host struct{ s *Server }
+
+func (h host) BackendStateChanged(b *health.Backend, from, to health.State, reason string) {
+	h.s.backendStateChanged(b, from, to, reason)
+}
+
+func (h host) RefuseAdminOnDataPort(client string) *protocol.SQLError {
+	return h.s.refuseAdminOnDataPort(client)
+}
+
+// config is the running configuration (dataplane.Env.Config).
+func (s *Server) config() *conf.Config { return s.env.Config() }
+
+// Config is the running configuration.
+func (s *Server) Config() *conf.Config { return s.env.Config() }
+
+// pool is the pool of the backend at addr, nil when there is none.
+func (s *Server) pool(addr string) *dataplane.Pool { return s.env.Pool(addr) }
+
+// shards are the sharding rules in force, nil when there never were any.
+func (s *Server) shards() *shard.Rules { return s.env.Shards() }
 
 // Topology returns the live topology (for tests and the admin port).
 func (s *Server) Topology() *health.Topology { return s.topo }
@@ -245,15 +217,17 @@ func (s *Server) Start() error {
 		FailuresBeforeDown: s.config().Health.FailuresBeforeDown,
 		TLS: func(b *health.Backend) *tls.Config {
 			// A backend that must be reached over TLS is probed over TLS.
-			if p := s.pool(b.Address); p != nil && p.tlsRequired {
-				return p.tls
+			if p := s.pool(b.Address); p != nil {
+				if t, required := p.TLS(); required {
+					return t
+				}
 			}
 			return nil
 		},
 		OnChange: s.backendStateChanged,
 		OnStatus: func(b *health.Backend, st *health.Status) {
 			if b.Role == health.RoleMaster && b.State() != health.StateFenced {
-				s.learnVersion(st.Version)
+				s.env.LearnVersion(st.Version)
 			}
 			s.failover.status(b, st)
 		},
@@ -276,7 +250,7 @@ func (s *Server) Start() error {
 	}
 	s.runProber(prober)
 	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.watchStalls() }()
+	go func() { defer s.wg.Done(); s.env.WatchStalls() }()
 	if s.cfg.Proxy.EventLoop {
 		// Last, so no earlier failure leaves loops behind.
 		if err := s.startLoops(); err != nil {
@@ -305,7 +279,7 @@ func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, r
 			s.failover.masterDown(b)
 		}
 		if to == health.StateDown && b.Role == health.RoleReplica {
-			s.replicaDown(b)
+			s.env.ReplicaDown(b)
 		}
 	}()
 	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
@@ -333,7 +307,7 @@ func (s *Server) Serve() error {
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
-			if s.ctx.Err() != nil || s.draining.Load() {
+			if s.ctx.Err() != nil || s.env.Draining() {
 				return nil
 			}
 			var ne net.Error
@@ -358,56 +332,48 @@ func (s *Server) Serve() error {
 }
 
 func (s *Server) serveConn(nc net.Conn) {
-	id := s.newSessionID()
-	sess := newSession(s, id, nc)
-	onLoop := false
+	reg := s.env.Registry()
+	sess := dataplane.NewSession(s.env, reg.NewID(), nc)
+	counted, onLoop := false, false
 	defer func() {
 		if onLoop {
 			return // the loop's task ends the session
 		}
 		if r := recover(); r != nil {
-			sess.log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			sess.Log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 		}
-		s.endSession(sess)
+		s.endSession(sess, counted)
 	}()
-	s.mu.Lock()
 	limit := s.config().Proxy.MaxClientConnections
-	full := len(s.sessions) >= limit
-	if !full {
-		s.sessions[id] = sess
-	}
-	s.mu.Unlock()
-	if full {
-		_ = sess.client.WriteErr(protocol.NewError(protocol.ErConCount,
-			"Too many connections: sluice max_client_connections (%d) reached", limit))
+	if !reg.Add(&sess.Handle, limit) {
+		sess.Refuse(protocol.ERConCount.New("Too many connections: sluice max_client_connections (%d) reached", limit))
 		return
 	}
 	s.metrics.Clients.Inc()
-	sess.counted = true
+	counted = true
 	start := time.Now()
-	if !sess.start(s.ctx) {
+	if !sess.Start(s.ctx) {
 		return
 	}
 	if onLoop = s.serveOnLoop(sess, start); onLoop {
 		return
 	}
-	sess.serveAll(start)
+	sess.ServeAll(start)
 }
 
 // endSession releases what a session held once it has ended, on whichever
-// goroutine served it.
-func (s *Server) endSession(sess *Session) {
+// goroutine served it; counted: it was registered and in the clients
+// gauge.
+func (s *Server) endSession(sess *dataplane.Session, counted bool) {
 	defer s.wg.Done()
-	sess.close()
-	s.mu.Lock()
-	delete(s.sessions, sess.id)
-	s.mu.Unlock()
-	// The gauge drops only once the slot is free, so a client that sees it
-	// fall can count on max_client_connections having room.
-	if sess.counted {
+	sess.End()
+	if counted {
+		s.env.Registry().Remove(&sess.Handle)
+		// The gauge drops only once the slot is free, so a client that
+		// sees it fall can count on max_client_connections having room.
 		s.metrics.Clients.Dec()
 	}
-	if s.draining.Load() {
+	if s.env.Draining() {
 		select {
 		case s.sessionEnded <- struct{}{}:
 		default:
@@ -424,13 +390,11 @@ func (s *Server) Close() error {
 	if s.ln != nil {
 		err = s.ln.Close()
 	}
-	s.mu.Lock()
-	for _, sess := range s.sessions {
-		_ = sess.client.Close()
+	for _, h := range s.env.Registry().All() {
+		_ = h.Close()
 	}
-	s.mu.Unlock()
 	s.wg.Wait()
-	for _, p := range *s.poolMap.Load() {
+	for _, p := range s.env.Pools() {
 		p.Close()
 	}
 	for _, l := range s.loops {
@@ -442,7 +406,7 @@ func (s *Server) Close() error {
 // PoolStats reports, per backend address, the open, idle and closed-so-far
 // data connections of its pool (for tests and the admin port).
 func (s *Server) PoolStats() map[string][3]int {
-	pools := *s.poolMap.Load()
+	pools := s.env.Pools()
 	out := make(map[string][3]int, len(pools))
 	for addr, p := range pools {
 		o, i, c := p.Stats()

@@ -1,5 +1,20 @@
 package proxy
 
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/shard"
+	"go.uber.org/zap"
+)
+
 // shardKeyState is the Server's cache of collation weight tables, learnt
 // once per collation from a master (they are the server's, not the
 // configuration's, so a reload keeps them).

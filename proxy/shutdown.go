@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/sluice-proxy/sluice/protocol"
 )
 
 // Shutdown stops the Server gracefully; main calls it on SIGTERM. In order:
@@ -41,7 +39,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			t.Stop()
 		}
 	}
-	s.draining.Store(true)
+	s.env.SetDraining()
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
@@ -73,29 +71,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // transaction and reports how many sessions are still open and how many
 // of them wait inside a transaction.
 func (s *Server) closeIdleSessions() (left, inTx int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sess := range s.sessions {
-		if sess.drain.CompareAndSwap(drainIdle, drainClosed) {
-			_ = sess.client.Close()
-		}
-		if sess.drain.Load() == drainIdleTx {
+	all := s.env.Registry().All()
+	for _, h := range all {
+		if h.CloseIfIdle() {
 			inTx++
 		}
 	}
-	return len(s.sessions), inTx
+	return len(all), inTx
 }
 
 // cutSessions closes every session's client connection and the data
 // connection of any statement still running, so the sessions end without
 // waiting for their backends.
 func (s *Server) cutSessions() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sess := range s.sessions {
-		_ = sess.client.Close()
-		if run := sess.info.running.Load(); run != nil && run.conn != nil {
-			_ = run.conn.Close()
-		}
+	for _, h := range s.env.Registry().All() {
+		h.Cut()
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/dataplane"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 )
@@ -23,18 +23,15 @@ const drainPoll = 2 * time.Millisecond
 // the master of cluster idx, or until deadline or ctx ends. It returns how many sessions were
 // still busy then (0: drained).
 func (s *Server) drainMaster(ctx context.Context, idx int, deadline time.Time) int {
-	bit := uint64(1) << (uint(idx) % 64)
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
 		busy := 0
-		s.mu.Lock()
-		for _, sess := range s.sessions {
-			if sess.masterBusy.Load()&bit != 0 {
+		for _, h := range s.env.Registry().All() {
+			if h.MasterBusy(idx) {
 				busy++
 			}
 		}
-		s.mu.Unlock()
 		if busy == 0 || !time.Now().Before(deadline) {
 			return busy
 		}
@@ -162,7 +159,7 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 		},
 	}
 	// The catch-up and the drain have their own bounds; ctx covers the statements around them.
-	rctx, cancel := context.WithTimeout(ctx, heldWriteWait(h)+2*h.Timeout.Duration)
+	rctx, cancel := context.WithTimeout(ctx, dataplane.HeldWriteWait(h)+2*h.Timeout.Duration)
 	defer cancel()
 	res, err := sw.Run(rctx)
 	if err != nil {

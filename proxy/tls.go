@@ -2,10 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net"
-	"os"
 )
 
 // serverTLS builds the client-facing TLS configuration from tls_cert and
@@ -20,4 +17,3 @@ func serverTLS(certFile, keyFile string) (*tls.Config, error) {
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
-

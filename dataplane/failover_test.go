@@ -1,4 +1,4 @@
-package proxy
+package dataplane
 
 import (
 	"errors"
@@ -7,19 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
 
 // failoverServer is a Server (never started) for a master and two replicas that nothing
 // listens on, with the given [health] lines.
-func failoverServer(t *testing.T, healthKeys string) *Server { return offlineServer(t, healthKeys, 2) }
+func failoverServer(t *testing.T, healthKeys string) *Env { return offlineServer(t, healthKeys, 2) }
 
-func failoverSession(srv *Server) (*Session, *benchConn) {
+func failoverSession(srv *Env) (*Session, *benchConn) {
 	cnc := &benchConn{}
 	s := newSession(srv, 1, cnc)
 	snap := srv.topo.Current()
@@ -122,17 +118,6 @@ func TestFollowTopologyIsOneLoadWhenNothingChanged(t *testing.T) {
 	}
 }
 
-func TestPromoteRepointsPools(t *testing.T) {
-	srv := failoverServer(t, "")
-	snap, err := srv.topo.Promote("main", "127.0.0.1:3", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b := srv.pool("127.0.0.1:3").Backend(); b != snap.Cluster("main").Master || b.Role != health.RoleMaster {
-		t.Fatalf("pool of the new master lends for %+v", b)
-	}
-}
-
 // TestCloseLentUnblocksReaders: a session blocked reading from a lent connection fails at
 // once when the pool closes what it lent (the master went down), and idle connections go too.
 func TestCloseLentUnblocksReaders(t *testing.T) {
@@ -174,29 +159,14 @@ func TestCloseLentUnblocksReaders(t *testing.T) {
 	}
 }
 
-func TestStartRefusesMissingStateDir(t *testing.T) {
-	cfg, err := conf.Parse([]byte(`
-[proxy]
-listen = "127.0.0.1:0"
-metrics_listen = ""
-state_dir = "/nonexistent/sluice-state"
-[auth]
-address = "127.0.0.1:1"
-[[cluster]]
-name = "main"
-user = "sluice"
-master = "127.0.0.1:2"
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	err = srv.Start()
-	if err == nil || !strings.Contains(err.Error(), "proxy.state_dir /nonexistent/sluice-state") {
-		t.Fatalf("Start = %v, want an error naming proxy.state_dir", err)
+// TestPoolFigures: the figures the pool collector exports count an idle
+// connection handed back, the pool's size and nothing in use.
+func TestPoolFigures(t *testing.T) {
+	srv := offlineServer(t, "", 1)
+	r0 := srv.topo.Current().Clusters[0].Replicas[0]
+	pool := srv.pool(r0.Address)
+	pool.Put(&BackendConn{Conn: protocol.NewConn(&benchConn{}), backend: r0, pool: pool})
+	if st := pool.Figures(); st.Idle != 1 || st.InUse != 0 || st.Size != 128 || st.Open != 0 {
+		t.Fatalf("figures %+v, want 1 idle of 128 and none in use", st)
 	}
 }
