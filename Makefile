@@ -2,7 +2,7 @@ GO      ?= go
 BIN     ?= bin/sluice
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # Packages with concurrency run under the race detector.
-RACE_PKGS := ./protocol/... ./auth/... ./router/... ./shard/... ./health/... ./proxy/... ./sandbox/...
+RACE_PKGS := ./protocol/... ./auth/... ./router/... ./shard/... ./health/... ./server/... ./dataplane/... ./admin/... ./observe/... ./policy/... ./internal/... ./sandbox/...
 # How much `make fuzz` fuzzes each target, and at most how much it spends
 # shrinking one new input (the default 60s would eat a short run). Budgets
 # are execution counts (Nx), not durations: with a duration, Go 1.26's fuzz
@@ -11,8 +11,8 @@ RACE_PKGS := ./protocol/... ./auth/... ./router/... ./shard/... ./health/... ./p
 # GTID and admin-parser targets run slower, so FUZZ_SLOW_PKGS get FUZZTIME_SLOW.
 # Each budget is about 10 s on a 2-core machine.
 FUZZTIME ?= 150000x
-FUZZ_PKGS ?= ./protocol ./health ./shard ./proxy ./router
-FUZZ_SLOW_PKGS ?= ./health ./shard ./proxy
+FUZZ_PKGS ?= ./protocol ./health ./shard ./admin ./router
+FUZZ_SLOW_PKGS ?= ./health ./shard ./admin
 FUZZTIME_SLOW ?= 50000x
 FUZZMINIMIZETIME ?= 2000x
 # `make microbench`: which benchmarks (a -bench pattern), and how long each runs.
@@ -87,7 +87,7 @@ fuzz:
 # Session) with allocation counts. Quick and network-free; allocs/op is the
 # number to watch, ns/op is only as quiet as the machine.
 microbench:
-	$(GO) test -run '^$$' -bench '$(MICROBENCH)' -benchmem -count 1 -benchtime $(MICROBENCHTIME) ./protocol ./router ./shard ./proxy
+	$(GO) test -run '^$$' -bench '$(MICROBENCH)' -benchmem -count 1 -benchtime $(MICROBENCHTIME) ./protocol ./router ./shard ./dataplane ./policy ./observe
 
 # The end-to-end suite runs twice: sessions on goroutines (the default) and
 # on event loops ([proxy] event_loop, through the sandbox's configurations).

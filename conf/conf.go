@@ -88,7 +88,7 @@ type Proxy struct {
 	// scheduling, as HAProxy's nbthread or ProxySQL's mysql-threads do.
 	Threads int `toml:"threads"`
 	// EventLoop runs sessions on event loops, one per thread, instead of
-	// a goroutine each (proxy/loop.go). Linux only; needs a restart.
+	// a goroutine each (internal/evloop). Linux only; needs a restart.
 	EventLoop bool `toml:"event_loop"`
 	// MaxClientConnections caps concurrent client connections.
 	MaxClientConnections int `toml:"max_client_connections"`

@@ -14,15 +14,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 const adminPassword = "adm-s3cret"
 
 // adminSluice starts a sluice of its own in front of the shared topology
 // with the admin port on a free port and [admin] user adminUser.
-func adminSluice(t *testing.T, adminUser string) *proxy.Server {
+func adminSluice(t *testing.T, adminUser string) *server.Server {
 	t.Helper()
 	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
 		ProxyKeys:  []string{`metrics_listen = ""`, `admin_listen = "127.0.0.1:0"`},
@@ -32,7 +32,7 @@ func adminSluice(t *testing.T, adminUser string) *proxy.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(cfg, zap.NewNop())
+	srv, err := server.New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func adminSluice(t *testing.T, adminUser string) *proxy.Server {
 
 // adminCLI runs sql through the mariadb client on srv's admin port, in
 // batch mode with column names, and returns stdout, stderr and the error.
-func adminCLI(t *testing.T, srv *proxy.Server, password, sql string) (string, string, error) {
+func adminCLI(t *testing.T, srv *server.Server, password, sql string) (string, string, error) {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(srv.AdminAddr().String())
 	return runCLI(t, "--no-defaults", "--skip-ssl", "-h"+host, "-P"+port, "-uadmin", "-p"+password, "-B", "-e", sql)
@@ -53,7 +53,7 @@ func adminCLI(t *testing.T, srv *proxy.Server, password, sql string) (string, st
 
 // adminRows runs sql on the admin port with the mariadb client and returns
 // the header and rows, failing the test on an error.
-func adminRows(t *testing.T, srv *proxy.Server, sql string) ([]string, [][]string) {
+func adminRows(t *testing.T, srv *server.Server, sql string) ([]string, [][]string) {
 	t.Helper()
 	out, errOut, err := adminCLI(t, srv, adminPassword, sql)
 	if err != nil {
@@ -109,7 +109,7 @@ func rowWith(t *testing.T, header []string, rows [][]string, name, value string)
 }
 
 // adminDB opens a go-sql-driver pool on srv's admin port.
-func adminDB(t *testing.T, srv *proxy.Server, password string) *sql.DB {
+func adminDB(t *testing.T, srv *server.Server, password string) *sql.DB {
 	t.Helper()
 	d, err := sql.Open("mysql", dsn(srv.AdminAddr().String(), "admin", password, "", nil))
 	if err != nil {

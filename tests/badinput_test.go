@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // The protocol-level bad-input cases live in tests/badinput, on a topology
@@ -80,7 +80,7 @@ func TestBadInputReplicaDown(t *testing.T) {
 }
 
 // waitBackendUp polls until sluice considers addr up.
-func waitBackendUp(t *testing.T, srv *proxy.Server, addr string) {
+func waitBackendUp(t *testing.T, srv *server.Server, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // startObservedProxy starts sluice in front of the shared topology with
@@ -26,7 +26,7 @@ func startObservedProxy(t *testing.T, healthKeys ...string) *observer.ObservedLo
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zapcore.WarnLevel)
-	srv, err := proxy.New(cfg, zap.New(core))
+	srv, err := server.New(cfg, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sluice-proxy/sluice/health"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // Issue 21: a failover with degraded replicas. 8 clients run transactions through sluice
@@ -79,7 +79,7 @@ func semiSyncTopology(t *testing.T, n int) (*sandbox.Topology, health.Credential
 
 // sluiceTxnDB opens the application's pool through srv. Parameters are interpolated by the
 // driver, so a transaction is five round trips and no prepared statements.
-func sluiceTxnDB(t *testing.T, topo *sandbox.Topology, srv *proxy.Server) *sql.DB {
+func sluiceTxnDB(t *testing.T, topo *sandbox.Topology, srv *server.Server) *sql.DB {
 	t.Helper()
 	o := topo.Opts
 	db, err := sql.Open("mysql", dsn(srv.Addr().String(), o.AppUser, o.AppPassword, sandbox.TestDatabase,
@@ -374,7 +374,7 @@ func survivorsConverge(t *testing.T, ctx context.Context, cred health.Credential
 
 // startDegradedSluice starts sluice in front of topo and the writers through it, and waits
 // until they are going.
-func startDegradedSluice(t *testing.T, ctx context.Context, topo *sandbox.Topology) (*proxy.Server, *txnWriters, string, *observer.ObservedLogs) {
+func startDegradedSluice(t *testing.T, ctx context.Context, topo *sandbox.Topology) (*server.Server, *txnWriters, string, *observer.ObservedLogs) {
 	t.Helper()
 	srv, logs, dir := failoverSluice(t, topo)
 	quietDriver(t)

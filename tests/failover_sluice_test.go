@@ -21,8 +21,8 @@ import (
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // These tests put sluice between the writers and a sandbox topology of their own and let it
@@ -31,7 +31,7 @@ import (
 // failoverSluice starts an in-process sluice in front of topo with automatic failover and a
 // state directory of its own; its log is recorded (and printed with SLUICE_TEST_LOG).
 // failover_write_wait is writeWait ("10s" when empty).
-func failoverSluice(t *testing.T, topo *sandbox.Topology, writeWait ...string) (*proxy.Server, *observer.ObservedLogs, string) {
+func failoverSluice(t *testing.T, topo *sandbox.Topology, writeWait ...string) (*server.Server, *observer.ObservedLogs, string) {
 	t.Helper()
 	dir := t.TempDir()
 	wait := "10s"
@@ -43,7 +43,7 @@ func failoverSluice(t *testing.T, topo *sandbox.Topology, writeWait ...string) (
 }
 
 // failoverSluiceIn is failoverSluice with state_dir dir ("" for none) and failover_write_wait wait.
-func failoverSluiceIn(t *testing.T, topo *sandbox.Topology, dir, wait string) (*proxy.Server, *observer.ObservedLogs) {
+func failoverSluiceIn(t *testing.T, topo *sandbox.Topology, dir, wait string) (*server.Server, *observer.ObservedLogs) {
 	t.Helper()
 	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(sandbox.SluiceOptions{
 		Listen: "127.0.0.1:0",
@@ -61,7 +61,7 @@ func failoverSluiceIn(t *testing.T, topo *sandbox.Topology, dir, wait string) (*
 		dev, _ := zap.NewDevelopment()
 		logger = zap.New(zapcore.NewTee(core, dev.Core()))
 	}
-	srv, err := proxy.New(cfg, logger)
+	srv, err := server.New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestTwoSluicesOnePromotion(t *testing.T) {
 	quietDriver(t)
 	o := topo.Opts
 	type instance struct {
-		srv *proxy.Server
+		srv *server.Server
 		dir string
 		db  *sql.DB
 		w   *sluiceWriters

@@ -17,8 +17,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-proxy/sluice/health"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // Backend faults while a result streams (issue 8): these tests own their topology (master and
@@ -44,7 +44,7 @@ const (
 // faultTopology starts a master with one replica and a sluice in front (probes every
 // faultInterval within faultTimeout, down after 3 failures, no automatic failover), with
 // table sluice_test.big of bigRows rows replicated.
-func faultTopology(t *testing.T) (*sandbox.Topology, *proxy.Server) {
+func faultTopology(t *testing.T) (*sandbox.Topology, *server.Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -437,7 +437,7 @@ func waitThreadsGone(t *testing.T, ctx context.Context, s *sandbox.Server, ids [
 }
 
 // poolCloses sums the closed-so-far counts of srv's pools.
-func poolCloses(srv *proxy.Server) (idle, closes int) {
+func poolCloses(srv *server.Server) (idle, closes int) {
 	for _, st := range srv.PoolStats() {
 		idle += st[1]
 		closes += st[2]

@@ -21,8 +21,8 @@ import (
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/health/loadavg"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // healthSetup shapes a sluice started by startHealthProxy: extra lines for
@@ -79,7 +79,7 @@ func healthConfig(topo *sandbox.Topology, h healthSetup) string {
 
 // startHealthProxy starts an in-process sluice for topo shaped by h and
 // closes it when the test ends.
-func startHealthProxy(t *testing.T, topo *sandbox.Topology, h healthSetup) *proxy.Server {
+func startHealthProxy(t *testing.T, topo *sandbox.Topology, h healthSetup) *server.Server {
 	t.Helper()
 	cfg, err := conf.Parse([]byte(healthConfig(topo, h)))
 	if err != nil {
@@ -89,7 +89,7 @@ func startHealthProxy(t *testing.T, topo *sandbox.Topology, h healthSetup) *prox
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		log, _ = zap.NewDevelopment()
 	}
-	srv, err := proxy.New(cfg, log)
+	srv, err := server.New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func startHealthProxy(t *testing.T, topo *sandbox.Topology, h healthSetup) *prox
 }
 
 // backendOf returns srv's backend at addr.
-func backendOf(t *testing.T, srv *proxy.Server, addr string) *health.Backend {
+func backendOf(t *testing.T, srv *server.Server, addr string) *health.Backend {
 	t.Helper()
 	for _, c := range srv.Topology().Current().Clusters {
 		for _, b := range c.Backends() {
@@ -115,7 +115,7 @@ func backendOf(t *testing.T, srv *proxy.Server, addr string) *health.Backend {
 }
 
 // waitState polls until srv's backend at addr is in state want.
-func waitState(t *testing.T, srv *proxy.Server, addr string, want health.State) *health.Backend {
+func waitState(t *testing.T, srv *server.Server, addr string, want health.State) *health.Backend {
 	t.Helper()
 	b := backendOf(t, srv, addr)
 	deadline := time.Now().Add(60 * time.Second)

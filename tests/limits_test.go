@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-proxy/sluice/protocol"
-	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // limitsUser makes a second client user on the auth server (data
@@ -36,13 +36,13 @@ func limitsUser(t *testing.T, name string) (string, string) {
 // limitsSluice starts a sluice for the shared topology with the TOML
 // limits appended (and proxyKeys in [proxy]), from a file Reload can read
 // again.
-func limitsSluice(t *testing.T, proxyKeys []string, limits string) (*proxy.Server, string) {
+func limitsSluice(t *testing.T, proxyKeys []string, limits string) (*server.Server, string) {
 	t.Helper()
 	return reloadSluice(t, reloadConfig([]int{0, 1}, proxyKeys, limits))
 }
 
 // userDB opens a pool for user through srv.
-func userDB(t *testing.T, srv *proxy.Server, user, password string) *sql.DB {
+func userDB(t *testing.T, srv *server.Server, user, password string) *sql.DB {
 	t.Helper()
 	d, err := sql.Open("mysql", dsn(srv.Addr().String(), user, password, "", nil))
 	if err != nil {

@@ -13,8 +13,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // fromLoopback2 is a go-sql-driver network name that dials from 127.0.0.2
@@ -34,7 +35,7 @@ func dialFromLoopback2() {
 
 // backoffSluice starts a sluice with an admin password and the login backoff
 // settings in proxyKeys.
-func backoffSluice(t *testing.T, proxyKeys ...string) *proxy.Server {
+func backoffSluice(t *testing.T, proxyKeys ...string) *server.Server {
 	t.Helper()
 	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
 		ProxyKeys: append([]string{`metrics_listen = ""`, `admin_listen = "127.0.0.1:0"`}, proxyKeys...)}
@@ -43,7 +44,7 @@ func backoffSluice(t *testing.T, proxyKeys ...string) *proxy.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(cfg, zap.NewNop())
+	srv, err := server.New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestLoginBackoff(t *testing.T) {
 	refused := func(err error, where string) {
 		t.Helper()
 		me, ok := err.(*mysql.MySQLError)
-		if !ok || me.Number != proxy.ErHostIsBlocked || !strings.Contains(me.Message, "too many failed logins from 127.0.0.1") ||
+		if !ok || me.Number != protocol.ERHostIsBlocked.Code || !strings.Contains(me.Message, "too many failed logins from 127.0.0.1") ||
 			!strings.Contains(me.Message, "retry in ") {
 			t.Fatalf("%s during the backoff: %v, want ERR 1129 naming 127.0.0.1 and the wait", where, err)
 		}
@@ -150,10 +151,10 @@ func TestLoginBackoffAdminFailures(t *testing.T) {
 			t.Fatalf("wrong admin password %d: %v, want 1045", i+1, err)
 		}
 	}
-	if err := loginOnce(t, srv.AdminAddr().String(), "admin", adminPassword, ""); mysqlErrNumber(err) != proxy.ErHostIsBlocked {
+	if err := loginOnce(t, srv.AdminAddr().String(), "admin", adminPassword, ""); mysqlErrNumber(err) != protocol.ERHostIsBlocked.Code {
 		t.Fatalf("admin login in backoff: %v, want 1129", err)
 	}
-	if err := loginOnce(t, srv.Addr().String(), env.topo.Opts.AppUser, env.topo.Opts.AppPassword, ""); mysqlErrNumber(err) != proxy.ErHostIsBlocked {
+	if err := loginOnce(t, srv.Addr().String(), env.topo.Opts.AppUser, env.topo.Opts.AppPassword, ""); mysqlErrNumber(err) != protocol.ERHostIsBlocked.Code {
 		t.Fatalf("client login in backoff: %v, want 1129", err)
 	}
 	// The mariadb client reports the refusal too.

@@ -12,14 +12,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // env is the topology and proxy every test in the package shares.
 var env struct {
 	topo       *sandbox.Topology
-	srv        *proxy.Server
+	srv        *server.Server
 	addr       string
 	masterID   uint32
 	replicaIDs map[uint32]bool
@@ -58,13 +58,13 @@ func runMain(m *testing.M) int {
 
 // startProxy starts an in-process sluice in front of topo on a free port.
 // proxyKeys are extra lines for its [proxy] table.
-func startProxy(topo *sandbox.Topology, proxyKeys ...string) (*proxy.Server, error) {
+func startProxy(topo *sandbox.Topology, proxyKeys ...string) (*server.Server, error) {
 	return startProxyWith(topo, sandbox.SluiceOptions{ProxyKeys: proxyKeys})
 }
 
 // startProxyWith starts an in-process sluice on free ports with o's extra
 // configuration lines.
-func startProxyWith(topo *sandbox.Topology, o sandbox.SluiceOptions) (*proxy.Server, error) {
+func startProxyWith(topo *sandbox.Topology, o sandbox.SluiceOptions) (*server.Server, error) {
 	o.Listen = "127.0.0.1:0"
 	o.ProxyKeys = append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, o.ProxyKeys...)
 	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(o)))
@@ -75,7 +75,7 @@ func startProxyWith(topo *sandbox.Topology, o sandbox.SluiceOptions) (*proxy.Ser
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		log, _ = zap.NewDevelopment()
 	}
-	srv, err := proxy.New(cfg, log)
+	srv, err := server.New(cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // scrape returns the value of one sample line of the shared sluice's /metrics.
@@ -24,7 +24,7 @@ func scrape(t *testing.T, sample string) float64 {
 }
 
 // scrapeFrom returns the value of one sample line of srv's /metrics, 0 when it has none.
-func scrapeFrom(t *testing.T, srv *proxy.Server, sample string) float64 {
+func scrapeFrom(t *testing.T, srv *server.Server, sample string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + srv.MetricsAddr().String() + "/metrics")
 	if err != nil {
@@ -45,7 +45,7 @@ type metricFamilies map[string]*dto.MetricFamily
 
 // scrapeAll fetches and parses srv's /metrics with the Prometheus text
 // parser, so a malformed exposition fails the test.
-func scrapeAll(t *testing.T, srv *proxy.Server) metricFamilies {
+func scrapeAll(t *testing.T, srv *server.Server) metricFamilies {
 	t.Helper()
 	resp, err := http.Get("http://" + srv.MetricsAddr().String() + "/metrics")
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // findMySQLdb returns a Python that can import MySQLdb (mysqlclient, on
@@ -280,7 +280,7 @@ master = %q
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(cfg, zap.NewNop())
+	srv, err := server.New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/protocol"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // reloadConfig is the shared topology's sluice configuration with only the
@@ -40,7 +40,7 @@ func reloadConfig(replicas []int, proxyKeys []string, extra string) string {
 
 // reloadSluice starts an in-process sluice from a configuration file holding
 // text (so Reload has a file to read again) and returns it with the path.
-func reloadSluice(t *testing.T, text string) (*proxy.Server, string) {
+func reloadSluice(t *testing.T, text string) (*server.Server, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sluice.toml")
 	writeConfig(t, path, text)
@@ -52,7 +52,7 @@ func reloadSluice(t *testing.T, text string) (*proxy.Server, string) {
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		log, _ = zap.NewDevelopment()
 	}
-	srv, err := proxy.New(cfg, log)
+	srv, err := server.New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func writeConfig(t *testing.T, path, text string) {
 }
 
 // reloadDB opens the app user's pool through srv.
-func reloadDB(t *testing.T, srv *proxy.Server, db string) *sql.DB {
+func reloadDB(t *testing.T, srv *server.Server, db string) *sql.DB {
 	t.Helper()
 	o := env.topo.Opts
 	d, err := sql.Open("mysql", dsn(srv.Addr().String(), o.AppUser, o.AppPassword, db, nil))
@@ -96,7 +96,7 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 
 // mustReload runs RELOAD CONFIG through the mariadb client on srv's admin
 // port and returns the changes it lists.
-func mustReload(t *testing.T, srv *proxy.Server) []string {
+func mustReload(t *testing.T, srv *server.Server) []string {
 	t.Helper()
 	out, errOut, err := adminCLI(t, srv, adminPassword, "RELOAD CONFIG")
 	if err != nil {

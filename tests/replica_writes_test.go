@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // Issue 18: a write never lands on a replica. Every test here runs the same
@@ -108,7 +108,7 @@ func rwSetup(t *testing.T) *rwEnv {
 }
 
 // rwReplicasUp is nil once srv would send reads to every replica.
-func rwReplicasUp(srv *proxy.Server) error {
+func rwReplicasUp(srv *server.Server) error {
 	c := srv.Topology().Current().Cluster("main")
 	if c == nil {
 		return errors.New("no cluster main")

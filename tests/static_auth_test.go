@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // TestStaticAuth: backend = "static" checks mysql_native_password hashes
@@ -37,7 +37,7 @@ master = %q
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(cfg, zap.NewNop())
+	srv, err := server.New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,13 @@ import (
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // switchSluice starts an in-process sluice in front of topo for switchover tests: probes every
 // 500ms, a state directory of its own, auto_failover as given, switchover_timeout "2s".
-func switchSluice(t *testing.T, topo *sandbox.Topology, autoFailover bool) (*proxy.Server, string) {
+func switchSluice(t *testing.T, topo *sandbox.Topology, autoFailover bool) (*server.Server, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(sandbox.SluiceOptions{
@@ -43,7 +43,7 @@ func switchSluice(t *testing.T, topo *sandbox.Topology, autoFailover bool) (*pro
 		dev, _ := zap.NewDevelopment()
 		logger = zap.New(zapcore.NewTee(dev.Core()))
 	}
-	srv, err := proxy.New(cfg, logger)
+	srv, err := server.New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestSwitchover(t *testing.T) {
 // TestSwitchover (continued) switches back to the original master while a client holds a
 // transaction open on the current one: the switchover waits switchover_timeout for it, then
 // cuts it off; its COMMIT fails and its row is nowhere, while other writers fail nothing.
-func switchBackWithOpenTransaction(t *testing.T, ctx context.Context, srv *proxy.Server, db *sql.DB, topo *sandbox.Topology, to, from *sandbox.Server) {
+func switchBackWithOpenTransaction(t *testing.T, ctx context.Context, srv *server.Server, db *sql.DB, topo *sandbox.Topology, to, from *sandbox.Server) {
 	tx, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +420,7 @@ func TestFailoverClusterAfterKill(t *testing.T) {
 
 // adminDo runs one admin command through the mariadb client on srv's admin
 // port; a refusal comes back as an error carrying the client's message.
-func adminDo(t *testing.T, srv *proxy.Server, sql string) error {
+func adminDo(t *testing.T, srv *server.Server, sql string) error {
 	t.Helper()
 	_, errOut, err := adminCLI(t, srv, adminPassword, sql)
 	if err != nil {
@@ -433,7 +433,7 @@ func adminDo(t *testing.T, srv *proxy.Server, sql string) error {
 // replicated everywhere, a switchover sluice in front of it (auto_failover as
 // given) and an application pool through that sluice, closed at the end of
 // the test.
-func switchSetup(t *testing.T, ctx context.Context, autoFailover bool) (*sandbox.Topology, health.Credentials, *proxy.Server, string, *sql.DB) {
+func switchSetup(t *testing.T, ctx context.Context, autoFailover bool) (*sandbox.Topology, health.Credentials, *server.Server, string, *sql.DB) {
 	t.Helper()
 	topo, cred := failoverTopology(t, true)
 	if err := topo.Master.Exec(ctx, "CREATE TABLE sluice_test.acked (id BIGINT PRIMARY KEY, writer INT NOT NULL)"); err != nil {

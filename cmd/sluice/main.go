@@ -24,7 +24,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/admin"
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -134,7 +134,7 @@ func runProxy(args []string, stderr io.Writer) int {
 	}
 	defer log.Sync()
 	admin.Version = version
-	srv, err := proxy.New(cfg, log)
+	srv, err := server.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		return 1
@@ -180,7 +180,7 @@ wait:
 
 // reload applies the configuration file again (SIGHUP) and logs the
 // outcome; proxy.log_level takes effect through the logger's atomic level.
-func reload(srv *proxy.Server, level zap.AtomicLevel, log *zap.Logger) {
+func reload(srv *server.Server, level zap.AtomicLevel, log *zap.Logger) {
 	changes, err := srv.Reload()
 	if err != nil {
 		log.Error("SIGHUP: configuration not reloaded", zap.Error(err))

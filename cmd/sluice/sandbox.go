@@ -10,8 +10,8 @@ import (
 	"syscall"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // runSandbox starts a local MariaDB topology (master, replicas, auth server),
@@ -49,7 +49,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice sandbox:", err)
 		return 1
 	}
-	srv, err := proxy.New(cfg, log)
+	srv, err := server.New(cfg, log)
 	if err == nil {
 		err = srv.Start()
 	}

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // handshakeTimeout is the shared sluice's handshake_timeout: short, so the
@@ -26,7 +26,7 @@ const maxPacket = 1 << 24
 // fills it and tests only read it.
 var env struct {
 	topo *sandbox.Topology
-	srv  *proxy.Server
+	srv  *server.Server
 	addr string
 }
 
@@ -65,7 +65,7 @@ func runMain(m *testing.M) int {
 
 // startProxy starts an in-process sluice in front of topo on free ports;
 // proxyKeys are extra lines for its [proxy] table.
-func startProxy(topo *sandbox.Topology, proxyKeys ...string) (*proxy.Server, error) {
+func startProxy(topo *sandbox.Topology, proxyKeys ...string) (*server.Server, error) {
 	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0"}
 	o.ProxyKeys = append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, proxyKeys...)
 	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(o)))
@@ -76,7 +76,7 @@ func startProxy(topo *sandbox.Topology, proxyKeys ...string) (*proxy.Server, err
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		log, _ = zap.NewDevelopment()
 	}
-	srv, err := proxy.New(cfg, log)
+	srv, err := server.New(cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // Issue 20 items 7, 13 and the last case of 16: keys are routed as the
@@ -405,7 +405,7 @@ func TestKeyColumnsLearntOnReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(cfg, zap.NewNop())
+	srv, err := server.New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

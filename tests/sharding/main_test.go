@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // seedFlag replays a differential run: go test ./tests/sharding -shard.seed=N
@@ -28,7 +28,7 @@ var seedFlag = flag.Uint64("shard.seed", 0, "seed of the differential test's gen
 var env struct {
 	clusters map[string]*sandbox.Topology // by cluster name (clusterNames)
 	ref      *sandbox.Topology            // the reference master, and the auth server
-	srv      *proxy.Server
+	srv      *server.Server
 	addr     string
 }
 
@@ -107,7 +107,7 @@ const adminPassword = "shard-admin"
 // clusters, with the shared auth server and shardKeys (the [sharding],
 // [[shard]] and [[broadcast]] tables). Reads are causal, so a session reads
 // its own writes even from a replica.
-func startSluice(clusters []sandbox.NamedTopology, shardKeys string) (*proxy.Server, error) {
+func startSluice(clusters []sandbox.NamedTopology, shardKeys string) (*server.Server, error) {
 	o := sandbox.SluiceOptions{
 		Listen:      "127.0.0.1:0",
 		ProxyKeys:   []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`},
@@ -123,7 +123,7 @@ func startSluice(clusters []sandbox.NamedTopology, shardKeys string) (*proxy.Ser
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		log, _ = zap.NewDevelopment()
 	}
-	srv, err := proxy.New(cfg, log)
+	srv, err := server.New(cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
-	"github.com/sluice-proxy/sluice/proxy"
 	"github.com/sluice-proxy/sluice/sandbox"
+	"github.com/sluice-proxy/sluice/server"
 )
 
 // Tests of issue 20's review findings 1.1 (connection-scoped values under
@@ -235,7 +235,7 @@ func TestPreparedAfterReloadFollowsNewRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(cfg, zap.NewNop())
+	srv, err := server.New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 //
 // A Server is safe for concurrent use; each Session is owned by the
 // goroutine that serves its client.
-package proxy
+package server
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package proxy
+package server
 
 import (
 	"github.com/sluice-proxy/sluice/protocol"
