@@ -79,7 +79,7 @@ func (p *Port) run(a *session, cmd adminCommand) (*adminResult, string, error) {
 		}
 		return r, "", nil
 	}
-	return nil, "", protocol.NewError(protocol.ErUnknownError, "sluice admin: command %d has no handler", cmd.kind)
+	return nil, "", protocol.ERUnknownError.New("sluice admin: command %d has no handler", cmd.kind)
 }
 
 // backendRole names a backend's place for the admin port: fenced old
@@ -235,14 +235,12 @@ func (p *Port) findBackend(addr string) (*health.Cluster, *health.Backend) {
 func (p *Port) setBackend(cmd adminCommand) (string, error) {
 	c, b := p.findBackend(cmd.addr)
 	if b == nil {
-		return "", protocol.NewError(protocol.ErWrongArguments,
-			"sluice admin: no backend %q; SHOW BACKENDS lists the addresses", cmd.addr)
+		return "", protocol.ERWrongArguments.New("sluice admin: no backend %q; SHOW BACKENDS lists the addresses", cmd.addr)
 	}
 	switch cmd.kind {
 	case adminSetOffline:
 		if b == c.Master {
-			return "", protocol.NewError(protocol.ErWrongArguments,
-				"sluice admin: %s is the master of cluster %s and cannot go offline; use SWITCHOVER CLUSTER %s TO '<replica>' first",
+			return "", protocol.ERWrongArguments.New("sluice admin: %s is the master of cluster %s and cannot go offline; use SWITCHOVER CLUSTER %s TO '<replica>' first",
 				b.Address, c.Name, c.Name)
 		}
 		from := b.Hold(health.StateOffline)

@@ -128,10 +128,6 @@ const adminCommandsOnly = protocol.ClientMultiStatements | protocol.ClientMultiR
 // adminServerVersion is the version string of the admin port's greeting.
 const adminServerVersion = "5.5.5-10.11.0-sluice-admin"
 
-// erParse is ER_PARSE_ERROR, the answer to an admin command sluice cannot
-// read.
-const erParse uint16 = 1064
-
 // authenticator returns the authenticator of the admin port: the
 // [admin] user with its password as a mysql_native_password hash. Without a
 // password it knows no user, so every login is refused with ERR 1045.
@@ -248,8 +244,7 @@ func (p *Port) serveConn(nc net.Conn) {
 		pkt, err := c.ReadPacket()
 		if err != nil {
 			if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
-				_ = c.WriteErr(protocol.NewError(protocol.ErNetPacketTooLarge,
-					"sluice admin: command larger than %d bytes; admin commands are short", adminMaxPacket))
+				_ = c.WriteErr(protocol.ERNetPacketTooLarge.New("sluice admin: command larger than %d bytes; admin commands are short", adminMaxPacket))
 			}
 			if !errors.Is(err, io.EOF) && p.ctx.Err() == nil {
 				log.Info("admin connection ended", zap.Error(err))
@@ -257,7 +252,7 @@ func (p *Port) serveConn(nc net.Conn) {
 			return
 		}
 		if len(pkt) == 0 {
-			if c.WriteErr(protocol.NewError(protocol.ErMalformedPacket, "Malformed communication packet: empty command")) != nil {
+			if c.WriteErr(protocol.ERMalformedPacket.New("Malformed communication packet: empty command")) != nil {
 				return
 			}
 			continue
@@ -271,8 +266,7 @@ func (p *Port) serveConn(nc net.Conn) {
 		case protocol.ComQuery:
 			werr = a.query(string(pkt[1:]))
 		default:
-			werr = c.WriteErr(protocol.NewError(protocol.ErUnknownCommand,
-				"sluice admin: %s is not supported on the admin port; send SQL text (HELP lists the commands)", protocol.CommandName(pkt[0])))
+			werr = c.WriteErr(protocol.ERUnknownCommand.New("sluice admin: %s is not supported on the admin port; send SQL text (HELP lists the commands)", protocol.CommandName(pkt[0])))
 		}
 		if werr != nil {
 			return
@@ -351,7 +345,7 @@ func (a *session) query(q string) error {
 	}
 	cmd, err := parseAdmin(q)
 	if err != nil {
-		return a.c.WriteErr(&protocol.SQLError{Code: erParse, State: "42000", Message: "sluice admin: " + err.Error()})
+		return a.c.WriteErr(protocol.ERParseError.New("sluice admin: %s", err))
 	}
 	res, info, err := a.port.run(a, cmd)
 	if err != nil {
@@ -359,7 +353,7 @@ func (a *session) query(q string) error {
 		if errors.As(err, &se) {
 			return a.c.WriteErr(se)
 		}
-		return a.c.WriteErr(protocol.NewError(protocol.ErUnknownError, "sluice admin: %v", err))
+		return a.c.WriteErr(protocol.ERUnknownError.New("sluice admin: %v", err))
 	}
 	if res == nil {
 		return a.ok(info)

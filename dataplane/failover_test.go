@@ -61,7 +61,7 @@ func TestAwaitMasterGivesUpNamingTheCluster(t *testing.T) {
 	s, _ := failoverSession(srv)
 	s.cluster.Master.ReportFailure(errors.New("connection refused"))
 	se := sqlCode(t, s.awaitMaster(nil, nil))
-	if se.Code != protocol.ErCouldNotConnect || !strings.Contains(se.Message, "cluster main") ||
+	if se.Code != protocol.CRCouldNotConnect.Code || !strings.Contains(se.Message, "cluster main") ||
 		!strings.Contains(se.Message, "127.0.0.1:2 is down") || !strings.Contains(se.Message, "failover_write_wait 50ms") {
 		t.Fatalf("ERR %d %q", se.Code, se.Message)
 	}
@@ -75,7 +75,7 @@ func TestAwaitMasterRefusedWrites(t *testing.T) {
 	}
 	_, err := s.backendFor(router.TargetMaster, nil)
 	se := sqlCode(t, err)
-	if se.Code != protocol.ErCouldNotConnect || !strings.Contains(se.Message, "cluster main") || !strings.Contains(se.Message, "two writable masters") {
+	if se.Code != protocol.CRCouldNotConnect.Code || !strings.Contains(se.Message, "cluster main") || !strings.Contains(se.Message, "two writable masters") {
 		t.Fatalf("ERR %d %q", se.Code, se.Message)
 	}
 }

@@ -189,8 +189,7 @@ func (s *Session) acquireUser(user string) *protocol.SQLError {
 	n := st.conns.Add(1)
 	if lim.maxConns > 0 && n > lim.maxConns {
 		st.conns.Add(-1)
-		return protocol.NewError(protocol.ErTooManyUserConnection,
-			"User '%s' has exceeded the 'max_connections' resource: sluice [limits] max_connections = %d", user, lim.maxConns)
+		return protocol.ERTooManyUserConnection.New("User '%s' has exceeded the 'max_connections' resource: sluice [limits] max_connections = %d", user, lim.maxConns)
 	}
 	s.releaseUser()
 	s.lims.set, s.lims.lim, s.lims.state, s.lims.held = set, lim, st, true
@@ -246,8 +245,7 @@ func (s *Session) admit(cmd byte) (bool, error) {
 	if err != nil {
 		lim.refused.Inc()
 		if s.lims.refusalFor != lim {
-			s.lims.refusal = protocol.NewError(protocol.ErUserLimitReached,
-				"User '%s' has exceeded the 'max_statements_per_second' resource (current value: %d)", s.user, p.PerSecond())
+			s.lims.refusal = protocol.ERUserLimitReached.New("User '%s' has exceeded the 'max_statements_per_second' resource (current value: %d)", s.user, p.PerSecond())
 			s.lims.refusalFor = lim
 		}
 		if ce := s.log(); ce.Core().Enabled(zap.DebugLevel) {
@@ -384,7 +382,7 @@ func (s *Session) queryTimedOut() {
 // has a query timer: the ERR 1317 of a statement the timer killed becomes
 // ERR 3024, as MySQL reports max_execution_time.
 func (s *Session) replaceInterrupted(code uint16) *protocol.SQLError {
-	if code != protocol.ErQueryInterrupted || !s.lims.timedOut.Load() {
+	if code != protocol.ERQueryInterrupted.Code || !s.lims.timedOut.Load() {
 		return nil
 	}
 	return errQueryTimeout
@@ -392,8 +390,7 @@ func (s *Session) replaceInterrupted(code uint16) *protocol.SQLError {
 
 // errQueryTimeout is what a client gets for a statement killed for its
 // query_timeout (MySQL's ER_QUERY_TIMEOUT).
-var errQueryTimeout = protocol.NewError(protocol.ErQueryTimeout,
-	"Query execution was interrupted, maximum statement execution time exceeded")
+var errQueryTimeout = protocol.ERQueryTimeout.New("Query execution was interrupted, maximum statement execution time exceeded")
 
 // killBackendQuery kills the statement the backend thread run is running:
 // KILL QUERY sent on a connection of its own (the session's is busy),

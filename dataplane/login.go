@@ -11,14 +11,6 @@ import (
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
-// ErHostIsBlocked is ER_HOST_IS_BLOCKED, the answer to a login from a client
-// address in login backoff. MySQL sends it, in place of the greeting, to a
-// host that max_connect_errors blocked; sluice does the same for an address
-// whose logins failed too often, so the attempt costs no auth-server round
-// trip and clients report it as a blocked host, not as a wrong password
-// (which 1045 would claim even when the password is right).
-const ErHostIsBlocked uint16 = 1129
-
 // backoffPolicy reads the login backoff settings of the live configuration.
 func (e *Env) backoffPolicy() policy.Backoff {
 	p := &e.config().Proxy
@@ -29,9 +21,12 @@ func (e *Env) backoffPolicy() policy.Backoff {
 // login backoff.
 var errLoginBackoff = errors.New("client address in login backoff")
 
-// loginRefusal returns the ERR 1129 for a login from remote while its
-// address is in login backoff, nil otherwise. The caller sends it in place
-// of the greeting, before any auth-server round trip.
+// loginRefusal returns the ERR 1129 (ER_HOST_IS_BLOCKED) for a login from
+// remote while its address is in login backoff, nil otherwise. The caller
+// sends it in place of the greeting, before any auth-server round trip:
+// MySQL does the same for a host max_connect_errors blocked, and clients
+// report it as a blocked host, not as a wrong password (which 1045 would
+// claim even when the password is right).
 func (e *Env) loginRefusal(remote net.Addr) *protocol.SQLError {
 	key, ok := policy.BackoffKey(remote)
 	if !ok {
@@ -46,7 +41,7 @@ func (e *Env) loginRefusal(remote net.Addr) *protocol.SQLError {
 		host = h
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
-	return protocol.NewError(ErHostIsBlocked,
+	return protocol.ERHostIsBlocked.New(
 		"Host '%s' is blocked: too many failed logins from %s (%d in a row); retry in %ds (sluice login backoff)",
 		host, host, failures, secs)
 }

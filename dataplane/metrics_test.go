@@ -108,7 +108,7 @@ func TestFinishCommand(t *testing.T) {
 func TestFinishCommandNotAStatement(t *testing.T) {
 	srv := offlineServer(t, "", 1)
 	s := newSession(srv, 1, &benchConn{})
-	s.client.SentErr = protocol.ErUnknownStmtHandler
+	s.client.SentErr = protocol.ERUnknownStmtHandler.Code
 	s.finishCommand([]byte{protocol.ComStmtClose, 1, 0, 0, 0}, mono.Now())
 	for _, m := range promtest.Gathered(t, srv.metrics.Reg, "sluice_statements_total") {
 		if m.GetCounter().GetValue() != 0 {

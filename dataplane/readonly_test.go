@@ -75,7 +75,7 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 		for _, q := range writes {
 			err := bc.simpleCommand(bc.command(protocol.ComQuery, q), protocol.ResponseResult)
 			var se *protocol.SQLError
-			if !errors.As(err, &se) || se.Code != protocol.ErReadOnlyTransaction {
+			if !errors.As(err, &se) || se.Code != protocol.ERReadOnlyTransaction.Code {
 				t.Errorf("%s: %q on the replica connection: got %v, want ERR 1792", when, q, err)
 			}
 		}
@@ -115,14 +115,14 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 	defer client.Close()
 	defer peer.Close()
 	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
-	bc.InterceptErr = protocol.ErReadOnlyTransaction
+	bc.InterceptErr = protocol.ERReadOnlyTransaction.Code
 	bc.ResetSeq()
 	if err := bc.WritePacketFlush(bc.command(protocol.ComQuery, writes[0])); err != nil {
 		t.Fatal(err)
 	}
 	res, err := protocol.Relay(protocol.NewConn(client), bc.Conn, protocol.ResponseResult, false)
 	bc.InterceptErr = 0
-	if !errors.Is(err, protocol.ErrIntercepted) || res.Packets != 0 || res.Err == nil || res.Err.Code != protocol.ErReadOnlyTransaction {
+	if !errors.Is(err, protocol.ErrIntercepted) || res.Packets != 0 || res.Err == nil || res.Err.Code != protocol.ERReadOnlyTransaction.Code {
 		t.Fatalf("relay of a refused write: err %v, %d packets, ERR %v; want ErrIntercepted, nothing relayed, 1792", err, res.Packets, res.Err)
 	}
 	// The connection is in step: the next command answers normally.

@@ -380,7 +380,7 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 	s.schema = prev
 	var se *protocol.SQLError
 	if err != nil && !errors.As(err, &se) {
-		return protocol.NewError(protocol.ErServerLost, "Lost connection to %s while selecting schema %q: %v", describe(bc), db, err)
+		return protocol.CRServerLost.New("Lost connection to %s while selecting schema %q: %v", describe(bc), db, err)
 	}
 	return protocol.ToSQLError(err)
 }
@@ -391,7 +391,7 @@ func (s *Session) checkSchema(db string) *protocol.SQLError {
 func (s *Session) comChangeUser(p []byte) error {
 	cu, err := protocol.ParseChangeUser(p, s.caps)
 	if err != nil {
-		_ = s.client.WriteErr(protocol.NewError(protocol.ErMalformedPacket, "Malformed communication packet: COM_CHANGE_USER: %v", err))
+		_ = s.client.WriteErr(protocol.ERMalformedPacket.New("Malformed communication packet: COM_CHANGE_USER: %v", err))
 		return err
 	}
 	s.resetState()
@@ -476,7 +476,7 @@ func (s *Session) serve() error {
 			return err
 		}
 		if len(p) == 0 {
-			if err := s.client.WriteErr(protocol.NewError(protocol.ErMalformedPacket, "Malformed communication packet: empty command")); err != nil {
+			if err := s.client.WriteErr(protocol.ERMalformedPacket.New("Malformed communication packet: empty command")); err != nil {
 				return err
 			}
 			continue
@@ -533,7 +533,7 @@ func (s *Session) dispatch(p []byte) error {
 		return s.forward(router.TargetMaster, p, protocol.ResponseSingle, nil)
 	case protocol.ComSetOption:
 		if len(p) != 3 {
-			return s.client.WriteErr(protocol.NewError(protocol.ErMalformedPacket, "Malformed communication packet: COM_SET_OPTION needs 2 bytes"))
+			return s.client.WriteErr(protocol.ERMalformedPacket.New("Malformed communication packet: COM_SET_OPTION needs 2 bytes"))
 		}
 		on := binary.LittleEndian.Uint16(p[1:]) == protocol.OptionMultiStatementsOn
 		return s.forward(router.TargetMaster, p, protocol.ResponseSingle, func(bc *BackendConn, res protocol.RelayResult) {
@@ -559,8 +559,7 @@ func (s *Session) dispatch(p []byte) error {
 	case protocol.ComStmtClose:
 		return s.comStmtClose(p)
 	default:
-		return s.client.WriteErr(protocol.NewError(protocol.ErUnknownCommand,
-			"Unknown command: sluice does not support %s (0x%02x)", protocol.CommandName(cmd), cmd))
+		return s.client.WriteErr(protocol.ERUnknownCommand.New("Unknown command: sluice does not support %s (0x%02x)", protocol.CommandName(cmd), cmd))
 	}
 }
 
@@ -578,17 +577,14 @@ func (s *Session) comQuery(p []byte) error {
 	s.info.setText(p[1:])
 	if plan.LoadDataLocal && !s.key.localFiles {
 		if !s.env.cfg.Proxy.LocalInfile {
-			return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
-				"sluice: LOAD DATA LOCAL INFILE is disabled ([proxy] local_infile = false)"))
+			return s.client.WriteErr(protocol.ERNotAllowedCommand.New("sluice: LOAD DATA LOCAL INFILE is disabled ([proxy] local_infile = false)"))
 		}
-		return s.client.WriteErr(protocol.NewError(protocol.ErNotAllowedCommand,
-			"sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
+		return s.client.WriteErr(protocol.ERNotAllowedCommand.New("sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
 	}
 	doubt := s.lexDoubt(plan)
 	if (plan.Opaque || doubt) && !answeredBySluice(plan) && router.UnsureConnectionCommand(unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)) {
 		// sluice cannot tell what this text does with connection ids.
-		e := protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice does not run this text: it cannot be sure how the server reads it (it does not parse it, it holds several statements, or the session's sql_mode or character set changes its reading), and it may address connections by backend thread ids (KILL, the process list, SHOW EXPLAIN FOR) or run dynamic SQL it cannot read; send such a statement on its own, in plain text")
+		e := protocol.ERNotSupportedYet.New("sluice does not run this text: it cannot be sure how the server reads it (it does not parse it, it holds several statements, or the session's sql_mode or character set changes its reading), and it may address connections by backend thread ids (KILL, the process list, SHOW EXPLAIN FOR) or run dynamic SQL it cannot read; send such a statement on its own, in plain text")
 		s.noteResult(protocol.RelayResult{Err: e})
 		return s.client.WriteErr(e)
 	}
@@ -807,8 +803,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 				return fmt.Errorf("master lost inside a transaction: %w", err)
 			}
 			if attempt > 0 || target == router.TargetMaster || bc == nil {
-				return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
-					"Lost connection to %s while replaying session state: %v", describe(bc), err))
+				return s.client.WriteErr(protocol.CRServerLost.New("Lost connection to %s while replaying session state: %v", describe(bc), err))
 			}
 			skip = bc.backend
 			continue
@@ -819,7 +814,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		s.runningOn(bc)
 		if bc.readOnly {
 			// A refusal as a write is handed back, not relayed.
-			bc.InterceptErr = protocol.ErReadOnlyTransaction
+			bc.InterceptErr = protocol.ERReadOnlyTransaction.Code
 		}
 		res, err := run(bc)
 		bc.InterceptErr = 0
@@ -1071,7 +1066,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 	if wait > 0 && c.WritesRefused == "" && c.WritesHeld == "" {
 		why += fmt.Sprintf("; no failover gave it a master within failover_write_wait %v", wait)
 	}
-	return protocol.NewError(protocol.ErCouldNotConnect, "sluice: cluster %s has no master to take the statement: %s", c.Name, why)
+	return protocol.CRCouldNotConnect.New("sluice: cluster %s has no master to take the statement: %s", c.Name, why)
 }
 
 // backendFor returns the session's data connection for target, opening it
@@ -1162,8 +1157,7 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 			if exhausted {
 				busy = "; the pools of the replicas that are up are exhausted"
 			}
-			return nil, protocol.NewError(protocol.ErCouldNotConnect,
-				"sluice: no replica of cluster %s can serve the read (%s%s) and reads_fall_back_to_master is false",
+			return nil, protocol.CRCouldNotConnect.New("sluice: no replica of cluster %s can serve the read (%s%s) and reads_fall_back_to_master is false",
 				s.cluster.Name, s.cluster.ReplicaStates(), busy)
 		}
 	}
@@ -1198,19 +1192,16 @@ func (s *Session) backendFor(target router.Target, skip *health.Backend) (*Backe
 		bc, err = s.env.getConn(m.Address, s.key, s.schema == "", s.task)
 	}
 	if errors.Is(err, ErrPoolExhausted) {
-		return nil, protocol.NewError(protocol.ErConCount,
-			"Too many connections: sluice has no free connection to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
+		return nil, protocol.ERConCount.New("Too many connections: sluice has no free connection to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
 	}
 	if err != nil {
 		s.env.metrics.BackendErrs.WithLabelValues(m.Role.String()).Inc()
 		s.log().Warn("master unreachable", zap.String("backend", m.Address), zap.Error(err))
 		var se *protocol.SQLError
 		if errors.As(err, &se) {
-			return nil, protocol.NewError(protocol.ErCouldNotConnect,
-				"sluice: master %s of cluster %s refused the service account: %s", m.Address, s.cluster.Name, se.Message)
+			return nil, protocol.CRCouldNotConnect.New("sluice: master %s of cluster %s refused the service account: %s", m.Address, s.cluster.Name, se.Message)
 		}
-		return nil, protocol.NewError(protocol.ErCouldNotConnect,
-			"sluice: cannot connect to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
+		return nil, protocol.CRCouldNotConnect.New("sluice: cannot connect to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
 	}
 	s.master = bc
 	return bc, nil
@@ -1421,8 +1412,7 @@ func (bc *BackendConn) inTransaction() bool {
 // lostInTransaction is the ERR for a master connection that broke while the
 // client had a transaction open on it.
 func lostInTransaction(bc *BackendConn) *protocol.SQLError {
-	return protocol.NewError(protocol.ErServerLost,
-		"Lost connection to master %s inside a transaction; the transaction was rolled back and this connection is closed",
+	return protocol.CRServerLost.New("Lost connection to master %s inside a transaction; the transaction was rolled back and this connection is closed",
 		bc.backend.Address)
 }
 

@@ -25,14 +25,6 @@ import (
 // backends' process lists show sluice's service-account threads. So KILL
 // runs on sluice's sessions, and the process list lists them.
 
-// MariaDB's codes for what KILL answers, with their SQLSTATEs.
-const (
-	ErKillDenied       uint16 = 1095 // ER_KILL_DENIED_ERROR
-	ErConnectionKilled uint16 = 1927 // ER_CONNECTION_KILLED
-	ErUnsupportedPS    uint16 = 1295 // ER_UNSUPPORTED_PS
-	ErParseError       uint16 = 1064 // ER_PARSE_ERROR
-)
-
 // killWait bounds how long KILL QUERY waits for a session that is between
 // backends (reading its statement, replaying its state, waiting for a
 // pooled connection) to start running its statement on one.
@@ -55,35 +47,30 @@ func (s *Session) sessionCommand(plan *router.Plan, p []byte) (q []byte, done bo
 		}
 		return nil, true, err
 	case router.LocalDynamicSQL:
-		e := protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice does not run PREPARE ... FROM a variable: it cannot read the statement, which could address connections by backend thread ids (KILL, the process list); prepare the text itself (PREPARE s FROM '...')")
+		e := protocol.ERNotSupportedYet.New("sluice does not run PREPARE ... FROM a variable: it cannot read the statement, which could address connections by backend thread ids (KILL, the process list); prepare the text itself (PREPARE s FROM '...')")
 		s.noteResult(protocol.RelayResult{Err: e})
 		return nil, true, s.client.WriteErr(e)
 	case router.LocalThreadPlan:
-		e := protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice does not show another connection's statement plan: connection ids are sluice session ids, which name no backend thread (SHOW EXPLAIN FOR, SHOW ANALYZE FOR, EXPLAIN FOR CONNECTION)")
+		e := protocol.ERNotSupportedYet.New("sluice does not show another connection's statement plan: connection ids are sluice session ids, which name no backend thread (SHOW EXPLAIN FOR, SHOW ANALYZE FOR, EXPLAIN FOR CONNECTION)")
 		s.noteResult(protocol.RelayResult{Err: e})
 		return nil, true, s.client.WriteErr(e)
 	case router.LocalShowProcesslist, router.LocalShowFullProcesslist:
 		if plan.Multi {
-			return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-				"sluice answers SHOW PROCESSLIST only as a statement of its own, not in a multi-statement text"))
+			return nil, true, s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice answers SHOW PROCESSLIST only as a statement of its own, not in a multi-statement text"))
 		}
 		return nil, true, s.showProcesslist(plan, plan.Local == router.LocalShowFullProcesslist, p[1:])
 	case router.LocalProcesslistTable:
 		if strings.HasPrefix(plan.Digest, "create ") || strings.HasPrefix(plan.Digest, "alter ") {
 			// A view stores its query: rewritten, it would store the
 			// session list of this moment, shown to whoever reads it.
-			e := protocol.NewError(protocol.ErNotSupportedYet,
-				"sluice does not store a definition that reads information_schema.PROCESSLIST: it answers the process list from its own sessions when a statement runs, which a stored view or table definition cannot do")
+			e := protocol.ERNotSupportedYet.New("sluice does not store a definition that reads information_schema.PROCESSLIST: it answers the process list from its own sessions when a statement runs, which a stored view or table definition cannot do")
 			s.noteResult(protocol.RelayResult{Err: e})
 			return nil, true, s.client.WriteErr(e)
 		}
 		derived := processlistDerived(s.processList("Filling schema table", p[1:]))
 		out, ok, err := router.RewriteProcesslist(string(p[1:]), s.lexModes(), s.schema, derived)
 		if err != nil {
-			return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-				"sluice cannot run this statement on information_schema.PROCESSLIST, which it answers from its own sessions: %v", err))
+			return nil, true, s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice cannot run this statement on information_schema.PROCESSLIST, which it answers from its own sessions: %v", err))
 		}
 		if !ok {
 			return p, false, nil // a PROCESSLIST table of another schema
@@ -98,8 +85,7 @@ func (s *Session) sessionCommand(plan *router.Plan, p []byte) (q []byte, done bo
 func preparedSessionCommand(plan *router.Plan) *protocol.SQLError {
 	switch plan.Local {
 	case router.LocalKill, router.LocalShowProcesslist, router.LocalShowFullProcesslist, router.LocalProcesslistTable, router.LocalThreadPlan, router.LocalDynamicSQL:
-		return &protocol.SQLError{Code: ErUnsupportedPS, State: "HY000",
-			Message: "This command is not supported in the prepared statement protocol yet: sluice answers KILL and the process list in text queries only"}
+		return protocol.ERUnsupportedPS.New("This command is not supported in the prepared statement protocol yet: sluice answers KILL and the process list in text queries only")
 	}
 	return nil
 }
@@ -112,14 +98,11 @@ func (s *Session) comKill(plan *router.Plan, sql []byte) error {
 	k, err := router.ParseKill(string(sql))
 	switch {
 	case errors.Is(err, router.ErrNotKill) || err == nil && plan.Multi:
-		return s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice runs KILL itself, so only as a statement of its own: not in a multi-statement text or a PREPARE"))
+		return s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice runs KILL itself, so only as a statement of its own: not in a multi-statement text or a PREPARE"))
 	case err != nil:
-		return s.client.WriteErr(&protocol.SQLError{Code: ErParseError, State: "42000",
-			Message: "You have an error in your SQL syntax: " + err.Error()})
+		return s.client.WriteErr(protocol.ERParseError.New("You have an error in your SQL syntax: %s", err))
 	case k.QueryID:
-		return s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice sessions have no query ids, so KILL QUERY ID is not supported: use KILL QUERY <thread id> (SHOW PROCESSLIST lists them)"))
+		return s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice sessions have no query ids, so KILL QUERY ID is not supported: use KILL QUERY <thread id> (SHOW PROCESSLIST lists them)"))
 	case k.ByUser:
 		return s.killUser(k)
 	}
@@ -128,14 +111,13 @@ func (s *Session) comKill(plan *router.Plan, sql []byte) error {
 	case k.Self:
 		id = uint64(s.id)
 	case !k.IDKnown:
-		return s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice takes the thread id of KILL as a number or CONNECTION_ID() only, not %q", k.Expr))
+		return s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice takes the thread id of KILL as a number or CONNECTION_ID() only, not %q", k.Expr))
 	}
 	if id == uint64(s.id) {
 		if k.Query {
-			return s.client.WriteErr(protocol.NewError(protocol.ErQueryInterrupted, "Query execution was interrupted"))
+			return s.client.WriteErr(protocol.ERQueryInterrupted.New("Query execution was interrupted"))
 		}
-		_ = s.client.WriteErr(&protocol.SQLError{Code: ErConnectionKilled, State: "70100", Message: "Connection was killed"})
+		_ = s.client.WriteErr(protocol.ERConnectionKilled.New("Connection was killed"))
 		return errQuit
 	}
 	var target *Handle
@@ -150,7 +132,7 @@ func (s *Session) comKill(plan *router.Plan, sql []byte) error {
 		return s.client.WriteErr(protocol.ERNoSuchThread.New("Unknown thread id: %d", id))
 	}
 	if user != s.user {
-		return s.client.WriteErr(protocol.NewError(ErKillDenied, "You are not owner of thread %d", id))
+		return s.client.WriteErr(protocol.ERKillDenied.New("You are not owner of thread %d", id))
 	}
 	if k.Query {
 		if err := s.env.interruptStatement(target); err != nil {
@@ -170,7 +152,7 @@ func killFailed(id uint64, err error) *protocol.SQLError {
 	if errors.As(err, &se) {
 		return se
 	}
-	return protocol.NewError(protocol.ErCouldNotConnect, "sluice could not kill the statement of thread %d on its backend: %v", id, err)
+	return protocol.CRCouldNotConnect.New("sluice could not kill the statement of thread %d on its backend: %v", id, err)
 }
 
 // killUser runs KILL [CONNECTION | QUERY] USER: the sessions of that

@@ -254,6 +254,5 @@ func (s *Session) refuseDefaultRole(plan *router.Plan, text []byte) (bool, error
 	if !self {
 		return false, nil
 	}
-	return true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-		"sluice: %s of the current account (or of sluice's service account) would change the account sluice's backend connections use, not %s's; change %s's account on the auth server, or name another account with FOR", what, s.user, s.user))
+	return true, s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice: %s of the current account (or of sluice's service account) would change the account sluice's backend connections use, not %s's; change %s's account on the auth server, or name another account with FOR", what, s.user, s.user))
 }

@@ -379,14 +379,12 @@ func (s *Session) checkTxnWrite(route *shard.Route, plan *router.Plan) *protocol
 	c := route.Parts[0].Cluster
 	for _, pt := range route.Parts[1:] {
 		if pt.Cluster != c {
-			return protocol.NewError(protocol.ErNotSupportedYet,
-				"sluice: inside a transaction a statement may write to one cluster only, and this one writes to clusters %s and %s (distributed transactions are not supported yet); run it outside the transaction: %s",
+			return protocol.ERNotSupportedYet.New("sluice: inside a transaction a statement may write to one cluster only, and this one writes to clusters %s and %s (distributed transactions are not supported yet); run it outside the transaction: %s",
 				names[c], names[pt.Cluster], plan.Digest)
 		}
 	}
 	if s.txWrites >= 0 && s.txWrites != c {
-		return protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice: this transaction already wrote to cluster %s and cannot also write to cluster %s (distributed transactions are not supported yet); COMMIT or ROLLBACK first: %s",
+		return protocol.ERNotSupportedYet.New("sluice: this transaction already wrote to cluster %s and cannot also write to cluster %s (distributed transactions are not supported yet); COMMIT or ROLLBACK first: %s",
 			names[s.txWrites], names[c], plan.Digest)
 	}
 	return nil
@@ -418,8 +416,7 @@ func (s *Session) shardTxn(p []byte, plan *router.Plan, sql string) error {
 			if _, err := s.master.execOK(sql); err != nil {
 				s.dropIfBroken(s.master)
 				s.useCluster(last)
-				return s.client.WriteErr(protocol.NewError(protocol.ErUnknownError,
-					"sluice: %s failed on cluster %s: %v", plan.Digest, s.cluster.Name, err))
+				return s.client.WriteErr(protocol.ERUnknownError.New("sluice: %s failed on cluster %s: %v", plan.Digest, s.cluster.Name, err))
 			}
 			s.absorbGTID(s.master)
 		}
@@ -487,7 +484,7 @@ func (s *Session) endTxnQuietly(end string) *protocol.SQLError {
 		s.txBegun = false
 		if _, err := s.master.execOK(end); err != nil {
 			s.dropIfBroken(s.master)
-			return protocol.NewError(protocol.ErUnknownError, "sluice: %s failed on cluster %s: %v", end, s.cluster.Name, err)
+			return protocol.ERUnknownError.New("sluice: %s failed on cluster %s: %v", end, s.cluster.Name, err)
 		}
 		s.absorbGTID(s.master)
 	}
@@ -585,8 +582,7 @@ func (s *Session) writeParts(route *shard.Route) error {
 			if err != nil {
 				s.dropIfBroken(s.master)
 				if failed == nil {
-					failed = protocol.NewError(protocol.ErUnknownError,
-						"sluice: COMMIT of a write over several shards failed on cluster %s (other clusters may have committed): %v", s.cluster.Name, err)
+					failed = protocol.ERUnknownError.New("sluice: COMMIT of a write over several shards failed on cluster %s (other clusters may have committed): %v", s.cluster.Name, err)
 				}
 			}
 		}
@@ -610,7 +606,7 @@ func partError(err error, cluster string) *protocol.SQLError {
 	if errors.As(err, &se) {
 		return se
 	}
-	return protocol.NewError(protocol.ErServerLost, "Lost connection to cluster %s during query: %v", cluster, err)
+	return protocol.CRServerLost.New("Lost connection to cluster %s during query: %v", cluster, err)
 }
 
 // execOK runs a statement that answers with OK or ERR on bc.
@@ -646,8 +642,7 @@ func (bc *BackendConn) execOK(sql string) (protocol.OK, error) {
 	// A result set where an OK was due (INSERT ... RETURNING): the
 	// connection is mid-result; drop it rather than read it.
 	bc.broken = true
-	return protocol.OK{}, protocol.NewError(protocol.ErNotSupportedYet,
-		"sluice: a write over several shards returned rows (RETURNING is not supported over shards)")
+	return protocol.OK{}, protocol.ERNotSupportedYet.New("sluice: a write over several shards returned rows (RETURNING is not supported over shards)")
 }
 
 // shardExecute routes one execution of a prepared statement by its
@@ -668,8 +663,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 	})
 	s.args, s.argTypes = args, types
 	if err != nil {
-		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
-			"Incorrect arguments to mysqld_stmt_execute: %v", err))
+		return nil, true, s.client.WriteErr(protocol.ERWrongArguments.New("Incorrect arguments to mysqld_stmt_execute: %v", err))
 	}
 	route, err := st.shard.RouteFor(args, s.clientCharset())
 	if err == nil {
@@ -703,8 +697,7 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 	// Run the Parts as text with the values written in, which reads as
 	// the statement only under the sql_mode its texts were written for.
 	if m := s.shardMode(); m != st.shard.Mode() {
-		return nil, true, s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice: the session's sql_mode changed since the statement was prepared; prepare it again"))
+		return nil, true, s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice: the session's sql_mode changed since the statement was prepared; prepare it again"))
 	}
 	if sc != nil {
 		// The Parts run as text on connections that hold other sessions'
@@ -922,7 +915,7 @@ func (ps *partStream) Next() (shard.Row, error) {
 		ps.done = true
 		se, _ := protocol.ParseErr(p)
 		if se == nil {
-			se = protocol.NewError(protocol.ErUnknownError, "sluice: malformed ERR packet from %s", describe(ps.bc))
+			se = protocol.ERUnknownError.New("sluice: malformed ERR packet from %s", describe(ps.bc))
 		}
 		ps.err = se
 		return nil, se
@@ -1061,17 +1054,15 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 				cols = append(cols, shard.Column{Type: cd.Type, Flags: cd.Flags, Charset: cd.Charset, Decimals: cd.Decimals})
 			}
 		} else if n != len(defs) && failed == nil {
-			failed = protocol.NewError(protocol.ErUnknownError,
-				"sluice: the shards of this statement answer with different columns (%d and %d); are the physical tables alike?", len(defs), n)
+			failed = protocol.ERUnknownError.New("sluice: the shards of this statement answer with different columns (%d and %d); are the physical tables alike?", len(defs), n)
 		}
 	}
 	if failed != nil {
-		if m := route.Merge; m != nil && m.HasPositions() && failed.Code == erIllegalParamTypes && strings.Contains(failed.Message, " and int for operation '+'") {
+		if m := route.Merge; m != nil && m.HasPositions() && failed.Code == protocol.ERIllegalParamTypes.Code && strings.Contains(failed.Message, " and int for operation '+'") {
 			// The hidden position column (expr+0) of a sort key whose
 			// type has no number (UUID, INET6, geometry): sluice cannot
 			// tell its order.
-			failed = protocol.NewError(protocol.ErNotSupportedYet,
-				"sluice: ORDER BY, GROUP BY or DISTINCT over several shards of a column whose type sluice cannot order (%s)", failed.Message)
+			failed = protocol.ERNotSupportedYet.New("sluice: ORDER BY, GROUP BY or DISTINCT over several shards of a column whose type sluice cannot order (%s)", failed.Message)
 		}
 		return fail(failed)
 	}
@@ -1085,8 +1076,7 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	}
 	visible := m.Visible
 	if visible > len(defs) || visible <= 0 {
-		return fail(protocol.NewError(protocol.ErUnknownError,
-			"sluice: the merge expects %d visible columns of %d", m.Visible, len(defs)))
+		return fail(protocol.ERUnknownError.New("sluice: the merge expects %d visible columns of %d", m.Visible, len(defs)))
 	}
 	// The merged result's header: the visible columns as the first Part
 	// describes them. Every aggregate, AVG included, is computed by the
@@ -1152,10 +1142,6 @@ func (s *Session) scatter(plan *router.Plan, route *shard.Route, binaryRows bool
 	return s.client.WritePacketFlush(s.scratch)
 }
 
-// erIllegalParamTypes is MariaDB's error for an operator applied to types
-// that have no such operation (ER_ILLEGAL_PARAMETER_DATA_TYPES2_FOR_OPERATION).
-const erIllegalParamTypes uint16 = 4078
-
 // passThrough is the Merge of a single Part's result relayed row by row.
 var passThrough = &shard.Merge{Visible: -1, Limit: -1}
 
@@ -1198,7 +1184,7 @@ func readResultHead(bc *BackendConn) (int, [][]byte, error) {
 	if protocol.IsOK(p) {
 		ok, _ := protocol.ParseOK(p)
 		bc.status = ok.Status
-		return 0, nil, protocol.NewError(protocol.ErNotSupportedYet, "sluice: a read over several shards returned no result set")
+		return 0, nil, protocol.ERNotSupportedYet.New("sluice: a read over several shards returned no result set")
 	}
 	n, _, _, err := protocol.ReadLenEncInt(p)
 	if err != nil || n == 0 || n > 4096 {
@@ -1224,21 +1210,5 @@ func readResultHead(bc *BackendConn) (int, [][]byte, error) {
 // shardError maps a planning or merge error of package shard to the ERR a
 // client sees.
 func shardError(err error) *protocol.SQLError {
-	code := protocol.ErUnknownError
-	switch {
-	case errors.Is(err, shard.ErrBadKeyValue):
-		code = protocol.ErWrongValueForField
-	case errors.Is(err, shard.ErrNullKey):
-		code = protocol.ErBadNull
-	case errors.Is(err, shard.ErrKeyOutOfRange):
-		code = protocol.ErNoPartitionForValue
-	case errors.Is(err, shard.ErrMissingKey):
-		code = protocol.ErNoDefaultForField
-	case errors.Is(err, shard.ErrTooManyRows):
-		code = protocol.ErTooBigSelect
-	case errors.Is(err, shard.ErrCrossShardJoin), errors.Is(err, shard.ErrCrossShardWrite),
-		errors.Is(err, shard.ErrShardKeyUpdate), errors.Is(err, shard.ErrUnsupported):
-		code = protocol.ErNotSupportedYet
-	}
-	return protocol.NewError(code, "sluice: %v", err)
+	return protocol.KindOf(err, protocol.ERUnknownError).New("sluice: %v", err)
 }

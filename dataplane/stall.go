@@ -112,15 +112,13 @@ func (s *Session) lostDuringQuery(bc *BackendConn) *protocol.SQLError {
 	if bc.wire != nil {
 		switch bc.wire.cut.Load() {
 		case cutStalled:
-			return protocol.NewError(protocol.ErServerLost,
-				"Lost connection to %s %s during query: it sent nothing for [health] timeout %v and does not answer its health probes",
+			return protocol.CRServerLost.New("Lost connection to %s %s during query: it sent nothing for [health] timeout %v and does not answer its health probes",
 				b.Role, b.Address, s.env.stallTimeout())
 		case cutDown:
-			return protocol.NewError(protocol.ErServerLost,
-				"Lost connection to %s %s during query: it was marked down (%s)", b.Role, b.Address, b.LastError())
+			return protocol.CRServerLost.New("Lost connection to %s %s during query: it was marked down (%s)", b.Role, b.Address, b.LastError())
 		}
 	}
-	return protocol.NewError(protocol.ErServerLost, "Lost connection to %s %s during query", b.Role, b.Address)
+	return protocol.CRServerLost.New("Lost connection to %s %s during query", b.Role, b.Address)
 }
 
 // watchStalls is the stall watchdog, one goroutine per Server until it

@@ -86,8 +86,7 @@ func (s *Session) route(plan *router.Plan) router.Target {
 // client gets the server's own metadata, and hands the client sluice's id.
 func (s *Session) comStmtPrepare(p []byte) error {
 	if len(s.stmts) >= s.env.config().Proxy.MaxPreparedStatements {
-		return s.client.WriteErr(protocol.NewError(protocol.ErMaxPreparedStmtCount,
-			"Can't create more than max_prepared_statements statements in one sluice session (current value: %d)",
+		return s.client.WriteErr(protocol.ERMaxPreparedStmtCount.New("Can't create more than max_prepared_statements statements in one sluice session (current value: %d)",
 			s.env.config().Proxy.MaxPreparedStatements))
 	}
 	plan, sql := s.env.router.ClassifyText(p[1:])
@@ -95,8 +94,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		return s.client.WriteErr(e)
 	}
 	if (plan.Opaque || s.lexDoubt(plan)) && router.UnsureConnectionCommand(sql) {
-		return s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-			"sluice does not prepare this text: it cannot be sure how the server reads it, and it may address connections by backend thread ids (KILL, the process list) or run dynamic SQL"))
+		return s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice does not prepare this text: it cannot be sure how the server reads it, and it may address connections by backend thread ids (KILL, the process list) or run dynamic SQL"))
 	}
 	if refused, err := s.refuseDefaultRole(plan, p[1:]); refused {
 		return err
@@ -124,8 +122,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 			return s.client.WriteErr(shardError(err))
 		}
 		if tpl.Local() != shard.LocalNone {
-			return s.client.WriteErr(protocol.NewError(protocol.ErNotSupportedYet,
-				"sluice: NEXT_ID() is answered in text queries only; run SELECT NEXT_ID(...) without preparing it"))
+			return s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice: NEXT_ID() is answered in text queries only; run SELECT NEXT_ID(...) without preparing it"))
 		}
 		sample := tpl.Sample()
 		s.useCluster(sample.Cluster)
@@ -211,8 +208,7 @@ func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt, text string) (bac
 		// sharding another physical text (the rules changed) must also
 		// give the result columns the client was told of.
 		s.closeOn(bc, ok.StatementID)
-		return backendStmt{}, protocol.NewError(protocol.ErNeedReprepare,
-			"Prepared statement needs to be re-prepared: %s %s has %d parameters and %d result columns for it, the client prepared %d and %d",
+		return backendStmt{}, protocol.ERNeedReprepare.New("Prepared statement needs to be re-prepared: %s %s has %d parameters and %d result columns for it, the client prepared %d and %d",
 			bc.backend.Role, bc.backend.Address, ok.Params, ok.Columns, st.params, st.columns)
 	}
 	if err := protocol.DiscardPackets(bc.Conn, ok.PrepareMetadataPackets(false)); err != nil {
@@ -242,8 +238,7 @@ func (s *Session) lookupStmt(p []byte, answer bool) (*preparedStmt, error) {
 		}
 	}
 	if answer {
-		return nil, s.client.WriteErr(protocol.NewError(protocol.ErUnknownStmtHandler,
-			"Unknown prepared statement handler (%d) given to %s", id, protocol.CommandName(p[0])))
+		return nil, s.client.WriteErr(protocol.ERUnknownStmtHandler.New("Unknown prepared statement handler (%d) given to %s", id, protocol.CommandName(p[0])))
 	}
 	return nil, nil
 }
@@ -268,8 +263,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 	ex, err := protocol.ParseExecute(p, st.params, st.types, st.hasLongData)
 	if err != nil {
 		st.clearLongData()
-		return s.client.WriteErr(protocol.NewError(protocol.ErWrongArguments,
-			"Incorrect arguments to mysqld_stmt_execute: %v", err))
+		return s.client.WriteErr(protocol.ERWrongArguments.New("Incorrect arguments to mysqld_stmt_execute: %v", err))
 	}
 	if ex.NewParamsBound {
 		st.types = append(st.types[:0], ex.Types...)
@@ -371,8 +365,7 @@ func (s *Session) currentTemplate(st *preparedStmt) *protocol.SQLError {
 		return nil
 	}
 	if tpl.Local() != shard.LocalNone {
-		return protocol.NewError(protocol.ErNeedReprepare,
-			"Prepared statement needs to be re-prepared: the sharding rules changed since it was prepared")
+		return protocol.ERNeedReprepare.New("Prepared statement needs to be re-prepared: the sharding rules changed since it was prepared")
 	}
 	st.shard = tpl
 	return nil
@@ -409,19 +402,17 @@ func (s *Session) comStmtSendLongData(p []byte) error {
 		return nil
 	}
 	if len(p) < 7 {
-		st.longDataErr = protocol.NewError(protocol.ErWrongArguments, "Incorrect arguments to mysqld_stmt_send_long_data: packet of %d bytes", len(p))
+		st.longDataErr = protocol.ERWrongArguments.New("Incorrect arguments to mysqld_stmt_send_long_data: packet of %d bytes", len(p))
 		return nil
 	}
 	param := int(binary.LittleEndian.Uint16(p[5:]))
 	if param >= st.params {
-		st.longDataErr = protocol.NewError(protocol.ErWrongArguments,
-			"Incorrect arguments to mysqld_stmt_send_long_data: parameter %d of a statement with %d", param, st.params)
+		st.longDataErr = protocol.ERWrongArguments.New("Incorrect arguments to mysqld_stmt_send_long_data: parameter %d of a statement with %d", param, st.params)
 		return nil
 	}
 	st.longDataSize += int64(len(p) - 7)
 	if st.longDataSize > s.env.config().Proxy.MaxAllowedPacket {
-		st.longDataErr = protocol.NewError(protocol.ErNetPacketTooLarge,
-			"Parameter data sent with COM_STMT_SEND_LONG_DATA exceeds max_allowed_packet (%d bytes)", s.env.config().Proxy.MaxAllowedPacket)
+		st.longDataErr = protocol.ERNetPacketTooLarge.New("Parameter data sent with COM_STMT_SEND_LONG_DATA exceeds max_allowed_packet (%d bytes)", s.env.config().Proxy.MaxAllowedPacket)
 		st.longData = nil
 		return nil
 	}
@@ -441,7 +432,7 @@ func (s *Session) comStmtFetch(p []byte) error {
 	}
 	bc := st.cursor
 	if bc == nil || len(p) != 9 {
-		return s.client.WriteErr(protocol.NewError(protocol.ErStmtHasNoOpenCursor, "The statement (%d) has no open cursor.", st.id))
+		return s.client.WriteErr(protocol.ERStmtHasNoOpenCursor.New("The statement (%d) has no open cursor.", st.id))
 	}
 	bs := bc.stmts[st.cursorKey]
 	protocol.SetStmtID(p, bs.id)
@@ -454,8 +445,7 @@ func (s *Session) comStmtFetch(p []byte) error {
 		if errors.Is(err, protocol.ErrClientIO) {
 			return err
 		}
-		return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
-			"Lost connection to %s %s during COM_STMT_FETCH", bc.backend.Role, bc.backend.Address))
+		return s.client.WriteErr(protocol.CRServerLost.New("Lost connection to %s %s during COM_STMT_FETCH", bc.backend.Role, bc.backend.Address))
 	}
 	if res.Status&protocol.StatusLastRowSent != 0 || res.Err != nil {
 		st.cursor = nil
@@ -481,8 +471,7 @@ func (s *Session) comStmtReset(p []byte) error {
 			if errors.Is(err, protocol.ErrClientIO) {
 				return err
 			}
-			return s.client.WriteErr(protocol.NewError(protocol.ErServerLost,
-				"Lost connection to %s during COM_STMT_RESET", describe(bc)))
+			return s.client.WriteErr(protocol.CRServerLost.New("Lost connection to %s during COM_STMT_RESET", describe(bc)))
 		}
 		return nil
 	}

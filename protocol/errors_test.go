@@ -174,35 +174,6 @@ func TestNewErrorKeepsStates(t *testing.T) {
 	}
 }
 
-// TestDeprecatedCodes keeps the plain codes equal to their kinds'.
-func TestDeprecatedCodes(t *testing.T) {
-	for _, tc := range []struct {
-		code uint16
-		kind ErrorKind
-	}{
-		{ErCouldNotConnect, CRCouldNotConnect}, {ErServerLost, CRServerLost}, {ErSSLConnection, CRSSLConnection},
-		{ErConCount, ERConCount}, {ErHandshake, ERHandshake}, {ErAccessDenied, ERAccessDenied},
-		{ErUnknownCommand, ERUnknownCommand}, {ErNoDB, ERNoDB}, {ErBadDB, ERBadDB},
-		{ErNetPacketTooLarge, ERNetPacketTooLarge}, {ErNetPacketsOutOfOrder, ERNetPacketsOutOfOrder},
-		{ErNetReadError, ERNetReadError}, {ErNetReadInterrupted, ERNetReadInterrupted},
-		{ErNotSupportedAuthMode, ERNotSupportedAuthMode}, {ErMalformedPacket, ERMalformedPacket},
-		{ErOptionPreventsStmt, EROptionPreventsStmt}, {ErNotSupportedYet, ERNotSupportedYet},
-		{ErUnknownError, ERUnknownError}, {ErLockWaitTimeout, ERLockWaitTimeout},
-		{ErQueryInterrupted, ERQueryInterrupted}, {ErTooManyUserConnection, ERTooManyUserConnection},
-		{ErUserLimitReached, ERUserLimitReached}, {ErQueryTimeout, ERQueryTimeout},
-		{ErNotAllowedCommand, ERNotAllowedCommand}, {ErWrongArguments, ERWrongArguments},
-		{ErUnknownStmtHandler, ERUnknownStmtHandler}, {ErStmtHasNoOpenCursor, ERStmtHasNoOpenCursor},
-		{ErMaxPreparedStmtCount, ERMaxPreparedStmtCount}, {ErNeedReprepare, ERNeedReprepare},
-		{ErSecureTransport, ERSecureTransport}, {ErTooBigSelect, ERTooBigSelect}, {ErBadNull, ERBadNull},
-		{ErNoDefaultForField, ERNoDefaultForField}, {ErWrongValueForField, ERWrongValueForField},
-		{ErNoPartitionForValue, ERNoPartitionForValue}, {ErReadOnlyTransaction, ERReadOnlyTransaction},
-	} {
-		if tc.code != tc.kind.Code {
-			t.Errorf("%s: plain code %d, kind %d", tc.kind.Symbol, tc.code, tc.kind.Code)
-		}
-	}
-}
-
 func TestToSQLError(t *testing.T) {
 	sentinel := ERNotSupportedYet.Sentinel("cross-shard join")
 	backend := &SQLError{Code: 1146, State: "42S02", Message: "Table 'x.y' doesn't exist"}

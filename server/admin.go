@@ -124,6 +124,5 @@ func (s *Server) refuseAdminOnDataPort(host string) *protocol.SQLError {
 	} else if s.cfg.Proxy.AdminListen != "" {
 		where = "the admin port " + s.cfg.Proxy.AdminListen
 	}
-	return protocol.NewError(protocol.ErAccessDenied,
-		"Access denied for user '%s'@'%s': it is sluice's admin user, which logs in only on %s", s.cfg.Admin.User, host, where)
+	return protocol.ERAccessDenied.New("Access denied for user '%s'@'%s': it is sluice's admin user, which logs in only on %s", s.cfg.Admin.User, host, where)
 }

@@ -207,31 +207,28 @@ func (s *Server) Reload() (changes []string, err error) {
 	defer s.reload.mu.Unlock()
 	old := s.config()
 	if old.Path == "" {
-		return nil, protocol.NewError(protocol.ErUnknownError,
-			"sluice: RELOAD: the running configuration was not loaded from a file")
+		return nil, protocol.ERUnknownError.New("sluice: RELOAD: the running configuration was not loaded from a file")
 	}
 	file, err := conf.Load(old.Path)
 	if err != nil {
 		s.log.Warn("configuration reload failed; the running configuration is unchanged", zap.Error(err))
-		return nil, protocol.NewError(protocol.ErUnknownError,
-			"sluice: reload failed, running configuration unchanged: %v", oneLine(err))
+		return nil, protocol.ERUnknownError.New("sluice: reload failed, running configuration unchanged: %v", oneLine(err))
 	}
 	diff := conf.Diff(old, file)
 	next := conf.Live(old, file)
 	if err := next.Validate(); err != nil {
 		// The file is valid on its own: it leans on a restart-only change
 		// (a shard rule naming a cluster a restart would add).
-		return nil, protocol.NewError(protocol.ErUnknownError,
-			"sluice: reload refused, running configuration unchanged (%s): %v", strings.Join(diff.Strings(), "; "), oneLine(err))
+		return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged (%s): %v", strings.Join(diff.Strings(), "; "), oneLine(err))
 	}
 	set, err := dataplane.NewShardSet(next, s.env.ShardSet())
 	if err != nil {
-		return nil, protocol.NewError(protocol.ErUnknownError, "sluice: reload refused, running configuration unchanged: %v", err)
+		return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged: %v", err)
 	}
 	var authn auth.Authenticator
 	if !reflect.DeepEqual(old.Auth, next.Auth) || old.Proxy.ConnectTimeout != next.Proxy.ConnectTimeout {
 		if authn, err = newAuthenticator(next); err != nil {
-			return nil, protocol.NewError(protocol.ErUnknownError, "sluice: reload refused, running configuration unchanged: %v", err)
+			return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged: %v", err)
 		}
 	}
 

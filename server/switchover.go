@@ -49,8 +49,7 @@ func (f *failovers) claim(cluster, what string) *protocol.SQLError {
 	f.lock()
 	defer f.unlock()
 	if f.running[cluster] {
-		return protocol.NewError(protocol.ErUnknownError,
-			"sluice: %s of cluster %s refused: a failover or switchover of it is already running", what, cluster)
+		return protocol.ERUnknownError.New("sluice: %s of cluster %s refused: a failover or switchover of it is already running", what, cluster)
 	}
 	f.running[cluster] = true
 	return nil
@@ -70,7 +69,7 @@ func (s *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) {
 		for _, c := range s.config().Clusters {
 			names = append(names, c.Name)
 		}
-		return -1, protocol.NewError(protocol.ErWrongArguments, "sluice: %s: no cluster %q (clusters: %s)", what, cluster, strings.Join(names, ", "))
+		return -1, protocol.ERWrongArguments.New("sluice: %s: no cluster %q (clusters: %s)", what, cluster, strings.Join(names, ", "))
 	}
 	return i, nil
 }
@@ -94,7 +93,7 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 	snap := s.topo.Current()
 	c := snap.Clusters[idx]
 	if c.Master.Address == target {
-		return protocol.NewError(protocol.ErWrongArguments, "sluice: %s: %s is already the master of cluster %s", what, target, cluster)
+		return protocol.ERWrongArguments.New("sluice: %s: %s is already the master of cluster %s", what, target, cluster)
 	}
 	i := slices.IndexFunc(c.Replicas, func(b *health.Backend) bool { return b.Address == target })
 	if i < 0 {
@@ -102,7 +101,7 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 		for j, r := range c.Replicas {
 			addrs[j] = r.Address
 		}
-		return protocol.NewError(protocol.ErWrongArguments, "sluice: %s: %s is not a replica of cluster %s (replicas: %s)",
+		return protocol.ERWrongArguments.New("sluice: %s: %s is not a replica of cluster %s (replicas: %s)",
 			what, target, cluster, strings.Join(addrs, ", "))
 	}
 	if st := c.Replicas[i].State(); st != health.StateUp {
@@ -110,11 +109,10 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 		if e := c.Replicas[i].LastError(); e != "" {
 			why = " (" + e + ")"
 		}
-		return protocol.NewError(protocol.ErUnknownError, "sluice: %s: replica %s is %s%s; only an up replica can take over", what, target, st, why)
+		return protocol.ERUnknownError.New("sluice: %s: replica %s is %s%s; only an up replica can take over", what, target, st, why)
 	}
 	if st := c.Master.State(); st != health.StateUp {
-		return protocol.NewError(protocol.ErUnknownError,
-			"sluice: %s: master %s is %s; a switchover needs a live master (use FAILOVER CLUSTER %s)", what, c.Master.Address, st, cluster)
+		return protocol.ERUnknownError.New("sluice: %s: master %s is %s; a switchover needs a live master (use FAILOVER CLUSTER %s)", what, c.Master.Address, st, cluster)
 	}
 	if serr := s.failover.claim(cluster, "SWITCHOVER"); serr != nil {
 		return serr
@@ -177,7 +175,7 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 		s.failover.total.WithLabelValues(cluster, "switchover_failed").Inc()
 		s.event("switchover", cluster, target, "failed: "+err.Error())
 		log.Error("switchover failed", zap.Error(err))
-		return protocol.NewError(protocol.ErUnknownError, "sluice: %s failed: %v", what, err)
+		return protocol.ERUnknownError.New("sluice: %s failed: %v", what, err)
 	}
 	next, err := s.topo.Switch(cluster, target, res)
 	if err != nil {
@@ -185,7 +183,7 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 		// to the read-only old master.
 		_, _ = s.topo.RefuseWrites(cluster, "switchover to "+target+" done on the servers but not published: "+err.Error())
 		log.Error("switchover: cannot publish the new master", zap.Error(err))
-		return protocol.NewError(protocol.ErUnknownError, "sluice: %s: the servers switched but sluice cannot publish it: %v", what, err)
+		return protocol.ERUnknownError.New("sluice: %s: the servers switched but sluice cannot publish it: %v", what, err)
 	}
 	s.failover.lock()
 	s.failover.stateOf(cluster).RecordSwitchover(res)
@@ -223,8 +221,7 @@ func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
 	snap := s.topo.Current()
 	c := snap.Clusters[idx]
 	if st := c.Master.State(); st != health.StateDown && st != health.StateFenced {
-		return protocol.NewError(protocol.ErUnknownError,
-			"sluice: %s refused: master %s is %s; a live master is not failed over, use SWITCHOVER CLUSTER %s TO '<replica>'",
+		return protocol.ERUnknownError.New("sluice: %s refused: master %s is %s; a live master is not failed over, use SWITCHOVER CLUSTER %s TO '<replica>'",
 			what, c.Master.Address, st, cluster)
 	}
 	if serr := s.failover.claim(cluster, "FAILOVER"); serr != nil {
@@ -258,11 +255,11 @@ func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
 		if errors.Is(err, health.ErrMasterReachable) {
 			hint = "; a live master is not failed over, use SWITCHOVER"
 		}
-		return protocol.NewError(protocol.ErUnknownError, "sluice: %s failed: %v%s", what, err, hint)
+		return protocol.ERUnknownError.New("sluice: %s failed: %v%s", what, err, hint)
 	}
 	s.failover.publish(res, log)
 	if cur := s.topo.Current().Cluster(cluster); cur.Master.Address != res.NewMaster {
-		return protocol.NewError(protocol.ErUnknownError, "sluice: %s: %s was promoted but sluice cannot switch to it (see the log)", what, res.NewMaster)
+		return protocol.ERUnknownError.New("sluice: %s: %s was promoted but sluice cannot switch to it (see the log)", what, res.NewMaster)
 	}
 	s.event("failover", cluster, res.NewMaster, fmt.Sprintf("manual: %s -> %s (%s)", res.OldMaster, res.NewMaster, res.Outcome))
 	return nil

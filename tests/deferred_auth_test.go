@@ -150,7 +150,7 @@ func TestDeferredLogin(t *testing.T) {
 		if err := c.WritePacketFlush(hr.Encode()); err != nil {
 			t.Fatal(err)
 		}
-		if e := readErr(t, c, protocol.ErNotSupportedAuthMode); !strings.Contains(e.Message, "max_pending_handshakes") {
+		if e := readErr(t, c, protocol.ERNotSupportedAuthMode.Code); !strings.Contains(e.Message, "max_pending_handshakes") {
 			t.Fatalf("1251 message %q does not name auth.max_pending_handshakes", e.Message)
 		}
 		requireClosed(t, c)

@@ -199,7 +199,7 @@ func TestKillQueryCancelsOwnStatementOnly(t *testing.T) {
 		t.Fatalf("the SLEEP(30) of session %d still runs 3s after KILL QUERY %d", vid, vid)
 	}
 	e, _ := r.err.(*protocol.SQLError)
-	if e == nil || e.Code != protocol.ErQueryInterrupted {
+	if e == nil || e.Code != protocol.ERQueryInterrupted.Code {
 		t.Fatalf("the cancelled SLEEP(30) gave %v %v, want ERR 1317", r.sets, r.err)
 	}
 	if d := r.at.Sub(start); d > time.Second {
@@ -411,7 +411,7 @@ func processScenario(t *testing.T, addr string) []string {
 	}
 	rows.Close()
 	mustExecC(t, a2, fmt.Sprintf("KILL QUERY %d", id1))
-	if err := <-done; mysqlErrNumber(err) != protocol.ErQueryInterrupted {
+	if err := <-done; mysqlErrNumber(err) != protocol.ERQueryInterrupted.Code {
 		t.Errorf("the killed SLEEP(30) gave %v, want 1317", err)
 	}
 	return out
@@ -466,8 +466,8 @@ func TestThreadPlanNeverForwarded(t *testing.T) {
 	for _, q := range []string{"SHOW EXPLAIN FOR %d", "SHOW ANALYZE FOR %d", "EXPLAIN FOR CONNECTION %d", "SHOW EXPLAIN FORMAT=JSON FOR %d"} {
 		sets, err := rawQuery(t, client, fmt.Sprintf(q, rid))
 		var se *protocol.SQLError
-		if !errors.As(err, &se) || se.Code != protocol.ErNotSupportedYet {
-			t.Errorf("%s through sluice: %v %v, want ERR %d", fmt.Sprintf(q, rid), sets, err, protocol.ErNotSupportedYet)
+		if !errors.As(err, &se) || se.Code != protocol.ERNotSupportedYet.Code {
+			t.Errorf("%s through sluice: %v %v, want ERR %d", fmt.Sprintf(q, rid), sets, err, protocol.ERNotSupportedYet.Code)
 		}
 	}
 	if err := <-done; err != nil {
@@ -526,8 +526,8 @@ func TestCancelWhilePoolsAreBusy(t *testing.T) {
 	}
 	err = <-done
 	var se *protocol.SQLError
-	if !errors.As(err, &se) || se.Code != protocol.ErQueryInterrupted {
-		t.Fatalf("the cancelled statement ended with %v, want ERR %d", err, protocol.ErQueryInterrupted)
+	if !errors.As(err, &se) || se.Code != protocol.ERQueryInterrupted.Code {
+		t.Fatalf("the cancelled statement ended with %v, want ERR %d", err, protocol.ERQueryInterrupted.Code)
 	}
 }
 
@@ -567,8 +567,8 @@ func TestConnectionCommandsNeverReachBackends(t *testing.T) {
 	} {
 		_, err := rawQuery(t, c, q)
 		var se *protocol.SQLError
-		if !errors.As(err, &se) || se.Code != protocol.ErNotSupportedYet {
-			t.Errorf("%q: %v, want ERR %d", q, err, protocol.ErNotSupportedYet)
+		if !errors.As(err, &se) || se.Code != protocol.ERNotSupportedYet.Code {
+			t.Errorf("%q: %v, want ERR %d", q, err, protocol.ERNotSupportedYet.Code)
 		}
 	}
 	if after := serviceHash(t); after != before {

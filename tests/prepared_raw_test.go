@@ -244,7 +244,7 @@ func TestBadInputLenEncPrefixWhereStringIsDue(t *testing.T) {
 		if err := c.WritePacketFlush(p); err != nil {
 			t.Fatal(err)
 		}
-		readErr(t, c, protocol.ErHandshake)
+		readErr(t, c, protocol.ERHandshake.Code)
 		requireClosed(t, c)
 	}
 	c := rawLogin(t, env.addr)

@@ -188,7 +188,7 @@ func TestDeclaredGigabytePayload(t *testing.T) {
 	checkLeaks(t)
 	t.Run("command", func(t *testing.T) {
 		refuseGigabyte(t, rawLogin(t, env.addr), 0, protocol.ComQuery, func(c *protocol.Conn) {
-			e := readErr(t, c, protocol.ErNetPacketTooLarge, "max_allowed_packet")
+			e := readErr(t, c, protocol.ERNetPacketTooLarge.Code, "max_allowed_packet")
 			if e.State != "08S01" {
 				t.Fatalf("SQLSTATE %q, want 08S01", e.State)
 			}
@@ -207,7 +207,7 @@ func TestDeclaredGigabytePayload(t *testing.T) {
 		c := rawDial(t, srv.Addr().String())
 		readGreeting(t, c)
 		refuseGigabyte(t, c, 1, 0x05, func(c *protocol.Conn) {
-			readErr(t, c, protocol.ErHandshake, "Bad handshake", "max_allowed_packet")
+			readErr(t, c, protocol.ERHandshake.Code, "Bad handshake", "max_allowed_packet")
 		})
 	})
 	requireServes(t, env.addr)
@@ -232,7 +232,7 @@ func TestUnknownCommandKeepsSession(t *testing.T) {
 		if err := c.WritePacketFlush([]byte{cmd, 1, 2, 3}); err != nil {
 			t.Fatal(err)
 		}
-		readErr(t, c, protocol.ErUnknownCommand, protocol.CommandName(cmd))
+		readErr(t, c, protocol.ERUnknownCommand.Code, protocol.CommandName(cmd))
 		requireSelect1(t, c)
 	}
 	requireServes(t, env.addr)

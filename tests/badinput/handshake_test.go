@@ -33,7 +33,7 @@ func TestGarbageBeforeGreetingIsRead(t *testing.T) {
 				requireClosed(t, c)
 				return
 			}
-			readErr(t, c, protocol.ErHandshake, "Bad handshake")
+			readErr(t, c, protocol.ERHandshake.Code, "Bad handshake")
 			requireClosed(t, c)
 		})
 	}
@@ -54,7 +54,7 @@ func TestGarbageAsHandshakeResponse(t *testing.T) {
 			c := rawDial(t, env.addr)
 			readGreeting(t, c)
 			writeRaw(t, c, packet(1, garbage))
-			readErr(t, c, protocol.ErHandshake, "Bad handshake")
+			readErr(t, c, protocol.ERHandshake.Code, "Bad handshake")
 			requireClosed(t, c)
 		})
 	}
@@ -98,7 +98,7 @@ func TestGarbageAfterAuthSwitch(t *testing.T) {
 		t.Run(plugin+"/wrong-seq", func(t *testing.T) {
 			c := forceAuthSwitch(t, plugin)
 			writeRaw(t, c, packet(9, bytesOf(0x11, 20)))
-			readErr(t, c, protocol.ErHandshake, "Bad handshake", "out of order")
+			readErr(t, c, protocol.ERHandshake.Code, "Bad handshake", "out of order")
 			requireClosed(t, c)
 		})
 		t.Run(plugin+"/unframed-then-eof", func(t *testing.T) {
@@ -119,7 +119,7 @@ func TestGarbageInSSLRequestPosition(t *testing.T) {
 		readGreeting(t, c)
 		req := append(le32(clientCaps|protocol.ClientSSL), bytesOf(0xee, 28)...)
 		writeRaw(t, c, packet(1, req))
-		readErr(t, c, protocol.ErHandshake, "Bad handshake", "TLS")
+		readErr(t, c, protocol.ERHandshake.Code, "Bad handshake", "TLS")
 		requireClosed(t, c)
 	})
 	// A TLS ClientHello where the SSLRequest belongs: its record header
@@ -128,7 +128,7 @@ func TestGarbageInSSLRequestPosition(t *testing.T) {
 		c := rawDial(t, env.addr)
 		readGreeting(t, c)
 		writeRaw(t, c, append([]byte{0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00, 0x00, 0xa1, 0x03, 0x03}, bytesOf(0x42, 160)...))
-		readErr(t, c, protocol.ErHandshake, "Bad handshake", "out of order")
+		readErr(t, c, protocol.ERHandshake.Code, "Bad handshake", "out of order")
 		requireClosed(t, c)
 	})
 	// sluice with TLS: garbage after the SSLRequest, where the TLS
@@ -177,12 +177,12 @@ func TestGarbageAsFirstCommand(t *testing.T) {
 		code uint16
 		word string
 	}{
-		{"unknown-command", []byte{0x99, 1, 2, 3}, protocol.ErUnknownCommand, "0x99"},
-		{"http", []byte("GET / HTTP/1.1\r\n\r\n"), protocol.ErUnknownCommand, ""},
-		{"all-0xff", bytesOf(0xff, 64), protocol.ErUnknownCommand, ""},
+		{"unknown-command", []byte{0x99, 1, 2, 3}, protocol.ERUnknownCommand.Code, "0x99"},
+		{"http", []byte("GET / HTTP/1.1\r\n\r\n"), protocol.ERUnknownCommand.Code, ""},
+		{"all-0xff", bytesOf(0xff, 64), protocol.ERUnknownCommand.Code, ""},
 		{"query-of-garbage", append([]byte{protocol.ComQuery}, "\x01\x02 garbage \xfe\xff"...), 1064, ""},
-		{"execute-unknown-stmt", append([]byte{protocol.ComStmtExecute}, bytesOf(0xab, 30)...), protocol.ErUnknownStmtHandler, ""},
-		{"execute-truncated", []byte{protocol.ComStmtExecute, 1}, protocol.ErUnknownStmtHandler, "COM_STMT_EXECUTE"},
+		{"execute-unknown-stmt", append([]byte{protocol.ComStmtExecute}, bytesOf(0xab, 30)...), protocol.ERUnknownStmtHandler.Code, ""},
+		{"execute-truncated", []byte{protocol.ComStmtExecute, 1}, protocol.ERUnknownStmtHandler.Code, "COM_STMT_EXECUTE"},
 		{"init-db-garbage", append([]byte{protocol.ComInitDB}, "\xff\xfe\x00"...), 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,7 +215,7 @@ func requireRefused(t testing.TB, c *protocol.Conn) {
 	if err != nil {
 		t.Fatalf("want ERR 1045 or 1043, got % x", p[:min(len(p), 32)])
 	}
-	if e.Code != protocol.ErAccessDenied && e.Code != protocol.ErHandshake {
+	if e.Code != protocol.ERAccessDenied.Code && e.Code != protocol.ERHandshake.Code {
 		t.Fatalf("got ERR %d %q, want 1045 or 1043", e.Code, e.Message)
 	}
 }
@@ -242,7 +242,7 @@ func TestWrongSequenceIDHandshakeResponse(t *testing.T) {
 			c := rawDial(t, env.addr)
 			h := appResponse(readGreeting(t, c))
 			writeRaw(t, c, packet(seq, h.Encode()))
-			readErr(t, c, protocol.ErHandshake, "Bad handshake", "out of order")
+			readErr(t, c, protocol.ERHandshake.Code, "Bad handshake", "out of order")
 			requireClosed(t, c)
 		})
 	}
@@ -253,7 +253,7 @@ func TestWrongSequenceIDCommand(t *testing.T) {
 	checkLeaks(t)
 	c := rawLogin(t, env.addr)
 	writeRaw(t, c, packet(3, append([]byte{protocol.ComQuery}, "SELECT 1"...)))
-	readErr(t, c, protocol.ErNetPacketsOutOfOrder, "out of order")
+	readErr(t, c, protocol.ERNetPacketsOutOfOrder.Code, "out of order")
 	requireClosed(t, c)
 	requireServes(t, env.addr)
 }

@@ -101,7 +101,7 @@ func TestLenEncPrefixesInHandshakeResponse(t *testing.T) {
 				requireSelect1(t, c)
 				return
 			case len(tc.wantFields) > 0:
-				requireErr(t, p, protocol.ErHandshake, append([]string{"Bad handshake"}, tc.wantFields...)...)
+				requireErr(t, p, protocol.ERHandshake.Code, append([]string{"Bad handshake"}, tc.wantFields...)...)
 			case protocol.IsOK(p):
 				requireSelect1(t, c)
 				return
@@ -146,7 +146,7 @@ func requireDenied(t testing.TB, err error) {
 	case err == nil:
 		t.Fatal("login succeeded")
 	case errors.As(err, &me):
-		if me.Number != protocol.ErAccessDenied {
+		if me.Number != protocol.ERAccessDenied.Code {
 			t.Fatalf("got ERR %d %q, want 1045", me.Number, me.Message)
 		}
 	case errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn):
@@ -217,7 +217,7 @@ func requireLoginRefused(t testing.TB, c *protocol.Conn) {
 		return
 	}
 	e, perr := protocol.ParseErr(p)
-	if perr != nil || (e.Code != protocol.ErAccessDenied && e.Code != protocol.ErHandshake) {
+	if perr != nil || (e.Code != protocol.ERAccessDenied.Code && e.Code != protocol.ERHandshake.Code) {
 		t.Fatalf("want ERR 1045, got % x (%v)", p[:min(len(p), 64)], e)
 	}
 	t.Logf("refused: ERR %d %s", e.Code, e.Message)
