@@ -206,34 +206,6 @@ func (e *Env) config() *conf.Config { return e.live.Load() }
 // no such backend (any more).
 func (e *Env) pool(addr string) *Pool { return (*e.poolMap.Load())[addr] }
 
-// getConn borrows a connection to the backend at addr. A pool that a
-// reload replaced between the lookup and the borrow is looked up again; a
-// backend the reload dropped is errBackendGone.
-// t is the borrowing session's loop task (nil for none): the connection's
-// waits go to its loop, and a borrow that has to wait or dial steps off
-// the loop meanwhile.
-func (e *Env) getConn(addr string, key poolKey, noSchema bool, t *evloop.Task) (*BackendConn, error) {
-	p := e.pool(addr)
-	for range 3 {
-		if p == nil {
-			return nil, fmt.Errorf("%s: %w", addr, errBackendGone)
-		}
-		bc, err := p.Get(e.ctx, key, noSchema, t)
-		if !errors.Is(err, errPoolClosed) {
-			if bc != nil && bc.lc != nil {
-				bc.lc.Bind(t)
-			}
-			return bc, err
-		}
-		next := e.pool(addr)
-		if next == p {
-			return nil, err
-		}
-		p = next
-	}
-	return nil, fmt.Errorf("%s: %w", addr, errPoolClosed)
-}
-
 // ShardSet is a configuration's sharding rules with the index of its
 // default cluster, swapped as one by Reload.
 type ShardSet struct {

@@ -1,15 +1,13 @@
 package dataplane
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-proxy/sluice/health"
-	"github.com/sluice-proxy/sluice/internal/mono"
-	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
@@ -87,82 +85,6 @@ func (si *sessionInfo) view(now time.Duration) sessionView {
 		v.state = "idle"
 	}
 	return v
-}
-
-// beginStatement marks the session running a statement of plan.
-// The statement started when the command was read (Session.cmdStart, on
-// the monotonic clock shared with the statement metrics); si.start holds
-// it plus one, so 0 means idle.
-func (s *Session) beginStatement(plan *router.Plan) {
-	si := &s.info
-	si.stmtDigest, si.stmtRows, si.stmtFailed, si.stmtRoute, si.stmtActive = plan.Digest, 0, false, 0, true
-	si.digest.Store(&plan.Digest)
-	si.start.Store(int64(s.cmdStart) + 1)
-}
-
-// runningOn records that bc is about to run the session's statement.
-func (s *Session) runningOn(bc *BackendConn) {
-	if bc.ident != nil {
-		s.info.running.Store(bc.ident)
-	}
-	if b := bc.backend; b != nil {
-		if cur := s.info.backend.Load(); cur != &b.Address {
-			s.info.backend.Store(&b.Address)
-		}
-		if b.Role == health.RoleMaster {
-			s.info.stmtRoute |= observe.DigestMaster
-		} else {
-			s.info.stmtRoute |= observe.DigestReplica
-		}
-	}
-}
-
-// ranOn records the outcome of the exchange runningOn announced.
-func (s *Session) ranOn(res protocol.RelayResult, err error) {
-	s.info.running.Store(nil)
-	si := &s.info
-	if err != nil || res.Err != nil {
-		si.stmtFailed = true
-	}
-	if !res.Columns {
-		si.stmtRows += res.OK.AffectedRows
-	}
-}
-
-// endStatement counts the statement, which took d, in the digest store
-// and marks the session idle.
-func (s *Session) endStatement(d time.Duration) {
-	si := &s.info
-	if !si.stmtActive {
-		return
-	}
-	si.stmtActive = false
-	if si.stmtRoute == 0 && s.env.shards() != nil {
-		si.stmtRoute = observe.DigestShard
-	}
-	s.env.digests.Record(si.stmtDigest, d, si.stmtRows, si.stmtFailed, si.stmtRoute)
-	si.idleSince.Store(int64(mono.Now()))
-	si.start.Store(0)
-	si.digest.Store(nil)
-	si.running.Store(nil)
-	si.dropLongText()
-}
-
-// publishInfo copies the session's user, schema, pins and transaction
-// state where SHOW SESSIONS reads them; it allocates only when the user or
-// schema changed.
-func (s *Session) publishInfo() {
-	si := &s.info
-	if u := si.user.Load(); (u == nil && s.user != "") || (u != nil && *u != s.user) {
-		v := s.user
-		si.user.Store(&v)
-	}
-	if d := si.schema.Load(); (d == nil && s.schema != "") || (d != nil && *d != s.schema) {
-		v := s.schema
-		si.schema.Store(&v)
-	}
-	si.pins.Store(uint32(s.pins))
-	si.inTx.Store(s.inTransaction())
 }
 
 // maxKeptText is the longest statement text buffer a session keeps between
@@ -312,3 +234,18 @@ func (e *Env) KillQuery(h *Handle) (backend string, threadID uint32, ran bool, e
 	err = e.killBackendQuery(run, func() bool { return h.info.running.Load() == run })
 	return run.pool.addr, run.threadID, true, err
 }
+
+// errShutdown ends a session that a graceful shutdown closed between
+// commands.
+var errShutdown = errors.New("sluice is shutting down")
+
+// Where a session stands for a graceful shutdown (Session.drain). The
+// session's goroutine moves between busy and the two idle states; Shutdown
+// moves a session from drainIdle to drainClosed, and only then closes its
+// client connection, so a command the session is serving is never cut.
+const (
+	drainBusy   int32 = iota // logging in or serving a command
+	drainIdle                // waiting for a command, no transaction open
+	drainIdleTx              // waiting for a command inside a transaction
+	drainClosed              // closed by Shutdown while drainIdle
+)

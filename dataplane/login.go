@@ -1,14 +1,19 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
+	"runtime/debug"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/policy"
 	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
 )
 
 // backoffPolicy reads the login backoff settings of the live configuration.
@@ -83,3 +88,201 @@ func (e *Env) LoginRefused(remote net.Addr, port string) func(user string) {
 
 // LoginSucceeded is loginSucceeded, for the admin port.
 func (e *Env) LoginSucceeded(remote net.Addr) { e.loginSucceeded(remote) }
+
+// login runs the handshake on a goroutine of its own. The auth relay and
+// the schema check need a deep stack; a goroutine's stack shrinks only when
+// a GC finds it mostly unused, which an idle session's that grew to 8 KiB
+// never is. The session goroutine so keeps its small stack while it waits
+// for commands.
+func (s *Session) login(ctx context.Context) (err error) {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log().Error("login panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+				done <- fmt.Errorf("login panicked: %v", r)
+			}
+		}()
+		done <- s.handshake(ctx)
+	}()
+	return <-done
+}
+
+// handshake authenticates the client within handshake_timeout, checks the
+// schema it asked for on a backend, and sends the final OK.
+func (s *Session) handshake(ctx context.Context) error {
+	deadline := time.Now().Add(s.env.config().Proxy.HandshakeTimeout.Duration)
+	_ = s.client.SetDeadline(deadline)
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	remote := s.client.NetConn().RemoteAddr()
+	if e := s.env.loginRefusal(remote); e != nil {
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", errLoginBackoff, e)
+	}
+	host, _, _ := net.SplitHostPort(remote.String())
+	version := s.env.serverVersion()
+	if version == "" && s.env.config().Auth.Backend == "static" {
+		version = fallbackVersion
+	}
+	login, err := s.env.auth.Authenticate(actx, s.client, auth.Server{
+		ConnectionID:  s.id,
+		ServerVersion: version,
+		Capabilities:  s.env.clientCaps,
+		Collation:     DefaultCollation,
+		ClientHost:    host,
+		TLS:           s.env.tls,
+		RequireTLS:    s.env.cfg.Proxy.RequireTLS,
+		Refused:       s.env.loginRefused(remote, "client"),
+	})
+	if login != nil {
+		s.user = login.User
+	}
+	if err != nil {
+		return err
+	}
+	s.env.loginSucceeded(remote)
+	s.user = login.User
+	s.reauth = login.Reauth
+	if login.User == s.env.cfg.Admin.User {
+		e := s.env.host.RefuseAdminOnDataPort(host)
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", auth.ErrAccessDenied, e)
+	}
+	if e := s.acquireUser(login.User); e != nil {
+		_ = s.client.WriteErr(e)
+		return e
+	}
+	s.multiStmts = login.Capabilities&protocol.ClientMultiStatements != 0
+	s.key = poolKey{
+		collation:  login.Collation,
+		foundRows:  login.Capabilities&protocol.ClientFoundRows != 0,
+		localFiles: login.Capabilities&protocol.ClientLocalFiles != 0,
+	}
+	s.initLeg(&s.clusterLeg, s.env.defaultCluster())
+	s.caps = login.Capabilities
+	if err := s.checkSchema(login.Database); err != nil {
+		_ = s.client.WriteErr(err)
+		return err
+	}
+	if err := s.client.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: protocol.StatusAutocommit})); err != nil {
+		return err
+	}
+	return s.client.SetDeadline(time.Time{})
+}
+
+// checkSchema makes db the session's schema after checking it exists on a
+// backend. The auth server does not hold the application's schemas: an
+// unknown one fails the login here, as MySQL would, not at the first query.
+// A pooled connection that turns out dead (the pool hands out connections
+// that rested less than idleCheckAfter unchecked) fails nothing: as a read
+// would be, the check is retried once, after the pools have dropped the
+// idle connections the servers closed with it.
+func (s *Session) checkSchema(db string) *protocol.SQLError {
+	if db == "" {
+		return nil
+	}
+	if st := s.cluster.Master.Status(); st != nil && st.Schemas.Has(db) {
+		// The master's last probe saw it: no backend connection needed,
+		// so a login (a driver's cancel connection among them) does not
+		// queue behind busy pools.
+		s.schema = db
+		return nil
+	}
+	// Ask the pool for a connection as the session will want it: one that
+	// already has db selected proves the schema exists at no cost.
+	prev := s.schema
+	s.schema = db
+	var bc *BackendConn
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		s.aside = true
+		bc, err = s.backendFor(router.TargetReplica, nil)
+		s.aside = false
+		if err != nil {
+			break
+		}
+		if err = s.sync(bc); err == nil {
+			return nil
+		}
+		dead := bc.broken
+		s.dropIfBroken(bc)
+		if !dead {
+			break
+		}
+		s.env.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
+		s.env.dropDeadIdle()
+	}
+	s.schema = prev
+	var se *protocol.SQLError
+	if err != nil && !errors.As(err, &se) {
+		return protocol.CRServerLost.New("Lost connection to %s while selecting schema %q: %v", describe(bc), db, err)
+	}
+	return protocol.ToSQLError(err)
+}
+
+// comChangeUser re-authenticates the client through the auth backend and
+// starts a fresh session state, as COM_CHANGE_USER does on a server. A
+// failed change closes the connection, as MySQL does.
+func (s *Session) comChangeUser(p []byte) error {
+	cu, err := protocol.ParseChangeUser(p, s.caps)
+	if err != nil {
+		_ = s.client.WriteErr(protocol.ERMalformedPacket.New("Malformed communication packet: COM_CHANGE_USER: %v", err))
+		return err
+	}
+	s.resetState()
+	s.schema = ""
+	// The auth server's connection is in Go's poller: off the loop.
+	if s.task.Detach() {
+		defer s.task.Attach()
+	}
+	ctx, cancel := context.WithTimeout(s.env.ctx, s.env.config().Proxy.HandshakeTimeout.Duration)
+	defer cancel()
+	_ = s.client.SetDeadline(time.Now().Add(s.env.config().Proxy.HandshakeTimeout.Duration))
+	defer s.client.SetDeadline(time.Time{})
+	s.lims.idleArmed = false // replaced by the login's deadline
+	remote := s.client.NetConn().RemoteAddr()
+	if e := s.env.loginRefusal(remote); e != nil {
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", errLoginBackoff, e)
+	}
+	host, _, _ := net.SplitHostPort(remote.String())
+	login, err := s.env.auth.ChangeUser(ctx, s.client, auth.Server{
+		ConnectionID: s.id,
+		Capabilities: s.env.clientCaps,
+		Collation:    s.key.collation,
+		ClientHost:   host,
+		Refused:      s.env.loginRefused(remote, "client"),
+	}, s.caps, s.reauth, cu)
+	if login != nil && login.Reauth != nil {
+		s.reauth = login.Reauth
+	}
+	if err != nil {
+		s.log().Info("change user refused", zap.String("new_user", cu.User), zap.Error(err))
+		return err
+	}
+	s.env.loginSucceeded(remote)
+	if login.User == s.env.cfg.Admin.User {
+		// As at login: the admin user's name is the admin port's, even
+		// when the auth server has an account of that name.
+		e := s.env.host.RefuseAdminOnDataPort(host)
+		s.log().Info("change user refused", zap.String("new_user", login.User), zap.Error(e))
+		_ = s.client.WriteErr(e)
+		return fmt.Errorf("%w: %w", auth.ErrAccessDenied, e)
+	}
+	if e := s.acquireUser(login.User); e != nil {
+		s.log().Info("change user refused", zap.String("new_user", login.User), zap.Error(e))
+		_ = s.client.WriteErr(e)
+		return e
+	}
+	s.log().Info("user changed", zap.String("new_user", login.User))
+	s.user = login.User
+	if login.Collation != 0 {
+		s.key.collation = login.Collation
+	}
+	if e := s.checkSchema(login.Database); e != nil {
+		_ = s.client.WriteErr(e)
+		return e
+	}
+	return s.writeOK() // serve releases the connection after the command
+}

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/sluice-proxy/sluice/protocol"
@@ -439,13 +438,7 @@ func (s *Session) comStmtFetch(p []byte) error {
 	res, err := s.send(bc, p, s.client.Seq(), protocol.ResponseRows)
 	if err != nil {
 		st.cursor = nil
-		bc.broken = true
-		s.dropIfBroken(bc)
-		s.env.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
-		if errors.Is(err, protocol.ErrClientIO) {
-			return err
-		}
-		return s.client.WriteErr(protocol.CRServerLost.New("Lost connection to %s %s during COM_STMT_FETCH", bc.backend.Role, bc.backend.Address))
+		return s.backendLost(bc, err, "COM_STMT_FETCH")
 	}
 	if res.Status&protocol.StatusLastRowSent != 0 || res.Err != nil {
 		st.cursor = nil
@@ -465,13 +458,7 @@ func (s *Session) comStmtReset(p []byte) error {
 		bs := bc.stmts[st.cursorKey]
 		protocol.SetStmtID(p, bs.id)
 		if _, err := s.send(bc, p, s.client.Seq(), protocol.ResponseSingle); err != nil {
-			bc.broken = true
-			s.dropIfBroken(bc)
-			s.env.metrics.BackendErrs.WithLabelValues(bc.backend.Role.String()).Inc()
-			if errors.Is(err, protocol.ErrClientIO) {
-				return err
-			}
-			return s.client.WriteErr(protocol.CRServerLost.New("Lost connection to %s during COM_STMT_RESET", describe(bc)))
+			return s.backendLost(bc, err, "COM_STMT_RESET")
 		}
 		return nil
 	}
