@@ -199,14 +199,11 @@ func (s *Session) inTransaction() bool {
 	if s.master != nil && s.master.inTransaction() {
 		return true
 	}
-	if s.legs == nil {
-		return false
-	}
 	if s.txBegin != "" {
 		return true
 	}
 	for i := range s.legs {
-		if i != s.clusterIdx && s.legs[i].master != nil && s.legs[i].master.inTransaction() {
+		if m := s.legs[i].master; m != nil && m.inTransaction() {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -386,7 +387,7 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 			continue
 		case <-tick.C:
 			continue
-		case <-s.env.ctx.Done():
+		case <-s.ctx.Done():
 		case <-timer.C:
 		}
 		break
@@ -477,7 +478,7 @@ func (s *Session) replicaFor(skip *health.Backend) (*BackendConn, error) {
 			skip = b
 			continue
 		}
-		bc, err := s.env.getConn(b.Address, s.key, s.schema == "", s.task)
+		bc, err := s.conn(b.Address)
 		if err == nil {
 			s.replica = bc
 			if !s.aside {
@@ -541,7 +542,7 @@ func (s *Session) masterConn() (*BackendConn, error) {
 		}
 	}
 	m := s.cluster.Master
-	bc, err := s.env.getConn(m.Address, s.key, s.schema == "", s.task)
+	bc, err := s.conn(m.Address)
 	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.env.config().Health.AutoFailover {
 		// The master may have just died: wait for the probes to say so
 		// and a failover to replace it, then try the master of the
@@ -550,7 +551,7 @@ func (s *Session) masterConn() (*BackendConn, error) {
 			return nil, werr
 		}
 		m = s.cluster.Master
-		bc, err = s.env.getConn(m.Address, s.key, s.schema == "", s.task)
+		bc, err = s.conn(m.Address)
 	}
 	if errors.Is(err, ErrPoolExhausted) {
 		return nil, protocol.ERConCount.New("Too many connections: sluice has no free connection to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
@@ -738,19 +739,25 @@ func describe(bc *BackendConn) string {
 	return bc.backend.Role.String() + " " + bc.backend.Address
 }
 
+// conn borrows a connection to the backend at addr for the session: with
+// its pool key and loop task, waiting no longer than the session lives.
+func (s *Session) conn(addr string) (*BackendConn, error) {
+	return s.env.getConn(s.ctx, addr, s.key, s.schema == "", s.task)
+}
+
 // getConn borrows a connection to the backend at addr. A pool that a
 // reload replaced between the lookup and the borrow is looked up again; a
 // backend the reload dropped is errBackendGone.
 // t is the borrowing session's loop task (nil for none): the connection's
 // waits go to its loop, and a borrow that has to wait or dial steps off
 // the loop meanwhile.
-func (e *Env) getConn(addr string, key poolKey, noSchema bool, t *evloop.Task) (*BackendConn, error) {
+func (e *Env) getConn(ctx context.Context, addr string, key poolKey, noSchema bool, t *evloop.Task) (*BackendConn, error) {
 	p := e.pool(addr)
 	for range 3 {
 		if p == nil {
 			return nil, fmt.Errorf("%s: %w", addr, errBackendGone)
 		}
-		bc, err := p.Get(e.ctx, key, noSchema, t)
+		bc, err := p.Get(ctx, key, noSchema, t)
 		if !errors.Is(err, errPoolClosed) {
 			if bc != nil && bc.lc != nil {
 				bc.lc.Bind(t)

@@ -170,3 +170,51 @@ func TestPoolFigures(t *testing.T) {
 		t.Fatalf("figures %+v, want 1 idle of 128 and none in use", st)
 	}
 }
+
+// TestKilledSessionStopsWaiting: the session's context ends the waits a
+// statement may be in when the session is killed (Handle.Close: KILL
+// CONNECTION, a shutdown's cut) — the wait for a master and the wait for a
+// pool connection — long before their own timeouts.
+func TestKilledSessionStopsWaiting(t *testing.T) {
+	srv := offlineServerWith(t, `failover_write_wait = "20s"`, 1,
+		"") // the pool's wait_timeout is the default (seconds)
+	t.Run("master", func(t *testing.T) {
+		s, _ := failoverSession(srv)
+		s.cluster.Master.ReportFailure(errors.New("killed"))
+		done := make(chan error, 1)
+		go func() { done <- s.awaitMaster(nil, nil) }()
+		_ = s.Handle.Close()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("awaitMaster of a killed session found a master")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("awaitMaster still waits 5s after the session was killed (failover_write_wait 20s)")
+		}
+	})
+	t.Run("pool", func(t *testing.T) {
+		s, _ := failoverSession(srv)
+		p := srv.pool(s.cluster.Replicas[0].Address)
+		p.mu.Lock()
+		p.open = p.size // every slot lent: a borrow must wait
+		p.mu.Unlock()
+		defer func() { p.mu.Lock(); p.open = 0; p.mu.Unlock() }()
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.conn(s.cluster.Replicas[0].Address)
+			done <- err
+		}()
+		// Kill the session once its borrow waits (or at once: a borrow that
+		// starts after the kill must not wait either).
+		_ = s.Handle.Close()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a killed session borrowed a connection from a full pool")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the borrow still waits 5s after the session was killed")
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -152,6 +153,11 @@ func boolInt(b bool) int {
 type Handle struct {
 	id     uint32
 	client *protocol.Conn
+	// ctx is the session's context, a child of the server's: cancel ends
+	// it when the session is killed, cut by a shutdown or ends. Waits for
+	// a pool connection or for a master watch it.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// info is what the admin port reads of the session.
 	info sessionInfo
 	// drain is where the session stands for a graceful shutdown
@@ -173,7 +179,10 @@ func (h *Handle) Client() string { return h.client.NetConn().RemoteAddr().String
 
 // Close closes the client connection, as KILL CONNECTION does: the
 // session's goroutine sees it gone and ends the session.
-func (h *Handle) Close() error { return h.client.Close() }
+func (h *Handle) Close() error {
+	h.cancel()
+	return h.client.Close()
+}
 
 // Refuse answers a client the server will not serve with e (its
 // goroutine only, before the session starts).
@@ -184,7 +193,7 @@ func (h *Handle) Refuse(e *protocol.SQLError) { _ = h.client.WriteErr(e) }
 // transaction.
 func (h *Handle) CloseIfIdle() (inTx bool) {
 	if h.drain.CompareAndSwap(drainIdle, drainClosed) {
-		_ = h.client.Close()
+		_ = h.Close()
 	}
 	return h.drain.Load() == drainIdleTx
 }
@@ -193,7 +202,7 @@ func (h *Handle) CloseIfIdle() (inTx bool) {
 // statement still running, so the session ends without waiting for its
 // backend.
 func (h *Handle) Cut() {
-	_ = h.client.Close()
+	_ = h.Close()
 	if run := h.info.running.Load(); run != nil && run.conn != nil {
 		_ = run.conn.Close()
 	}

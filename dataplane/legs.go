@@ -49,24 +49,19 @@ func (s *Session) initLeg(l *clusterLeg, i int) {
 // useCluster makes cluster i (its index in the configuration and in every
 // snapshot) the one the session's next exchange runs on.
 func (s *Session) useCluster(i int) {
-	if i == s.clusterIdx {
+	if i == s.clusterIdx && s.cluster != nil {
 		return
 	}
-	if s.legs == nil {
-		// A reload brought shard rules to a session made without.
-		s.legs = make([]clusterLeg, len(s.env.cfg.Clusters))
-	}
-	s.legs[s.clusterIdx] = s.clusterLeg
-	s.clusterLeg = s.legs[i]
+	s.clusterLeg = &s.legs[i]
 	if s.cluster == nil {
-		s.initLeg(&s.clusterLeg, i)
+		s.initLeg(s.clusterLeg, i)
 	}
 }
 
 // eachLeg calls f with every leg that has been used, the active one
 // included.
 func (s *Session) eachLeg(f func(l *clusterLeg)) {
-	f(&s.clusterLeg)
+	f(s.clusterLeg)
 	for i := range s.legs {
 		if i != s.clusterIdx && s.legs[i].cluster != nil {
 			f(&s.legs[i])

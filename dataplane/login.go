@@ -159,7 +159,7 @@ func (s *Session) handshake(ctx context.Context) error {
 		foundRows:  login.Capabilities&protocol.ClientFoundRows != 0,
 		localFiles: login.Capabilities&protocol.ClientLocalFiles != 0,
 	}
-	s.initLeg(&s.clusterLeg, s.env.defaultCluster())
+	s.useCluster(s.env.defaultCluster())
 	s.caps = login.Capabilities
 	if err := s.checkSchema(login.Database); err != nil {
 		_ = s.client.WriteErr(err)
@@ -236,7 +236,7 @@ func (s *Session) comChangeUser(p []byte) error {
 	if s.task.Detach() {
 		defer s.task.Attach()
 	}
-	ctx, cancel := context.WithTimeout(s.env.ctx, s.env.config().Proxy.HandshakeTimeout.Duration)
+	ctx, cancel := context.WithTimeout(s.ctx, s.env.config().Proxy.HandshakeTimeout.Duration)
 	defer cancel()
 	_ = s.client.SetDeadline(time.Now().Add(s.env.config().Proxy.HandshakeTimeout.Duration))
 	defer s.client.SetDeadline(time.Time{})

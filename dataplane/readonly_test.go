@@ -47,7 +47,7 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 	// there too. Wait until it does.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		bc, err := srv.getConn(replica, key, true, nil)
+		bc, err := srv.getConn(context.Background(), replica, key, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 		}
 	}
 
-	bc, err := srv.getConn(replica, key, true, nil)
+	bc, err := srv.getConn(context.Background(), replica, key, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,15 +93,15 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 	// A reset puts the server's default access mode back; the pool makes
 	// the connection read-only again before lending it.
 	srv.pool(replica).PutReset(bc)
-	if bc, err = srv.getConn(replica, key, true, nil); err != nil {
+	if bc, err = srv.getConn(context.Background(), replica, key, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	refuses(t, bc, "after COM_RESET_CONNECTION")
 
 	// A session that chose READ WRITE for itself does not make the replica
 	// connection writable when its state is replayed there.
-	s := &Session{env: srv, key: key}
-	s.initLeg(&s.clusterLeg, 0)
+	s := withLegs(&Session{env: srv, key: key})
+	s.initLeg(s.clusterLeg, 0)
 	s.recordVars(srv.router.Classify("SET SESSION TRANSACTION READ WRITE").Vars, nil)
 	s.recordVars(srv.router.Classify("SET SESSION tx_read_only = 0").Vars, nil)
 	if err := s.sync(bc); err != nil {
@@ -131,7 +131,7 @@ func TestReplicaPoolConnectionRefusesWrites(t *testing.T) {
 	}
 	srv.pool(replica).Put(bc)
 
-	m, err := srv.getConn(topo.Master.Addr(), key, true, nil)
+	m, err := srv.getConn(context.Background(), topo.Master.Addr(), key, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestRefusalLogOncePerDigest(t *testing.T) {
 // ambiguous call (`now`()) only when the schema has no such function.
 func TestFuncsMayWrite(t *testing.T) {
 	srv := offlineServer(t, "", 1)
-	s := &Session{env: srv, schema: "app"}
+	s := withLegs(&Session{env: srv, schema: "app"})
 	s.cluster = srv.topo.Current().Clusters[0]
 	r := router.New(0)
 	if !s.funcsMayWrite(r.Classify("SELECT f_ro()")) {
@@ -74,7 +74,7 @@ func TestFuncsMayWrite(t *testing.T) {
 // ORACLE mode, and is in doubt until the probes have read the modes.
 func TestLexDoubt(t *testing.T) {
 	srv := offlineServer(t, "", 2)
-	s := &Session{env: srv, key: poolKey{collation: DefaultCollation}}
+	s := withLegs(&Session{env: srv, key: poolKey{collation: DefaultCollation}})
 	s.cluster = srv.topo.Current().Clusters[0]
 	r := router.New(0)
 	escaped := r.Classify(`SELECT 'a\', NEXTVAL(s) -- '`)

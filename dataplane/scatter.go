@@ -271,7 +271,7 @@ func (s *Session) partConn(plan *router.Plan, earlier []*partStream) (bc *Backen
 	default:
 		// Outside a transaction the second gets a connection of its own,
 		// and the two run at once.
-		bc, err = s.env.getConn(bc.backend.Address, s.key, s.schema == "", s.task)
+		bc, err = s.conn(bc.backend.Address)
 		extra = true
 	}
 	return bc, extra, err

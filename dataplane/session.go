@@ -50,11 +50,11 @@ type Session struct {
 	user string
 	caps uint32 // the client's capabilities, limited to sluice's
 	key  poolKey
-	// clusterLeg is the session's state towards the cluster its current
-	// statement runs on. With sharding, legs parks the state towards every
-	// other cluster (the active cluster's slot is stale until useCluster
-	// parks it); without, legs is nil and the one leg is always active.
-	clusterLeg
+	// clusterLeg points at the session's state towards the cluster its
+	// current statement runs on: legs[clusterIdx]. legs has a leg per
+	// cluster of the configuration (a fixed list: adding one needs a
+	// restart); only the default cluster's is used without sharding.
+	*clusterLeg
 	legs []clusterLeg
 	// txBegin is the client's BEGIN / START TRANSACTION text while a
 	// transaction is open under sharding: it is sent to a cluster's master
@@ -132,10 +132,10 @@ func newSession(env *Env, id uint32, nc net.Conn) *Session {
 		txWrites:       -1,
 		pendingTxWrite: -1,
 	}
+	s.ctx, s.cancel = context.WithCancel(env.ctx)
 	s.resetScoped()
-	if env.shards() != nil {
-		s.legs = make([]clusterLeg, len(env.cfg.Clusters))
-	}
+	s.legs = make([]clusterLeg, len(env.cfg.Clusters))
+	s.clusterLeg = &s.legs[0]
 	s.info.idleSince.Store(int64(mono.Now()))
 	return s
 }
@@ -242,7 +242,7 @@ func (s *Session) close() {
 		s.lims.queryTimer.Stop()
 	}
 	s.release(s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.replay.insertID != 0)
-	_ = s.client.Close()
+	_ = s.Close()
 }
 
 // NewSession returns the session of client connection nc, numbered id
@@ -405,7 +405,7 @@ func (s *Session) admit(cmd byte) (bool, error) {
 	}
 	select {
 	case <-t.C:
-	case <-s.env.ctx.Done():
+	case <-s.ctx.Done():
 		t.Stop()
 	}
 	return true, nil
@@ -562,7 +562,7 @@ func (s *Session) txOpen() bool {
 		return true
 	}
 	for i := range s.legs {
-		if m := s.legs[i].master; i != s.clusterIdx && m != nil && m.status&protocol.StatusInTrans != 0 {
+		if m := s.legs[i].master; m != nil && m.status&protocol.StatusInTrans != 0 {
 			return true
 		}
 	}

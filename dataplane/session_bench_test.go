@@ -87,7 +87,7 @@ const benchPointSelect = "SELECT c FROM sbtest1 WHERE id=5012"
 // classification of the COM_QUERY payload, then the session's route.
 func BenchmarkPlanRoutedRead(b *testing.B) {
 	srv := benchServer(b)
-	s := &Session{env: srv}
+	s := withLegs(&Session{env: srv})
 	s.cluster = srv.topo.Current().Clusters[0]
 	p := append([]byte{protocol.ComQuery}, benchPointSelect...)
 	srv.router.ClassifyBytes(p[1:])
@@ -380,4 +380,13 @@ func BenchmarkSessionPrepareExecuteClose(b *testing.B) {
 	for b.Loop() {
 		serveThree()
 	}
+}
+
+// withLegs gives a Session made as a literal the one leg and the context
+// newSession makes.
+func withLegs(s *Session) *Session {
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.legs = make([]clusterLeg, 1)
+	s.clusterLeg = &s.legs[0]
+	return s
 }

@@ -259,7 +259,7 @@ func (e *Env) closeSession(sess *Handle) {
 			e.log.Warn("KILL: cannot kill the statement of a session being closed", zap.Uint32("conn_id", sess.id), zap.Error(err))
 		}
 	}
-	_ = sess.client.Close()
+	_ = sess.Close()
 }
 
 // processRow is one row of the process list.
