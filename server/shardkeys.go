@@ -50,19 +50,55 @@ func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet b
 	}
 	names := rules.Clusters()
 	snap := s.topo.Current()
-	// One question per cluster master for all its rules' key columns.
-	type colKey struct {
-		cluster       int
-		schema, table string
+	a := &keyColumnAnswers{
+		found:  map[keyTable]shard.KeyColumn{},
+		failed: map[int]error{},
+		conns:  map[int]*health.ControlConn{},
 	}
-	found := map[colKey]shard.KeyColumn{}
-	failed := map[int]error{}
-	conns := map[int]*health.ControlConn{}
-	defer func() {
-		for _, cc := range conns {
-			cc.Close()
+	defer a.close()
+	s.askKeyColumns(ctx, snap, names, keyColumnTuples(lookups), a)
+	for _, l := range lookups {
+		if s.settleKeyColumn(rules, l, names, a) {
+			unsettled = append(unsettled, l.Logical)
 		}
-	}()
+	}
+	if len(a.failed) > 0 && !quiet {
+		errs := make([]string, 0, len(a.failed))
+		for _, e := range a.failed {
+			errs = append(errs, e.Error())
+		}
+		s.log.Warn("could not read the shard key columns' types from every master; asking again",
+			zap.Strings("errors", errs))
+	}
+	return unsettled
+}
+
+// keyTable names one physical table on one cluster, in lower case as the
+// masters' answers are matched case-insensitively.
+type keyTable struct {
+	cluster       int
+	schema, table string
+}
+
+// keyColumnAnswers is what the masters said about the key columns. The
+// connections stay open until the rules are settled because a collation's
+// weights are learnt over them.
+type keyColumnAnswers struct {
+	found  map[keyTable]shard.KeyColumn
+	failed map[int]error // by cluster: its master could not be asked
+	conns  map[int]*health.ControlConn
+}
+
+func (a *keyColumnAnswers) close() {
+	for _, cc := range a.conns {
+		cc.Close()
+	}
+}
+
+// keyColumnTuples returns, by cluster, the (schema, table, column) tuples
+// of every rule's key column there as SQL literals, so each master is asked
+// one question for all its rules.
+func keyColumnTuples(lookups []shard.KeyLookup) map[int][]string {
 	byCluster := map[int][]string{}
 	quote := func(v string) string {
 		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(v) + "'"
@@ -73,111 +109,134 @@ func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet b
 				"("+quote(pt.Schema)+","+quote(pt.Table)+","+quote(l.Column)+")")
 		}
 	}
+	return byCluster
+}
+
+// askKeyColumns asks the master of each cluster in byCluster about its
+// tuples and records the answers, or why the master could not answer, in a.
+func (s *Server) askKeyColumns(ctx context.Context, snap *health.Snapshot, names []string, byCluster map[int][]string, a *keyColumnAnswers) {
 	for ci, tuples := range byCluster {
 		c := snap.Cluster(names[ci])
 		if c == nil || c.Master == nil {
-			failed[ci] = fmt.Errorf("cluster %s has no master", names[ci])
+			a.failed[ci] = fmt.Errorf("cluster %s has no master", names[ci])
 			continue
 		}
 		addr := c.Master.Address
 		cc, err := health.Dial(ctx, addr, s.failover.credentials(c.Name, addr))
 		if err != nil {
-			failed[ci] = fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err)
+			a.failed[ci] = fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err)
 			continue
 		}
-		conns[ci] = cc
+		a.conns[ci] = cc
 		q := "SELECT TABLE_SCHEMA, TABLE_NAME, DATA_TYPE, COLUMN_TYPE, IFNULL(COLLATION_NAME, ''), IFNULL(CHARACTER_MAXIMUM_LENGTH, 0) " +
 			"FROM information_schema.COLUMNS WHERE (TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME) IN (" + strings.Join(tuples, ",") + ")"
 		rows, err := cc.Rows(ctx, q)
 		if err != nil {
-			failed[ci] = fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err)
+			a.failed[ci] = fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err)
 			continue
 		}
 		for _, r := range rows {
 			n, _ := strconv.ParseInt(r[5], 10, 64)
-			found[colKey{ci, strings.ToLower(r[0]), strings.ToLower(r[1])}] = shard.KeyColumn{
+			a.found[keyTable{ci, strings.ToLower(r[0]), strings.ToLower(r[1])}] = shard.KeyColumn{
 				DataType: strings.ToLower(r[2]), ColumnType: strings.ToLower(r[3]), Collation: strings.ToLower(r[4]), MaxChars: n}
 		}
 	}
-	for _, l := range lookups {
-		var have []shard.KeyColumn
-		var where []string
-		src := -1
-		pending := false
-		for _, pt := range l.Tables {
-			if failed[pt.Cluster] != nil {
-				pending = true
-				continue
-			}
-			kc, ok := found[colKey{pt.Cluster, strings.ToLower(pt.Schema), strings.ToLower(pt.Table)}]
-			if !ok {
-				continue
-			}
-			if src < 0 {
-				src = pt.Cluster
-			}
-			have = append(have, kc)
-			where = append(where, names[pt.Cluster]+"."+pt.Table+": "+kc.String())
-		}
-		if len(have) == 0 {
-			unsettled = append(unsettled, l.Logical)
+}
+
+// settleKeyColumn hands rule l the key column its physical tables agree
+// on, with the collation's weights when they can be learnt, or refuses the
+// rule when the tables disagree. It reports whether l stays unsettled: no
+// master knew its tables, a master could not be asked, or the weights were
+// not given in time.
+func (s *Server) settleKeyColumn(rules *shard.Rules, l shard.KeyLookup, names []string, a *keyColumnAnswers) (unsettled bool) {
+	have, where, src, pending := a.columnsOf(l, names)
+	if len(have) == 0 {
+		return true
+	}
+	kc, differ := agreedKeyColumn(have)
+	if differ {
+		why := "the key column's type or collation differs between physical tables (" + strings.Join(where, "; ") +
+			"), so equal keys could be placed differently; make them equal on every cluster and RELOAD CONFIG"
+		rules.RefuseKey(l.Logical, why)
+		s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.String("reason", why))
+		return false
+	}
+	w, ok := s.keyWeights(l, kc, a.conns[src])
+	if !ok {
+		return true
+	}
+	if err := rules.SetKeyColumn(l.Logical, kc, w); err != nil {
+		s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.Error(err))
+	}
+	return pending
+}
+
+// columnsOf returns the key columns the masters gave for l's physical
+// tables, each described for a log line in where, the cluster of the first
+// (src, -1 if none), and whether a table's master could not be asked.
+func (a *keyColumnAnswers) columnsOf(l shard.KeyLookup, names []string) (have []shard.KeyColumn, where []string, src int, pending bool) {
+	src = -1
+	for _, pt := range l.Tables {
+		if a.failed[pt.Cluster] != nil {
+			pending = true
 			continue
 		}
-		kc := have[0]
-		differ := false
-		for _, o := range have[1:] {
-			differ = differ || !sameKeyColumn(kc, o)
-			if o.MaxChars > 0 && o.MaxChars < kc.MaxChars {
-				kc.MaxChars = o.MaxChars
-			}
-		}
-		if differ {
-			why := "the key column's type or collation differs between physical tables (" + strings.Join(where, "; ") +
-				"), so equal keys could be placed differently; make them equal on every cluster and RELOAD CONFIG"
-			rules.RefuseKey(l.Logical, why)
-			s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.String("reason", why))
+		kc, ok := a.found[keyTable{pt.Cluster, strings.ToLower(pt.Schema), strings.ToLower(pt.Table)}]
+		if !ok {
 			continue
 		}
-		var w *shard.Weights
-		if cs, ok := shard.WeighedCharset(kc.Collation); ok {
-			// The weights are learnt once per collation with one query
-			// over 63,488 characters, which a loaded server may answer
-			// slower than a health probe: it gets a deadline of its own.
-			wctx, cancel := context.WithTimeout(s.ctx, shardWeightsTimeout)
-			var err error
-			w, err = s.collationWeights(wctx, conns[src], l.Schema, cs, kc.Collation)
-			cancel()
-			if err != nil && !errors.Is(err, errWeightsDiffer) {
-				// A failed or slow query says nothing about the
-				// collation: the rule stays unsettled (reads scatter,
-				// INSERTs are refused) and is asked again.
-				s.log.Warn("could not learn a collation's weights from the server; asking again", zap.String("rule", l.Logical),
-					zap.String("collation", kc.Collation), zap.Error(err))
-				unsettled = append(unsettled, l.Logical)
-				continue
-			}
-			if err != nil {
-				s.log.Error("a collation does not weigh one character at a time on the server", zap.String("rule", l.Logical),
-					zap.String("collation", kc.Collation), zap.Error(err))
-				w = nil
-			}
+		if src < 0 {
+			src = pt.Cluster
 		}
-		if err := rules.SetKeyColumn(l.Logical, kc, w); err != nil {
-			s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.Error(err))
-		}
-		if pending {
-			unsettled = append(unsettled, l.Logical)
+		have = append(have, kc)
+		where = append(where, names[pt.Cluster]+"."+pt.Table+": "+kc.String())
+	}
+	return have, where, src, pending
+}
+
+// agreedKeyColumn returns the first of have, its length cut to the
+// shortest positive length of the others, and whether any of have stores or
+// compares keys differently: the shortest length bounds the keys every
+// physical table can hold.
+func agreedKeyColumn(have []shard.KeyColumn) (kc shard.KeyColumn, differ bool) {
+	kc = have[0]
+	for _, o := range have[1:] {
+		differ = differ || !sameKeyColumn(kc, o)
+		if o.MaxChars > 0 && o.MaxChars < kc.MaxChars {
+			kc.MaxChars = o.MaxChars
 		}
 	}
-	if len(failed) > 0 && !quiet {
-		errs := make([]string, 0, len(failed))
-		for _, e := range failed {
-			errs = append(errs, e.Error())
+	return kc, differ
+}
+
+// keyWeights returns the weights of kc's collation learnt over cc, nil for
+// a collation that needs none or does not weigh one character at a time.
+// It reports false when the server did not give them, so l stays unsettled.
+func (s *Server) keyWeights(l shard.KeyLookup, kc shard.KeyColumn, cc *health.ControlConn) (*shard.Weights, bool) {
+	var w *shard.Weights
+	if cs, ok := shard.WeighedCharset(kc.Collation); ok {
+		// The weights are learnt once per collation with one query
+		// over 63,488 characters, which a loaded server may answer
+		// slower than a health probe: it gets a deadline of its own.
+		wctx, cancel := context.WithTimeout(s.ctx, shardWeightsTimeout)
+		var err error
+		w, err = s.collationWeights(wctx, cc, l.Schema, cs, kc.Collation)
+		cancel()
+		if err != nil && !errors.Is(err, errWeightsDiffer) {
+			// A failed or slow query says nothing about the
+			// collation: the rule stays unsettled (reads scatter,
+			// INSERTs are refused) and is asked again.
+			s.log.Warn("could not learn a collation's weights from the server; asking again", zap.String("rule", l.Logical),
+				zap.String("collation", kc.Collation), zap.Error(err))
+			return nil, false
 		}
-		s.log.Warn("could not read the shard key columns' types from every master; asking again",
-			zap.Strings("errors", errs))
+		if err != nil {
+			s.log.Error("a collation does not weigh one character at a time on the server", zap.String("rule", l.Logical),
+				zap.String("collation", kc.Collation), zap.Error(err))
+			w = nil
+		}
 	}
-	return unsettled
+	return w, true
 }
 
 // sameKeyColumn reports whether two clusters' key columns store and

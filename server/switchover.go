@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/dataplane"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
@@ -81,39 +82,16 @@ func (s *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) {
 // of target and keeps serving reads. Statements already on their way to the old master finish
 // first (the drain); a transaction still open there after switchover_timeout of draining is cut
 // off (its connection closed, so it rolls back unacknowledged and the session ends as with a
-// lost master). Switchover may be
-// called from any goroutine; it refuses while another failover or switchover of the cluster
-// runs. Errors are *protocol.SQLError naming the cluster, the target and what failed.
+// lost master). Switchover may be called from any goroutine; it refuses while another failover
+// or switchover of the cluster runs. Errors are *protocol.SQLError naming the cluster, the target
+// and what failed.
 func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 	what := fmt.Sprintf("SWITCHOVER CLUSTER %s TO '%s'", cluster, target)
-	idx, serr := s.clusterIndex(cluster, what)
+	idx, snap, serr := s.switchoverAllowed(cluster, target, what)
 	if serr != nil {
 		return serr
 	}
-	snap := s.topo.Current()
 	c := snap.Clusters[idx]
-	if c.Master.Address == target {
-		return protocol.ERWrongArguments.New("sluice: %s: %s is already the master of cluster %s", what, target, cluster)
-	}
-	i := slices.IndexFunc(c.Replicas, func(b *health.Backend) bool { return b.Address == target })
-	if i < 0 {
-		addrs := make([]string, len(c.Replicas))
-		for j, r := range c.Replicas {
-			addrs[j] = r.Address
-		}
-		return protocol.ERWrongArguments.New("sluice: %s: %s is not a replica of cluster %s (replicas: %s)",
-			what, target, cluster, strings.Join(addrs, ", "))
-	}
-	if st := c.Replicas[i].State(); st != health.StateUp {
-		why := ""
-		if e := c.Replicas[i].LastError(); e != "" {
-			why = " (" + e + ")"
-		}
-		return protocol.ERUnknownError.New("sluice: %s: replica %s is %s%s; only an up replica can take over", what, target, st, why)
-	}
-	if st := c.Master.State(); st != health.StateUp {
-		return protocol.ERUnknownError.New("sluice: %s: master %s is %s; a switchover needs a live master (use FAILOVER CLUSTER %s)", what, c.Master.Address, st, cluster)
-	}
 	if serr := s.failover.claim(cluster, "SWITCHOVER"); serr != nil {
 		return serr
 	}
@@ -125,8 +103,7 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 	for j, r := range c.Replicas {
 		replicas[j] = r.Address
 	}
-	held := false
-	var drained int
+	hold := &switchoverHold{s: s, h: h, log: log, idx: idx, cluster: cluster, master: c.Master.Address, target: target}
 	sw := health.Switchover{
 		Cluster:     cluster,
 		Master:      c.Master.Address,
@@ -135,48 +112,113 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 		Credentials: s.failover.credentials(cluster, c.Master.Address),
 		Epoch:       snap.Epoch,
 		Timeout:     h.SwitchoverTimeout.Duration,
-		Hold: func(ctx context.Context) error {
-			if _, err := s.topo.HoldWrites(cluster, "switchover to "+target); err != nil {
-				return err
-			}
-			held = true
-			drained = s.drainMaster(ctx, idx, time.Now().Add(h.SwitchoverTimeout.Duration))
-			if drained > 0 {
-				// read_only does not stop an account with READ ONLY ADMIN or SUPER, which
-				// service accounts often have: cut the stragglers off, so that nothing
-				// commits on the old master after its final position is read. Their
-				// transactions roll back unacknowledged.
-				n := 0
-				if p := s.pool(c.Master.Address); p != nil {
-					n = p.CloseLent()
-				}
-				log.Warn("switchover: sessions still busy on the old master after switchover_timeout; closed their connections",
-					zap.Int("sessions", drained), zap.Int("connections", n))
-			}
-			return ctx.Err()
-		},
+		Hold:        hold.hold,
 	}
 	// The catch-up and the drain have their own bounds; ctx covers the statements around them.
 	rctx, cancel := context.WithTimeout(ctx, dataplane.HeldWriteWait(h)+2*h.Timeout.Duration)
 	defer cancel()
 	res, err := sw.Run(rctx)
 	if err != nil {
-		switch {
-		case errors.Is(err, health.ErrSwitchoverIncomplete):
-			// Neither server may be writable: refuse rather than guess.
-			if _, rerr := s.topo.RefuseWrites(cluster, err.Error()); rerr != nil {
-				log.Error("cannot refuse writes", zap.Error(rerr))
-			}
-		case held:
-			if _, rerr := s.topo.ReleaseWrites(cluster); rerr != nil {
-				log.Error("cannot resume writes", zap.Error(rerr))
-			}
-		}
-		s.failover.total.WithLabelValues(cluster, "switchover_failed").Inc()
-		s.event("switchover", cluster, target, "failed: "+err.Error())
-		log.Error("switchover failed", zap.Error(err))
-		return protocol.ERUnknownError.New("sluice: %s failed: %v", what, err)
+		return s.switchoverFailed(cluster, target, what, err, hold.held, log)
 	}
+	return s.publishSwitchover(cluster, target, what, res, hold.drained, log)
+}
+
+// switchoverAllowed checks that target is an up replica of cluster and its master is up,
+// and returns the cluster's index and the snapshot it checked, or an ERR saying why not.
+func (s *Server) switchoverAllowed(cluster, target, what string) (int, *health.Snapshot, *protocol.SQLError) {
+	idx, serr := s.clusterIndex(cluster, what)
+	if serr != nil {
+		return -1, nil, serr
+	}
+	snap := s.topo.Current()
+	c := snap.Clusters[idx]
+	if c.Master.Address == target {
+		return -1, nil, protocol.ERWrongArguments.New("sluice: %s: %s is already the master of cluster %s", what, target, cluster)
+	}
+	i := slices.IndexFunc(c.Replicas, func(b *health.Backend) bool { return b.Address == target })
+	if i < 0 {
+		addrs := make([]string, len(c.Replicas))
+		for j, r := range c.Replicas {
+			addrs[j] = r.Address
+		}
+		return -1, nil, protocol.ERWrongArguments.New("sluice: %s: %s is not a replica of cluster %s (replicas: %s)",
+			what, target, cluster, strings.Join(addrs, ", "))
+	}
+	if st := c.Replicas[i].State(); st != health.StateUp {
+		why := ""
+		if e := c.Replicas[i].LastError(); e != "" {
+			why = " (" + e + ")"
+		}
+		return -1, nil, protocol.ERUnknownError.New("sluice: %s: replica %s is %s%s; only an up replica can take over", what, target, st, why)
+	}
+	if st := c.Master.State(); st != health.StateUp {
+		return -1, nil, protocol.ERUnknownError.New("sluice: %s: master %s is %s; a switchover needs a live master (use FAILOVER CLUSTER %s)", what, c.Master.Address, st, cluster)
+	}
+	return idx, snap, nil
+}
+
+// switchoverHold is the Hold step of one switchover (health.Switchover step 3). It remembers
+// how far it got, for what Switchover does after Run.
+type switchoverHold struct {
+	s                       *Server
+	h                       *conf.Health
+	log                     *zap.Logger
+	idx                     int
+	cluster, master, target string
+	// held: the cluster's writes were held, so a switchover that fails must resume them.
+	held bool
+	// drained counts the sessions still busy on the old master when the drain gave up.
+	drained int
+}
+
+// hold holds the cluster's writes and drains the old master, cutting off what is still busy
+// there after switchover_timeout.
+func (sh *switchoverHold) hold(ctx context.Context) error {
+	if _, err := sh.s.topo.HoldWrites(sh.cluster, "switchover to "+sh.target); err != nil {
+		return err
+	}
+	sh.held = true
+	sh.drained = sh.s.drainMaster(ctx, sh.idx, time.Now().Add(sh.h.SwitchoverTimeout.Duration))
+	if sh.drained > 0 {
+		// read_only does not stop an account with READ ONLY ADMIN or SUPER, which
+		// service accounts often have: cut the stragglers off, so that nothing
+		// commits on the old master after its final position is read. Their
+		// transactions roll back unacknowledged.
+		n := 0
+		if p := sh.s.pool(sh.master); p != nil {
+			n = p.CloseLent()
+		}
+		sh.log.Warn("switchover: sessions still busy on the old master after switchover_timeout; closed their connections",
+			zap.Int("sessions", sh.drained), zap.Int("connections", n))
+	}
+	return ctx.Err()
+}
+
+// switchoverFailed leaves the cluster's writes as safe as err allows (refused when neither
+// server may be writable, resumed on the old master when they were held), counts and logs
+// the failure, and returns the ERR for the operator.
+func (s *Server) switchoverFailed(cluster, target, what string, err error, held bool, log *zap.Logger) error {
+	switch {
+	case errors.Is(err, health.ErrSwitchoverIncomplete):
+		// Neither server may be writable: refuse rather than guess.
+		if _, rerr := s.topo.RefuseWrites(cluster, err.Error()); rerr != nil {
+			log.Error("cannot refuse writes", zap.Error(rerr))
+		}
+	case held:
+		if _, rerr := s.topo.ReleaseWrites(cluster); rerr != nil {
+			log.Error("cannot resume writes", zap.Error(rerr))
+		}
+	}
+	s.failover.total.WithLabelValues(cluster, "switchover_failed").Inc()
+	s.event("switchover", cluster, target, "failed: "+err.Error())
+	log.Error("switchover failed", zap.Error(err))
+	return protocol.ERUnknownError.New("sluice: %s failed: %v", what, err)
+}
+
+// publishSwitchover sends writes to the new master of a switchover the servers completed,
+// records it in the failover state, and counts and logs it with the time of each step.
+func (s *Server) publishSwitchover(cluster, target, what string, res *health.Result, drained int, log *zap.Logger) error {
 	next, err := s.topo.Switch(cluster, target, res)
 	if err != nil {
 		// The servers switched but sluice cannot follow: refuse writes rather than send them
