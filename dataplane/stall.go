@@ -1,10 +1,6 @@
 package dataplane
 
 import (
-	"errors"
-	"net"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sluice-proxy/sluice/conf"
@@ -23,49 +19,6 @@ const (
 	// cutDown: the backend was marked down while a read waited on it.
 	cutDown
 )
-
-// watchedConn is the network connection under a pooled BackendConn. It
-// records when a read from the backend began and has not returned, so the
-// stall watchdog tells a statement blocked on a server that stopped
-// answering from one whose result streams, or whose relay waits for a slow
-// client (a write, not a read). The session's goroutine reads through it;
-// the watchdog reads readSince and closes the socket from its own; cut is
-// written before that close and read by the session after its read failed.
-type watchedConn struct {
-	net.Conn
-	// readSince is mono.Now()+1 when the pending Read began, 0 while no
-	// Read is pending.
-	readSince atomic.Int64
-	// cut says why the proxy closed the connection (cutStalled,
-	// cutDown), cutNone if it did not.
-	cut atomic.Uint32
-}
-
-// Read reads from the backend, marking the read pending meanwhile. It costs
-// two atomic stores per read from the socket (not per packet).
-func (w *watchedConn) Read(p []byte) (int, error) {
-	w.readSince.Store(int64(mono.Now()) + 1)
-	n, err := w.Conn.Read(p)
-	w.readSince.Store(0)
-	return n, err
-}
-
-// SyscallConn gives the idle check (protocol.Conn.CheckIdle) the socket
-// under the wrapper.
-func (w *watchedConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := w.Conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("proxy: data connection has no socket to check")
-	}
-	return sc.SyscallConn()
-}
-
-// readBlocked reports whether a read has been pending for at least d at
-// now (mono.Now()).
-func (w *watchedConn) readBlocked(d, now time.Duration) bool {
-	since := w.readSince.Load()
-	return since != 0 && now-time.Duration(since-1) >= d
-}
 
 // cutReading closes the sockets of the connections the pool has lent whose
 // read from the backend has been pending for at least blocked, marking each
