@@ -1,0 +1,133 @@
+package dataplane
+
+import (
+	"testing"
+
+	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/protocol/fakebackend"
+)
+
+// The exchange's handling of backends that fail under a statement.
+
+// TestExchangeRetriesReadOnLostReplica: a replica connection that drops
+// before it answered a read costs the client nothing: the read runs once
+// more elsewhere (with the one replica skipped, on the master). The broken
+// connection is discarded; the replica stays up, as one broken connection
+// is the prober's call, not the session's.
+func TestExchangeRetriesReadOnLostReplica(t *testing.T) {
+	fc := newFakeCluster(t, "", "")
+	fc.replica.OnQuery("SELECT a FROM t", fakebackend.Result{Close: true})
+	fc.master.OnQuery("SELECT a FROM t", fakebackend.Rows([]string{"a"}, []any{"master"}))
+
+	wantRows(t, "SELECT", fc.query("SELECT a FROM t"), []string{"master"})
+	wantReceived(t, "replica", fc.replica, "READ ONLY", "COM_QUERY SELECT a FROM t")
+	wantReceived(t, "master", fc.master, "COM_QUERY SELECT a FROM t")
+	if open, _, _ := fc.env.pool(fc.replica.Addr()).Stats(); open != 0 {
+		t.Fatalf("the replica pool has %d connections open, want the broken one closed", open)
+	}
+	if !fc.replicaBackend().Up() || fc.s.lostOn != fc.replicaBackend() {
+		t.Fatalf("replica %s, lostOn %v; want it up and noted as lost", fc.replicaBackend().State(), fc.s.lostOn)
+	}
+}
+
+// TestExchangeReadLostMidResult: a replica that drops in the middle of a
+// result set is not retried (the client has rows already): the rows sent
+// are followed by ERR 2013, and the session goes on.
+func TestExchangeReadLostMidResult(t *testing.T) {
+	fc := newFakeCluster(t, "", "")
+	// The column count, its definition, the EOF, the first row; no more.
+	fc.replica.OnQuery("SELECT a FROM t", fakebackend.Result{Columns: fakebackend.Cols("a"),
+		Rows: [][]any{{1}, {2}, {3}}, Close: true, CloseAfter: 4})
+	fc.master.OnQuery("SELECT a FROM t", fakebackend.Rows([]string{"a"}, []any{"master"}))
+
+	r := fc.query("SELECT a FROM t")
+	wantErr(t, "SELECT", r, protocol.CRServerLost.Code, "Lost connection to replica "+fc.replica.Addr()+" during query")
+	if r.cols != 1 || len(r.rows) != 1 || r.rows[0][0] != "1" {
+		t.Fatalf("SELECT: %v, want the first row before the ERR", r)
+	}
+	wantReceived(t, "master", fc.master)
+	if pkts, err := fc.command([]byte{protocol.ComPing}); err != nil || oneReply(t, "COM_PING", pkts).ok == nil {
+		t.Fatalf("COM_PING after the lost read: %v", err)
+	}
+}
+
+// TestExchangeWriteLost: a master connection that drops under a write is
+// not retried (the write may have run): the client gets ERR 2013 naming
+// the master, the connection is discarded, and the next write opens a new
+// one.
+func TestExchangeWriteLost(t *testing.T) {
+	fc := newFakeCluster(t, "", "")
+	fc.master.OnQuery("UPDATE t SET a = 2", fakebackend.Result{Close: true})
+	fc.master.OnQuery("UPDATE t SET a = 3", fakebackend.OK(1, 0))
+
+	wantErr(t, "UPDATE", fc.query("UPDATE t SET a = 2"), protocol.CRServerLost.Code,
+		"Lost connection to master "+fc.master.Addr()+" during query")
+	if open, _, _ := fc.env.pool(fc.master.Addr()).Stats(); open != 0 {
+		t.Fatalf("the master pool has %d connections open, want the broken one closed", open)
+	}
+	if r := fc.query("UPDATE t SET a = 3"); r.ok == nil || r.ok.AffectedRows != 1 {
+		t.Fatalf("the next UPDATE: %v", r)
+	}
+	if n := logins(fc.master); n != 2 {
+		t.Fatalf("%d master connections opened, want 2", n)
+	}
+	wantReceived(t, "master", fc.master, "COM_QUERY UPDATE t SET a = 2", "COM_QUERY UPDATE t SET a = 3")
+	wantReceived(t, "replica", fc.replica)
+}
+
+// TestExchangeMasterLostInTransaction: a master connection that drops
+// inside a transaction ends the session after ERR 2013 says the
+// transaction is gone: going on would run the rest in autocommit.
+func TestExchangeMasterLostInTransaction(t *testing.T) {
+	fc := newFakeCluster(t, "", "")
+	fc.master.OnQuery("BEGIN", fakebackend.Result{Status: protocol.StatusAutocommit | protocol.StatusInTrans})
+	fc.master.OnQuery("UPDATE t SET a = 2", fakebackend.Result{Close: true})
+	if r := fc.query("BEGIN"); r.ok == nil {
+		t.Fatalf("BEGIN: %v", r)
+	}
+	pkts, err := fc.command(comQuery("UPDATE t SET a = 2"))
+	if err == nil {
+		t.Fatal("the session went on after its transaction was lost")
+	}
+	wantErr(t, "UPDATE", oneReply(t, "UPDATE", pkts), protocol.CRServerLost.Code,
+		"Lost connection to master "+fc.master.Addr()+" inside a transaction")
+	if fc.s.master != nil {
+		t.Fatal("the session still holds the lost master connection")
+	}
+}
+
+// TestExchangeReplicaRefusalRunsOnMaster: a read the replica connection
+// refuses as a write (1792, its read-only access mode) runs on the master,
+// and the client sees only the master's answer. The refusal is left in
+// the replica connection's diagnostics area, so it is reset (and made
+// read-only again) before its next statement.
+func TestExchangeReplicaRefusalRunsOnMaster(t *testing.T) {
+	fc := newFakeCluster(t, "", "")
+	// As a stored function that writes would be refused.
+	refusal := protocol.ERReadOnlyTransaction.New("Cannot execute statement in a READ ONLY transaction")
+	fc.replica.OnQuery("SELECT a FROM t", fakebackend.Err(refusal))
+	fc.replica.OnQuery("SELECT b FROM t", fakebackend.Rows([]string{"b"}, []any{"replica"}))
+	fc.master.OnQuery("SELECT a FROM t", fakebackend.Rows([]string{"a"}, []any{"master"}))
+
+	wantRows(t, "the refused SELECT", fc.query("SELECT a FROM t"), []string{"master"})
+	wantReceived(t, "replica", fc.replica, "READ ONLY", "COM_QUERY SELECT a FROM t")
+	wantReceived(t, "master", fc.master, "COM_QUERY SELECT a FROM t")
+	wantRows(t, "the next SELECT", fc.query("SELECT b FROM t"), []string{"replica"})
+	wantReceived(t, "replica", fc.replica, "COM_RESET_CONNECTION", "READ ONLY", "COM_QUERY SELECT b FROM t")
+}
+
+// TestExchangeReplayLostRetriesElsewhere: a replica connection that drops
+// while sluice replays the session's SET on it loses nothing: the read
+// runs on the master, whose connection has the SET already.
+func TestExchangeReplayLostRetriesElsewhere(t *testing.T) {
+	fc := newFakeCluster(t, "", "")
+	fc.master.OnQuery("SET NAMES utf8mb4", fakebackend.OK(0, 0))
+	fc.master.OnQuery("SELECT a FROM t", fakebackend.Rows([]string{"a"}, []any{"master"}))
+	fc.replica.OnQuery("SET NAMES 'utf8mb4'", fakebackend.Result{Close: true})
+	if r := fc.query("SET NAMES utf8mb4"); r.ok == nil {
+		t.Fatalf("SET NAMES: %v", r)
+	}
+	wantRows(t, "SELECT", fc.query("SELECT a FROM t"), []string{"master"})
+	wantReceived(t, "replica", fc.replica, "READ ONLY", "COM_QUERY SET NAMES 'utf8mb4'")
+	wantReceived(t, "master", fc.master, "COM_QUERY SET NAMES utf8mb4", "COM_QUERY SELECT a FROM t")
+}
