@@ -479,6 +479,9 @@ func (s *Session) replicaFor(skip *health.Backend) (*BackendConn, error) {
 			continue
 		}
 		bc, err := s.conn(b.Address)
+		if err == errKilled {
+			return nil, err
+		}
 		if err == nil {
 			s.replica = bc
 			if !s.aside {
@@ -543,6 +546,9 @@ func (s *Session) masterConn() (*BackendConn, error) {
 	}
 	m := s.cluster.Master
 	bc, err := s.conn(m.Address)
+	if err == errKilled {
+		return nil, err
+	}
 	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.env.config().Health.AutoFailover {
 		// The master may have just died: wait for the probes to say so
 		// and a failover to replace it, then try the master of the
@@ -552,6 +558,9 @@ func (s *Session) masterConn() (*BackendConn, error) {
 		}
 		m = s.cluster.Master
 		bc, err = s.conn(m.Address)
+		if err == errKilled {
+			return nil, err
+		}
 	}
 	if errors.Is(err, ErrPoolExhausted) {
 		return nil, protocol.ERConCount.New("Too many connections: sluice has no free connection to master %s of cluster %s: %v", m.Address, s.cluster.Name, err)
@@ -742,8 +751,20 @@ func describe(bc *BackendConn) string {
 // conn borrows a connection to the backend at addr for the session: with
 // its pool key and loop task, waiting no longer than the session lives.
 func (s *Session) conn(addr string) (*BackendConn, error) {
-	return s.env.getConn(s.ctx, addr, s.key, s.schema == "", s.task)
+	bc, err := s.env.getConn(s.ctx, addr, s.key, s.schema == "", s.task)
+	if err != nil && s.ctx.Err() != nil {
+		// The session was killed or cut while it waited or dialled: no
+		// fault of the backend's, which must not be reported down.
+		return nil, errKilled
+	}
+	return bc, err
 }
+
+// errKilled ends a session that was killed (KILL CONNECTION) or cut by a
+// shutdown while a statement waited: its client connection is closed
+// already, so the ERR, MariaDB's for a killed connection, mostly goes
+// nowhere.
+var errKilled = protocol.ERConnectionKilled.New("Connection was killed")
 
 // getConn borrows a connection to the backend at addr. A pool that a
 // reload replaced between the lookup and the borrow is looked up again; a

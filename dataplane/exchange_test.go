@@ -1,8 +1,13 @@
 package dataplane
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/internal/promtest"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/protocol/fakebackend"
 )
@@ -130,4 +135,51 @@ func TestExchangeReplayLostRetriesElsewhere(t *testing.T) {
 	wantRows(t, "SELECT", fc.query("SELECT a FROM t"), []string{"master"})
 	wantReceived(t, "replica", fc.replica, "READ ONLY", "COM_QUERY SET NAMES 'utf8mb4'")
 	wantReceived(t, "master", fc.master, "COM_QUERY SET NAMES utf8mb4", "COM_QUERY SELECT a FROM t")
+}
+
+// TestKillWhileWaitingForPool: a session killed while its read waits for a
+// connection of a full replica pool ends the wait at once without blaming
+// the replica: it stays up, no backend error is counted, the statement
+// never runs, and the client (were it still there) is told its
+// connection was killed.
+func TestKillWhileWaitingForPool(t *testing.T) {
+	fc := newFakeCluster(t, "", "pool_size = 1\npool_wait_timeout = \"20s\"")
+	replica := fc.replicaBackend()
+	// Another session holds the replica pool's one connection.
+	held, err := fc.env.pool(replica.Address).Get(context.Background(), fc.s.key, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.pool.Put(held)
+	done := make(chan error, 1)
+	go func() { done <- fc.run(comQuery("SELECT 1")) }()
+	// Kill the session once its read is parked in the pool.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(allStacks(), "dataplane.(*Pool).Get(") {
+		if time.Now().After(deadline) {
+			t.Fatal("the read never waited for the pool")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_ = fc.s.Handle.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dispatch: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read still waits 5s after the kill (pool_wait_timeout 20s)")
+	}
+	wantErr(t, "the killed session's read", oneReply(t, "SELECT 1", fc.client.take(t)), protocol.ERConnectionKilled.Code, "killed")
+	if st := replica.State(); st != health.StateUp {
+		t.Errorf("the replica is %s after a session waiting for it was killed (%s)", st, replica.LastError())
+	}
+	if m := promtest.Sample(t, fc.env.metrics.Reg, "sluice_backend_errors_total", map[string]string{"role": "replica"}); m.GetCounter().GetValue() != 0 {
+		t.Errorf("%v replica backend errors counted for a killed session", m.GetCounter().GetValue())
+	}
+	for _, q := range fc.replica.Queries() {
+		if q == "SELECT 1" {
+			t.Error("the killed session's statement reached the replica")
+		}
+	}
 }

@@ -88,7 +88,7 @@ func newFakeClusterWith(t *testing.T, healthKeys, clusterKeys, unreachable strin
 	s := newSession(fc.env, 1, fc.client)
 	// What a login with the default collation and no schema leaves.
 	s.user, s.key = "app", poolKey{collation: DefaultCollation}
-	s.initLeg(&s.clusterLeg, 0)
+	s.initLeg(s.clusterLeg, 0)
 	probed(s.cluster)
 	fc.s = s
 	t.Cleanup(s.close) // runs first: the connections go back before the pools close

@@ -84,3 +84,13 @@ func (r *Registry) Len() int {
 	defer r.mu.Unlock()
 	return len(r.sessions)
 }
+
+// Each calls f with every registered session, in no order, under the
+// registry's lock: f must not call back into the Registry.
+func (r *Registry) Each(f func(*Handle)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.sessions {
+		f(h)
+	}
+}

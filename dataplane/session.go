@@ -406,7 +406,9 @@ func (s *Session) admit(cmd byte) (bool, error) {
 	select {
 	case <-t.C:
 	case <-s.ctx.Done():
+		// Killed or cut while it waited: the statement does not run.
 		t.Stop()
+		return false, errKilled
 	}
 	return true, nil
 }

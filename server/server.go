@@ -1,11 +1,11 @@
-// Package proxy owns the data plane: the client listener, one Session per
-// client connection, and the per-backend pools of data connections. It wires
-// auth (login), router (where a statement goes) and health (which backends
-// can serve) around protocol's packet relay, and grows no parsing or protocol
-// code of its own.
+// Package server is sluice's composition root: it builds the data plane's
+// Env (package dataplane), the admin port (package admin) and the health
+// prober from the configuration, owns the client and metrics listeners,
+// and glues reloads, failovers, switchovers and graceful shutdown to them.
+// It grows no session, protocol or parsing code of its own; nothing but
+// cmd imports it.
 //
-// A Server is safe for concurrent use; each Session is owned by the
-// goroutine that serves its client.
+// A Server is safe for concurrent use.
 package server
 
 import (

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/sluice-proxy/sluice/dataplane"
 	"go.uber.org/zap"
 )
 
@@ -71,20 +72,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // transaction and reports how many sessions are still open and how many
 // of them wait inside a transaction.
 func (s *Server) closeIdleSessions() (left, inTx int) {
-	all := s.env.Registry().All()
-	for _, h := range all {
+	s.env.Registry().Each(func(h *dataplane.Handle) {
+		left++
 		if h.CloseIfIdle() {
 			inTx++
 		}
-	}
-	return len(all), inTx
+	})
+	return left, inTx
 }
 
 // cutSessions closes every session's client connection and the data
 // connection of any statement still running, so the sessions end without
 // waiting for their backends.
 func (s *Server) cutSessions() {
-	for _, h := range s.env.Registry().All() {
-		h.Cut()
-	}
+	s.env.Registry().Each(func(h *dataplane.Handle) { h.Cut() })
 }

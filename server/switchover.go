@@ -28,11 +28,11 @@ func (s *Server) drainMaster(ctx context.Context, idx int, deadline time.Time) i
 	defer tick.Stop()
 	for {
 		busy := 0
-		for _, h := range s.env.Registry().All() {
+		s.env.Registry().Each(func(h *dataplane.Handle) {
 			if h.MasterBusy(idx) {
 				busy++
 			}
-		}
+		})
 		if busy == 0 || !time.Now().Before(deadline) {
 			return busy
 		}

@@ -275,6 +275,12 @@ func (e *rwEnv) both(sl, dir *sql.Conn, steps ...rwStep) []rwOutcome {
 			qd = s.q
 		}
 		qd = strings.ReplaceAll(qd, "{db}", rwDirectDB)
+		// sluice's reads are eventually consistent: a read after a write
+		// may reach a replica that has not applied it yet. The single
+		// server has no such lag, so the replicas catch up first.
+		if err := env.topo.WaitReplicated(ctx); err != nil {
+			e.t.Fatalf("replicas did not apply the master's position before %s: %v", rwHex(q), err)
+		}
 		got := rwRun(ctx, sl, q, s)
 		want := rwRun(ctx, dir, qd, s).normalize()
 		if got.String() != want.String() {
