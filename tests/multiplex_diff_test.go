@@ -714,7 +714,12 @@ func interrupted(e string) string {
 // KILL QUERY id on a second connection of the same user, as Connector/J's
 // Statement.cancel() does. It returns what that connection saw.
 func (r diffRun) killQuery(q string, id uint32) string {
-	deadline := time.Now().Add(diffKillSleep * time.Second / 2)
+	// Through sluice the statement may first wait for a pooled connection
+	// (pool_size = 2, other sessions' long statements) for longer than it
+	// then sleeps: the wait for it to show is bounded by what the run
+	// could take, not by the sleep. Once it shows it stays for the whole
+	// sleep, far longer than a poll.
+	deadline := time.Now().Add(3 * diffKillSleep * time.Second)
 	for running := false; !running; {
 		if time.Now().After(deadline) {
 			return "the statement never showed in a processlist"
