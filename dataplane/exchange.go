@@ -387,10 +387,13 @@ func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
 			continue
 		case <-tick.C:
 			continue
-		case <-s.ctx.Done():
+		case <-s.cmd.Done():
 		case <-timer.C:
 		}
 		break
+	}
+	if e := s.stopped(); e != nil {
+		return e
 	}
 	c := s.cluster
 	why := ""
@@ -479,7 +482,7 @@ func (s *Session) replicaFor(skip *health.Backend) (*BackendConn, error) {
 			continue
 		}
 		bc, err := s.conn(b.Address)
-		if err == errKilled {
+		if err == errKilled || err == errInterrupted {
 			return nil, err
 		}
 		if err == nil {
@@ -546,7 +549,7 @@ func (s *Session) masterConn() (*BackendConn, error) {
 	}
 	m := s.cluster.Master
 	bc, err := s.conn(m.Address)
-	if err == errKilled {
+	if err == errKilled || err == errInterrupted {
 		return nil, err
 	}
 	if err != nil && !errors.Is(err, ErrPoolExhausted) && s.env.config().Health.AutoFailover {
@@ -558,7 +561,7 @@ func (s *Session) masterConn() (*BackendConn, error) {
 		}
 		m = s.cluster.Master
 		bc, err = s.conn(m.Address)
-		if err == errKilled {
+		if err == errKilled || err == errInterrupted {
 			return nil, err
 		}
 	}
@@ -751,11 +754,14 @@ func describe(bc *BackendConn) string {
 // conn borrows a connection to the backend at addr for the session: with
 // its pool key and loop task, waiting no longer than the session lives.
 func (s *Session) conn(addr string) (*BackendConn, error) {
-	bc, err := s.env.getConn(s.ctx, addr, s.key, s.schema == "", s.task)
-	if err != nil && s.ctx.Err() != nil {
-		// The session was killed or cut while it waited or dialled: no
-		// fault of the backend's, which must not be reported down.
-		return nil, errKilled
+	bc, err := s.env.getConn(&s.cmd, addr, s.key, s.schema == "", s.task)
+	if err != nil {
+		if e := s.stopped(); e != nil {
+			// The session or the statement was killed while it waited or
+			// dialled: no fault of the backend's, which must not be
+			// reported down.
+			return nil, e
+		}
 	}
 	return bc, err
 }

@@ -183,3 +183,49 @@ func TestKillWhileWaitingForPool(t *testing.T) {
 		}
 	}
 }
+
+// TestKillQueryWhileWaitingForPool: KILL QUERY of a session whose read
+// waits for a full replica pool ends the wait with ERR 1317, as MariaDB
+// answers an interrupted statement; the replica stays up, the session goes
+// on, and its next statement is not interrupted.
+func TestKillQueryWhileWaitingForPool(t *testing.T) {
+	fc := newFakeCluster(t, "", "pool_size = 1\npool_wait_timeout = \"20s\"")
+	replica := fc.replicaBackend()
+	fc.replica.OnQuery("SELECT 2", fakebackend.Rows([]string{"2"}, []any{2}))
+	held, err := fc.env.pool(replica.Address).Get(context.Background(), fc.s.key, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		fc.s.cmd.reset() // what the serve loop does before each command
+		done <- fc.run(comQuery("SELECT 1"))
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(allStacks(), "dataplane.(*Pool).Get(") {
+		if time.Now().After(deadline) {
+			t.Fatal("the read never waited for the pool")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	killed := make(chan error, 1)
+	go func() { killed <- fc.env.interruptStatement(&fc.s.Handle) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("KILL QUERY ended the session: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read still waits 5s after KILL QUERY (pool_wait_timeout 20s)")
+	}
+	if err := <-killed; err != nil {
+		t.Fatalf("KILL QUERY: %v", err)
+	}
+	wantErr(t, "the interrupted read", oneReply(t, "SELECT 1", fc.client.take(t)), protocol.ERQueryInterrupted.Code, "interrupted")
+	if st := replica.State(); st != health.StateUp {
+		t.Errorf("the replica is %s after KILL QUERY of a session waiting for it (%s)", st, replica.LastError())
+	}
+	held.pool.Put(held)
+	fc.s.cmd.reset()
+	wantRows(t, "the next read", fc.query("SELECT 2"), []string{"2"})
+}

@@ -158,6 +158,9 @@ type Handle struct {
 	// a pool connection or for a master watch it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// cmd is the context of the command being served; KILL QUERY ends it.
+	cmd        commandCtx
+	stopCmdCtx func() bool
 	// info is what the admin port reads of the session.
 	info sessionInfo
 	// drain is where the session stands for a graceful shutdown
@@ -236,8 +239,13 @@ func (h *Handle) View(now time.Duration) (v SessionView, ok bool) {
 // ran reports whether there was one; the backend's refusal comes back as
 // its *protocol.SQLError.
 func (e *Env) KillQuery(h *Handle) (backend string, threadID uint32, ran bool, err error) {
+	gen := h.cmd.generation()
 	run := h.info.running.Load()
 	if run == nil {
+		if h.info.start.Load() != 0 {
+			// Between backends: end its wait (ERR 1317).
+			h.cmd.interrupt(gen)
+		}
 		return "", 0, false, nil
 	}
 	err = e.killBackendQuery(run, func() bool { return h.info.running.Load() == run })

@@ -133,6 +133,7 @@ func newSession(env *Env, id uint32, nc net.Conn) *Session {
 		pendingTxWrite: -1,
 	}
 	s.ctx, s.cancel = context.WithCancel(env.ctx)
+	s.stopCmdCtx = s.cmd.init(s.ctx)
 	s.resetScoped()
 	s.legs = make([]clusterLeg, len(env.cfg.Clusters))
 	s.clusterLeg = &s.legs[0]
@@ -211,6 +212,7 @@ func (s *Session) serve() error {
 			continue
 		}
 		s.pendingTxWrite = -1
+		s.cmd.reset()
 		s.cmdStart = mono.Now()
 		ok, err := s.admit(p[0])
 		if ok {
@@ -242,6 +244,9 @@ func (s *Session) close() {
 		s.lims.queryTimer.Stop()
 	}
 	s.release(s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.replay.insertID != 0)
+	if s.stopCmdCtx != nil {
+		s.stopCmdCtx()
+	}
 	_ = s.Close()
 }
 
@@ -405,9 +410,13 @@ func (s *Session) admit(cmd byte) (bool, error) {
 	}
 	select {
 	case <-t.C:
-	case <-s.ctx.Done():
-		// Killed or cut while it waited: the statement does not run.
+	case <-s.cmd.Done():
+		// Killed (the session or the statement) while it waited: the
+		// statement does not run.
 		t.Stop()
+		if e := s.stopped(); e == errInterrupted {
+			return false, s.client.WriteErr(e)
+		}
 		return false, errKilled
 	}
 	return true, nil

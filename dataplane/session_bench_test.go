@@ -386,6 +386,7 @@ func BenchmarkSessionPrepareExecuteClose(b *testing.B) {
 // newSession makes.
 func withLegs(s *Session) *Session {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.stopCmdCtx = s.cmd.init(s.ctx)
 	s.legs = make([]clusterLeg, 1)
 	s.clusterLeg = &s.legs[0]
 	return s

@@ -234,11 +234,14 @@ func likeMatch(s, p string) bool {
 }
 
 // interruptStatement kills the statement sess is running on its backend
-// (its client then gets the server's ERR 1317). A session between backends
-// is waited for, up to killWait; an idle one is left alone, as KILL QUERY
-// of an idle thread does nothing on MariaDB.
+// (its client then gets the server's ERR 1317). A statement between
+// backends (waiting for a pool connection, a master or its rate) has its
+// wait ended with ERR 1317 and is watched for up to killWait in case it
+// reaches a backend meanwhile; an idle session is left alone, as KILL
+// QUERY of an idle thread does nothing on MariaDB.
 func (e *Env) interruptStatement(sess *Handle) error {
 	deadline := time.Now().Add(killWait)
+	gen := sess.cmd.generation()
 	for {
 		if run := sess.info.running.Load(); run != nil {
 			return e.killBackendQuery(run, func() bool { return sess.info.running.Load() == run })
@@ -246,6 +249,10 @@ func (e *Env) interruptStatement(sess *Handle) error {
 		if sess.info.start.Load() == 0 || time.Now().After(deadline) {
 			return nil
 		}
+		// Between backends: a wait for a pool connection, a master or
+		// the statement rate ends now with ERR 1317; a statement that
+		// gets to a backend meanwhile is killed there.
+		sess.cmd.interrupt(gen)
 		time.Sleep(time.Millisecond)
 	}
 }

@@ -249,7 +249,7 @@ func (s *Session) shardMode() shard.SQLMode {
 				// sessions go on.
 				defer s.task.Attach()
 			}
-			for !known && s.env.topo.Round() < 1 && time.Now().Before(deadline) && s.ctx.Err() == nil {
+			for !known && s.env.topo.Round() < 1 && time.Now().Before(deadline) && s.cmd.Err() == nil {
 				time.Sleep(10 * time.Millisecond) // the probe round has no event to wait on
 				m, known = s.shardGlobalModes()
 			}
