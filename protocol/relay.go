@@ -91,6 +91,11 @@ const headSize = 32
 // end (the write buffer flushes earlier by itself when a result is large).
 // Rows are never decoded. The error, if any, wraps ErrBackendIO or
 // ErrClientIO; RelayResult.Packets tells whether anything reached the client.
+//
+// The states of a result set stay in this one loop: a point select's
+// response (five packets) passes through most of them, and a call per
+// state costs it measurably. The rarer answers (one-packet, COM_FIELD_LIST,
+// COM_STMT_FETCH, LOCAL INFILE) have functions of their own.
 func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayResult, error) {
 	var res RelayResult
 	var head [headSize]byte
@@ -122,21 +127,10 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 		}
 		switch kind {
 		case ResponseSingle:
-			if first == headerOK {
-				res.OK, _ = ParseOK(h)
-				res.Status, res.HasStatus, res.Warnings = res.OK.Status, true, res.OK.Warnings
-			} else if first == headerEOF && n < 9 {
-				res.Status, res.HasStatus, res.Warnings = eofStatus(h), true, eofWarnings(h)
-			}
+			res.single(first, n, h)
 			return res, flushClient(client)
 		case ResponseFieldList, ResponseRows:
-			if first == headerEOF && n < 9 {
-				res.Status, res.HasStatus, res.Warnings = eofStatus(h), true, eofWarnings(h)
-				return res, flushClient(client)
-			}
-			if first == headerErr {
-				// Column definitions start with 0x03 and binary rows
-				// with 0x00: an ERR is never one of them.
+			if res.listEnd(first, n, h) {
 				return res, flushClient(client)
 			}
 			state = stColumns
@@ -146,8 +140,7 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 		case stFirst:
 			switch first {
 			case headerOK:
-				res.OK, _ = ParseOK(h)
-				res.Status, res.HasStatus, res.Warnings = res.OK.Status, true, res.OK.Warnings
+				res.takeOK(h)
 				if res.Status&StatusMoreResultsExists != 0 {
 					continue
 				}
@@ -155,17 +148,9 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 			case headerErr:
 				return res, flushClient(client)
 			case headerLocalInfile:
-				if kind != ResponseResultLocalInfile {
-					// The request already went to the client, which
-					// cannot be told it was never meant for it.
-					res.Torn = true
-					return res, fmt.Errorf("%w: unexpected LOCAL INFILE request", ErrBackendIO)
-				}
-				if err := relayLocalInfile(client, backend); err != nil {
-					res.Torn = true
+				if err := res.localInfile(client, backend, kind); err != nil {
 					return res, err
 				}
-				res.LocalInfileFiles++
 				continue
 			}
 			v, _, _, err := ReadLenEncInt(h)
@@ -196,10 +181,9 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 		case stRows:
 			switch {
 			case first == headerEOF && !deprecateEOF && n < 9:
-				res.Status, res.HasStatus, res.Warnings = eofStatus(h), true, eofWarnings(h)
+				res.takeEOF(h)
 			case first == headerEOF && deprecateEOF && n < MaxPayloadLen:
-				res.OK, _ = ParseOK(h)
-				res.Status, res.HasStatus, res.Warnings = res.OK.Status, true, res.OK.Warnings
+				res.takeOK(h)
 			case first == headerErr:
 				return res, flushClient(client)
 			default:
@@ -213,6 +197,56 @@ func Relay(client, backend *Conn, kind ResponseKind, deprecateEOF bool) (RelayRe
 			return res, flushClient(client)
 		}
 	}
+}
+
+// takeOK records the OK packet h as the response's status.
+func (res *RelayResult) takeOK(h []byte) {
+	res.OK, _ = ParseOK(h)
+	res.Status, res.HasStatus, res.Warnings = res.OK.Status, true, res.OK.Warnings
+}
+
+// takeEOF records the EOF packet h as the response's status.
+func (res *RelayResult) takeEOF(h []byte) {
+	res.Status, res.HasStatus, res.Warnings = eofStatus(h), true, eofWarnings(h)
+}
+
+// single takes note of a one-packet answer's status, when it has one; the
+// packet starts with first and is n bytes long.
+func (res *RelayResult) single(first byte, n int, h []byte) {
+	if first == headerOK {
+		res.takeOK(h)
+	} else if first == headerEOF && n < 9 {
+		res.takeEOF(h)
+	}
+}
+
+// listEnd reports whether the packet ends a list of column definitions
+// (COM_FIELD_LIST) or of rows (COM_STMT_FETCH): an EOF or an ERR.
+func (res *RelayResult) listEnd(first byte, n int, h []byte) bool {
+	if first == headerEOF && n < 9 {
+		res.takeEOF(h)
+		return true
+	}
+	// Column definitions start with 0x03 and binary rows with 0x00: an
+	// ERR is never one of them.
+	return first == headerErr
+}
+
+// localInfile answers the server's LOAD DATA LOCAL INFILE request, which
+// the client has just been sent, with the client's file.
+func (res *RelayResult) localInfile(client, backend *Conn, kind ResponseKind) error {
+	if kind != ResponseResultLocalInfile {
+		// The request already went to the client, which cannot be told
+		// it was never meant for it.
+		res.Torn = true
+		return fmt.Errorf("%w: unexpected LOCAL INFILE request", ErrBackendIO)
+	}
+	if err := relayLocalInfile(client, backend); err != nil {
+		res.Torn = true
+		return err
+	}
+	res.LocalInfileFiles++
+	return nil
 }
 
 // relayBufferedRows forwards, as one write into the client's buffer, the run

@@ -98,3 +98,25 @@ func BenchmarkClassifyMissSet(b *testing.B) {
 		r.Classify("SET NAMES utf8mb4 COLLATE utf8mb4_bin, sql_mode = 'STRICT_ALL_TABLES', autocommit = 1")
 	}
 }
+
+// BenchmarkScopedRewriteShared is a statement that reads session-scoped
+// values under a plan shared by texts differing in literals: each text is
+// scanned for the reads (scanScoped) before it is rewritten.
+func BenchmarkScopedRewriteShared(b *testing.B) {
+	r := New(10000)
+	r.Classify("INSERT INTO c (p, q, x) /* new row */ VALUES (LAST_INSERT_ID(), @@session.identity, 'one', `row_count`)")
+	sql := []byte("INSERT INTO c (p, q, x) /* new row */ VALUES (LAST_INSERT_ID(), @@session.identity, 'two', `row_count`)")
+	p := r.ClassifyBytes(sql)
+	if p.Scoped == nil || !p.Scoped.TextRefs {
+		b.Fatalf("the texts do not share a scanned plan: %+v", p.Scoped)
+	}
+	v := ScopedValues{LastInsertID: 9}
+	var dst []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		var ok bool
+		if dst, ok = p.Scoped.Rewrite(dst[:0], sql, &v); !ok {
+			b.Fatal("not rewritten")
+		}
+	}
+}

@@ -383,130 +383,175 @@ func columnName(text string) string {
 // pseudo_thread_id, outside strings, quoted names and comments (the inside
 // of an executable comment is code).
 func scanScoped(refs []ScopedRef, sql string) []ScopedRef {
-	skipSpace := func(i int) int {
-		for i < len(sql) {
-			switch {
-			case isSpace(sql[i]):
-				i++
-			case strings.HasPrefix(sql[i:], "/*") && !strings.HasPrefix(sql[i:], "/*!") && !strings.HasPrefix(sql[i:], "/*M!"):
-				end := strings.Index(sql[i+2:], "*/")
-				if end < 0 {
-					return len(sql)
-				}
-				i += 2 + end + 2
-			default:
-				return i
-			}
-		}
-		return i
-	}
-	word := func(i int) int {
-		for i < len(sql) && isWordByte(sql[i]) && sql[i] < 0x80 {
-			i++
-		}
-		return i
-	}
-	// emptyParens reports whether "()" (spaces and comments allowed)
-	// follows at i, and where it ends.
-	emptyParens := func(i int) (int, bool) {
-		j := skipSpace(i)
-		if j >= len(sql) || sql[j] != '(' {
-			return 0, false
-		}
-		j = skipSpace(j + 1)
-		if j >= len(sql) || sql[j] != ')' {
-			return 0, false
-		}
-		return j + 1, true
-	}
-	prev := byte(0)
-	for i := 0; i < len(sql); {
-		c := sql[i]
+	sc := scopedScanner{sql: sql, refs: refs}
+	for sc.i < len(sql) {
+		c := sql[sc.i]
 		switch {
 		case c == '\'' || c == '"':
-			i = skipQuoted(sql, i, c, true)
-			prev = c
+			sc.i = skipQuoted(sql, sc.i, c, true)
+			sc.prev = c
 		case c == '`':
-			// A quoted name followed by "(" still calls the built-in.
-			start := i
-			i = skipQuoted(sql, i, c, false)
-			var lower [16]byte
-			if f := scopedFuncOf(lowerInto(lower[:0], sql[start+1:max(start+1, i-1)])); f != 0 && prev != '.' {
-				if end, ok := emptyParens(i); ok {
-					refs = append(refs, ScopedRef{Start: start, End: end, Func: f})
-					i = end
-				}
-			}
-			prev = c
-		case c == '/' && strings.HasPrefix(sql[i:], "/*!"), c == '/' && strings.HasPrefix(sql[i:], "/*M!"):
-			// Executable comment: its text is code.
-			i += 3
-			if sql[i-1] == 'M' {
-				i++
-			}
-			for i < len(sql) && sql[i] >= '0' && sql[i] <= '9' {
-				i++
-			}
-		case c == '*' && strings.HasPrefix(sql[i:], "*/"):
-			i += 2
-		case c == '/' && strings.HasPrefix(sql[i:], "/*"), c == '#', c == '-' && strings.HasPrefix(sql[i:], "--") && (i+2 == len(sql) || sql[i+2] <= ' '):
-			if c == '/' {
-				i = skipSpace(i)
-				continue
-			}
-			end := strings.IndexByte(sql[i:], '\n')
-			if end < 0 {
-				return refs
-			}
-			i += end + 1
-		case c == '@' && strings.HasPrefix(sql[i:], "@@"):
-			// @@name, @@session.name, @@local.name; each part bare or in
-			// backquotes.
-			start := i
-			var lower [16]byte
-			part := func(j int) (name []byte, end int) {
-				if j < len(sql) && sql[j] == '`' {
-					end = skipQuoted(sql, j, '`', false)
-					return lowerInto(lower[:0], sql[j+1:max(j+1, end-1)]), end
-				}
-				end = word(j)
-				return lowerInto(lower[:0], sql[j:end]), end
-			}
-			w, e := part(i + 2)
-			if (string(w) == "session" || string(w) == "local") && e < len(sql) && sql[e] == '.' {
-				w, e = part(e + 1)
-			}
-			if f := scopedVarOf(w); f != 0 && (e == len(sql) || sql[e] != '.') {
-				refs = append(refs, ScopedRef{Start: start, End: e, Func: f})
-			}
-			i, prev = max(e, i+2), '@'
+			sc.quotedName()
+		case c == '/' && strings.HasPrefix(sql[sc.i:], "/*!"), c == '/' && strings.HasPrefix(sql[sc.i:], "/*M!"):
+			sc.executableComment()
+		case c == '*' && strings.HasPrefix(sql[sc.i:], "*/"):
+			sc.i += 2
+		case c == '/' && strings.HasPrefix(sql[sc.i:], "/*"):
+			sc.i = sc.skipSpace(sc.i)
+		case c == '#', c == '-' && strings.HasPrefix(sql[sc.i:], "--") && (sc.i+2 == len(sql) || sql[sc.i+2] <= ' '):
+			sc.lineComment()
+		case c == '@' && strings.HasPrefix(sql[sc.i:], "@@"):
+			sc.sysVar()
 		case isWordByte(c) && c < 0x80:
-			start := i
-			i = word(i)
-			if prev == '.' || prev == '@' || i-start > len("last_insert_id") {
-				prev = sql[i-1]
-				continue
+			// Most words call nothing: they are passed here, without a
+			// call per word.
+			start := sc.i
+			sc.i = sc.wordEnd(start)
+			qualified := sc.prev == '.' || sc.prev == '@'
+			sc.prev = sql[sc.i-1]
+			if !qualified && sc.i-start <= len("last_insert_id") {
+				sc.call(start)
 			}
-			var lower [16]byte
-			prev = sql[i-1]
-			f := scopedFuncOf(lowerInto(lower[:0], sql[start:i]))
-			if f == 0 {
-				continue
-			}
-			end, ok := emptyParens(i)
-			if !ok {
-				continue
-			}
-			refs = append(refs, ScopedRef{Start: start, End: end, Func: f})
-			i, prev = end, ')'
 		default:
 			if !isSpace(c) {
-				prev = c
+				sc.prev = c
 			}
-			i++
+			sc.i++
 		}
 	}
-	return refs
+	return sc.refs
+}
+
+// scopedScanner is scanScoped's walk over one text: the position i, the
+// last byte before it that is neither space nor comment (a '.' or '@'
+// there qualifies the name that follows), and the references found.
+type scopedScanner struct {
+	sql  string
+	i    int
+	prev byte
+	refs []ScopedRef
+}
+
+// skipSpace returns where the spaces and plain comments from i end.
+func (sc *scopedScanner) skipSpace(i int) int {
+	sql := sc.sql
+	for i < len(sql) {
+		switch {
+		case isSpace(sql[i]):
+			i++
+		case strings.HasPrefix(sql[i:], "/*") && !strings.HasPrefix(sql[i:], "/*!") && !strings.HasPrefix(sql[i:], "/*M!"):
+			end := strings.Index(sql[i+2:], "*/")
+			if end < 0 {
+				return len(sql)
+			}
+			i += 2 + end + 2
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// wordEnd returns where the bare word at i ends.
+func (sc *scopedScanner) wordEnd(i int) int {
+	for i < len(sc.sql) && isWordByte(sc.sql[i]) && sc.sql[i] < 0x80 {
+		i++
+	}
+	return i
+}
+
+// emptyParens reports whether "()" (spaces and comments allowed) follows
+// at i, and where it ends.
+func (sc *scopedScanner) emptyParens(i int) (int, bool) {
+	sql := sc.sql
+	j := sc.skipSpace(i)
+	if j >= len(sql) || sql[j] != '(' {
+		return 0, false
+	}
+	j = sc.skipSpace(j + 1)
+	if j >= len(sql) || sql[j] != ')' {
+		return 0, false
+	}
+	return j + 1, true
+}
+
+// quotedName passes a name in backquotes; one followed by "()" still calls
+// the built-in of that name.
+func (sc *scopedScanner) quotedName() {
+	start := sc.i
+	sc.i = skipQuoted(sc.sql, sc.i, '`', false)
+	var lower [16]byte
+	if f := scopedFuncOf(lowerInto(lower[:0], sc.sql[start+1:max(start+1, sc.i-1)])); f != 0 && sc.prev != '.' {
+		if end, ok := sc.emptyParens(sc.i); ok {
+			sc.refs = append(sc.refs, ScopedRef{Start: start, End: end, Func: f})
+			sc.i = end
+		}
+	}
+	sc.prev = '`'
+}
+
+// executableComment passes the opening of /*! or /*M! and its version
+// number: the comment's text is code.
+func (sc *scopedScanner) executableComment() {
+	sc.i += 3
+	if sc.sql[sc.i-1] == 'M' {
+		sc.i++
+	}
+	for sc.i < len(sc.sql) && sc.sql[sc.i] >= '0' && sc.sql[sc.i] <= '9' {
+		sc.i++
+	}
+}
+
+// lineComment passes a # or -- comment up to the end of its line.
+func (sc *scopedScanner) lineComment() {
+	end := strings.IndexByte(sc.sql[sc.i:], '\n')
+	if end < 0 {
+		sc.i = len(sc.sql)
+		return
+	}
+	sc.i += end + 1
+}
+
+// sysVar passes @@name, @@session.name or @@local.name, each part bare or
+// in backquotes, and records it when it names a session-scoped value.
+func (sc *scopedScanner) sysVar() {
+	start := sc.i
+	var lower [16]byte
+	w, e := sc.varPart(sc.i+2, &lower)
+	if (string(w) == "session" || string(w) == "local") && e < len(sc.sql) && sc.sql[e] == '.' {
+		w, e = sc.varPart(e+1, &lower)
+	}
+	if f := scopedVarOf(w); f != 0 && (e == len(sc.sql) || sc.sql[e] != '.') {
+		sc.refs = append(sc.refs, ScopedRef{Start: start, End: e, Func: f})
+	}
+	sc.i, sc.prev = max(e, sc.i+2), '@'
+}
+
+// varPart returns the part of a variable's name at j lower-cased into
+// lower, and where it ends.
+func (sc *scopedScanner) varPart(j int, lower *[16]byte) (name []byte, end int) {
+	if j < len(sc.sql) && sc.sql[j] == '`' {
+		end = skipQuoted(sc.sql, j, '`', false)
+		return lowerInto(lower[:0], sc.sql[j+1:max(j+1, end-1)]), end
+	}
+	end = sc.wordEnd(j)
+	return lowerInto(lower[:0], sc.sql[j:end]), end
+}
+
+// call records the bare word from start to i, with the "()" after it,
+// when it calls one of the functions.
+func (sc *scopedScanner) call(start int) {
+	var lower [16]byte
+	f := scopedFuncOf(lowerInto(lower[:0], sc.sql[start:sc.i]))
+	if f == 0 {
+		return
+	}
+	end, ok := sc.emptyParens(sc.i)
+	if !ok {
+		return
+	}
+	sc.refs = append(sc.refs, ScopedRef{Start: start, End: end, Func: f})
+	sc.i, sc.prev = end, ')'
 }
 
 // lowerASCII lower-cases an ASCII letter and leaves other bytes alone.
