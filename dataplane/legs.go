@@ -1,7 +1,11 @@
 package dataplane
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 )
 
@@ -129,4 +133,101 @@ func (s *Session) masterFor(i int) (*BackendConn, error) {
 		return nil, err
 	}
 	return bc, nil
+}
+
+// awaitMaster waits, when the cluster's master cannot take a statement (down,
+// fenced, or writes refused) or failed is the master it could not connect to,
+// for a snapshot whose master can, up to failover_write_wait, so writes
+// pause through an automatic failover instead of failing. Without
+// auto_failover it does not wait. It returns nil once the session's cluster
+// (reloaded) has a master to try, else the ERR for the client.
+func (s *Session) awaitMaster(failed *health.Backend, cause error) error {
+	ready := func() bool {
+		c := s.cluster
+		if c.WritesRefused != "" || c.WritesHeld != "" {
+			return false
+		}
+		if failed != nil && c.Master == failed {
+			return false
+		}
+		return c.Master.Up()
+	}
+	s.cluster = s.env.topo.Current().Clusters[s.clusterIdx]
+	if failed == nil && ready() {
+		return nil
+	}
+	// The wait is for timers and the topology, not sockets: off the loop.
+	if s.task.Detach() {
+		defer s.task.Attach()
+	}
+	h := &s.env.config().Health
+	wait := h.FailoverWriteWait.Duration
+	if !h.AutoFailover || s.cluster.WritesRefused != "" {
+		// Refused writes wait for nothing: no failover settles them.
+		wait = 0
+	}
+	if s.cluster.WritesHeld != "" {
+		wait = max(wait, HeldWriteWait(h))
+	}
+	var timer *time.Timer
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	// A master sluice could not connect to that a probe finds alive after
+	// the failure was a blip: try it again.
+	failedAt := time.Now()
+	alive := func() bool {
+		if failed == nil || s.cluster.Master != failed || !failed.Up() || s.cluster.WritesRefused != "" {
+			return false
+		}
+		st := failed.Status()
+		return st != nil && st.Time.After(failedAt)
+	}
+	for {
+		changed := s.env.topo.Changed()
+		s.markMasterBusy() // before the load: a switchover that misses it published first
+		snap := s.env.topo.Current()
+		s.cluster = snap.Clusters[s.clusterIdx]
+		if ready() || alive() {
+			return nil
+		}
+		s.unmarkMasterBusy()
+		if timer == nil {
+			if wait <= 0 {
+				break
+			}
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-changed:
+			continue
+		case <-tick.C:
+			continue
+		case <-s.cmd.Done():
+		case <-timer.C:
+		}
+		break
+	}
+	if e := s.stopped(); e != nil {
+		return e
+	}
+	c := s.cluster
+	why := ""
+	switch {
+	case c.WritesRefused != "":
+		why = c.WritesRefused
+	case c.WritesHeld != "":
+		why = fmt.Sprintf("writes held (%s) for longer than %v", c.WritesHeld, wait)
+	case cause != nil:
+		why = fmt.Sprintf("cannot connect to master %s: %v", c.Master.Address, cause)
+	default:
+		why = fmt.Sprintf("master %s is %s", c.Master.Address, c.Master.State())
+		if e := c.Master.LastError(); e != "" {
+			why += " (" + e + ")"
+		}
+	}
+	if wait > 0 && c.WritesRefused == "" && c.WritesHeld == "" {
+		why += fmt.Sprintf("; no failover gave it a master within failover_write_wait %v", wait)
+	}
+	return protocol.CRCouldNotConnect.New("sluice: cluster %s has no master to take the statement: %s", c.Name, why)
 }
