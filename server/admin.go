@@ -18,43 +18,43 @@ import (
 
 // startAdmin binds admin_listen and serves the admin port until the
 // Server closes; "" leaves it off.
-func (s *Server) startAdmin() error {
-	addr := s.cfg.Proxy.AdminListen
+func (srv *Server) startAdmin() error {
+	addr := srv.cfg.Proxy.AdminListen
 	if addr == "" {
 		return nil
 	}
-	port, err := admin.NewPort(control{s}, s.log, admin.Options{
-		User: s.cfg.Admin.User, Password: s.cfg.Admin.Password,
+	port, err := admin.NewPort(control{srv}, srv.log, admin.Options{
+		User: srv.cfg.Admin.User, Password: srv.cfg.Admin.Password,
 		Capabilities: dataplane.Capabilities, Collation: dataplane.DefaultCollation,
-		HandshakeTimeout: s.cfg.Proxy.HandshakeTimeout.Duration,
+		HandshakeTimeout: srv.cfg.Proxy.HandshakeTimeout.Duration,
 	})
 	if err != nil {
 		return fmt.Errorf("proxy: admin: %w", err)
 	}
-	if s.cfg.Admin.Password == "" {
-		s.log.Warn("[admin] has no password: the admin port refuses every login", zap.String("admin_listen", addr))
+	if srv.cfg.Admin.Password == "" {
+		srv.log.Warn("[admin] has no password: the admin port refuses every login", zap.String("admin_listen", addr))
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("proxy: admin_listen %s: %w", addr, err)
 	}
-	s.adminLn, s.admin = ln, port
-	s.wg.Add(2)
+	srv.adminLn, srv.admin = ln, port
+	srv.wg.Add(2)
 	go func() {
-		defer s.wg.Done()
-		<-s.ctx.Done()
+		defer srv.wg.Done()
+		<-srv.ctx.Done()
 		port.Close()
 	}()
-	go func() { defer s.wg.Done(); port.Serve(ln) }()
+	go func() { defer srv.wg.Done(); port.Serve(ln) }()
 	return nil
 }
 
 // AdminAddr is the bound admin address, nil when the admin port is off.
-func (s *Server) AdminAddr() net.Addr {
-	if s.adminLn == nil {
+func (srv *Server) AdminAddr() net.Addr {
+	if srv.adminLn == nil {
 		return nil
 	}
-	return s.adminLn.Addr()
+	return srv.adminLn.Addr()
 }
 
 // control is the Server as the admin port sees it (admin.Control).
@@ -117,12 +117,12 @@ func (c control) Sessions() []admin.SessionRow {
 }
 
 // refuseAdminOnDataPort is the ERR the data port gives the admin user.
-func (s *Server) refuseAdminOnDataPort(host string) *protocol.SQLError {
+func (srv *Server) refuseAdminOnDataPort(host string) *protocol.SQLError {
 	where := "the admin port"
-	if s.adminLn != nil {
-		where = "the admin port " + s.adminLn.Addr().String()
-	} else if s.cfg.Proxy.AdminListen != "" {
-		where = "the admin port " + s.cfg.Proxy.AdminListen
+	if srv.adminLn != nil {
+		where = "the admin port " + srv.adminLn.Addr().String()
+	} else if srv.cfg.Proxy.AdminListen != "" {
+		where = "the admin port " + srv.cfg.Proxy.AdminListen
 	}
-	return protocol.ERAccessDenied.New("Access denied for user '%s'@'%s': it is sluice's admin user, which logs in only on %s", s.cfg.Admin.User, host, where)
+	return protocol.ERAccessDenied.New("Access denied for user '%s'@'%s': it is sluice's admin user, which logs in only on %s", srv.cfg.Admin.User, host, where)
 }

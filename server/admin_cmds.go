@@ -11,12 +11,12 @@ func noSuchSession(id uint32) *protocol.SQLError {
 
 // killConnection closes client session id; its goroutine ends the session
 // as for a client that went away.
-func (s *Server) killConnection(id uint32) error {
-	h := s.env.Registry().ByID(id)
+func (srv *Server) killConnection(id uint32) error {
+	h := srv.env.Registry().ByID(id)
 	if h == nil {
 		return noSuchSession(id)
 	}
-	s.log.Info("admin: killing client session", zap.Uint32("conn_id", id))
+	srv.log.Info("admin: killing client session", zap.Uint32("conn_id", id))
 	return h.Close()
 }
 
@@ -24,12 +24,12 @@ func (s *Server) killConnection(id uint32) error {
 // thread that runs it, sent on a connection of its own (the session's is
 // busy). The client then gets the server's own ERR 1317. A session running
 // nothing is left alone.
-func (s *Server) killQuery(id uint32) error {
-	h := s.env.Registry().ByID(id)
+func (srv *Server) killQuery(id uint32) error {
+	h := srv.env.Registry().ByID(id)
 	if h == nil {
 		return noSuchSession(id)
 	}
-	backend, thread, ran, err := s.env.KillQuery(h)
+	backend, thread, ran, err := srv.env.KillQuery(h)
 	if err != nil {
 		if se, ok := err.(*protocol.SQLError); ok {
 			return se // the server refused the KILL
@@ -37,7 +37,7 @@ func (s *Server) killQuery(id uint32) error {
 		return protocol.CRCouldNotConnect.New("sluice admin: KILL QUERY %d: %v", id, err)
 	}
 	if ran {
-		s.log.Info("admin: killed a statement", zap.Uint32("conn_id", id), zap.String("backend", backend), zap.Uint32("thread_id", thread))
+		srv.log.Info("admin: killed a statement", zap.Uint32("conn_id", id), zap.String("backend", backend), zap.Uint32("thread_id", thread))
 	}
 	return nil
 }

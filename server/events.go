@@ -11,10 +11,10 @@ import (
 // "repointed", "switchover", "fenced", "backend_up", "backend_down",
 // "reload", "offline", "online". It is safe
 // for concurrent use from any goroutine.
-func (s *Server) event(kind, cluster, backend, detail string) {
+func (srv *Server) event(kind, cluster, backend, detail string) {
 	var epoch uint64
-	if s.topo != nil {
-		epoch = s.topo.Current().Epoch
+	if srv.topo != nil {
+		epoch = srv.topo.Current().Epoch
 	}
-	s.events.Add(observe.Event{At: time.Now(), Kind: kind, Cluster: cluster, Backend: backend, Detail: detail, Epoch: epoch})
+	srv.events.Add(observe.Event{At: time.Now(), Kind: kind, Cluster: cluster, Backend: backend, Detail: detail, Epoch: epoch})
 }

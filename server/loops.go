@@ -14,17 +14,17 @@ import (
 
 // startLoops starts one event loop per thread and gives the process one
 // thread more, for the work that does not run on a loop (see evloop.Loop).
-func (s *Server) startLoops() error {
+func (srv *Server) startLoops() error {
 	n := runtime.NumCPU()
-	if t := s.cfg.Proxy.Threads; t > 0 {
+	if t := srv.cfg.Proxy.Threads; t > 0 {
 		n = t
 	}
 	runtime.GOMAXPROCS(n + 1)
-	loops, err := evloop.Start(n, s.log)
+	loops, err := evloop.Start(n, srv.log)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	s.loops = loops
+	srv.loops = loops
 	return nil
 }
 
@@ -32,21 +32,21 @@ func (s *Server) startLoops() error {
 // its commands from then on and ends it (endSession); it reports whether
 // it did. A session whose client connection is not a plain TCP socket
 // (TLS) stays on its goroutine.
-func (s *Server) serveOnLoop(sess *dataplane.Session, start time.Time) bool {
-	if s.loops == nil {
+func (srv *Server) serveOnLoop(sess *dataplane.Session, start time.Time) bool {
+	if srv.loops == nil {
 		return false
 	}
 	lc, ok := sess.NetConn().(*evloop.Conn)
 	if !ok || lc.LeavePoller() != nil {
 		return false
 	}
-	l := s.loops[s.nextLoop.Add(1)%uint32(len(s.loops))]
+	l := srv.loops[srv.nextLoop.Add(1)%uint32(len(srv.loops))]
 	l.Spawn(func(t *evloop.Task) {
 		defer func() {
 			if r := recover(); r != nil {
 				sess.Log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 			}
-			s.endSession(sess, true)
+			srv.endSession(sess, true)
 		}()
 		sess.ServeOn(t, lc, start)
 	})
@@ -54,9 +54,9 @@ func (s *Server) serveOnLoop(sess *dataplane.Session, start time.Time) bool {
 }
 
 // loopSessions counts the sessions the event loops run (for metrics).
-func (s *Server) loopSessions() int {
+func (srv *Server) loopSessions() int {
 	n := 0
-	for _, l := range s.loops {
+	for _, l := range srv.loops {
 		n += l.Tasks()
 	}
 	return n

@@ -15,21 +15,21 @@ import (
 
 // serveMetrics serves /metrics, /healthz and /readyz on addr until ctx
 // ends.
-func (s *Server) serveMetrics(ctx context.Context, addr string) (net.Addr, error) {
+func (srv *Server) serveMetrics(ctx context.Context, addr string) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	hs := &http.Server{Handler: s.metricsHandler(), ReadHeaderTimeout: 5 * time.Second}
-	s.wg.Add(2)
+	hs := &http.Server{Handler: srv.metricsHandler(), ReadHeaderTimeout: 5 * time.Second}
+	srv.wg.Add(2)
 	go func() {
-		defer s.wg.Done()
+		defer srv.wg.Done()
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("metrics listener failed", zap.Error(err))
+			srv.log.Error("metrics listener failed", zap.Error(err))
 		}
 	}()
 	go func() {
-		defer s.wg.Done()
+		defer srv.wg.Done()
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -39,11 +39,11 @@ func (s *Server) serveMetrics(ctx context.Context, addr string) (net.Addr, error
 }
 
 // metricsHandler routes the metrics listener's paths.
-func (s *Server) metricsHandler() http.Handler {
+func (srv *Server) metricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.Reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(srv.metrics.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", s.serveReadyz)
+	mux.HandleFunc("/readyz", srv.serveReadyz)
 	return mux
 }
 
@@ -51,21 +51,21 @@ func (s *Server) metricsHandler() http.Handler {
 // and whether its lines carry the statement text, for statements that
 // finish from now on ([proxy] slow_query_threshold and log_sql; a reload
 // may call it). It is safe for concurrent use.
-func (s *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
-	s.metrics.SetSlowLog(threshold, logSQL)
+func (srv *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
+	srv.metrics.SetSlowLog(threshold, logSQL)
 }
 
 // initMetrics completes the Server's metrics once New has built its pools
 // and sharding rules: the collectors that read pools and backends at scrape
 // time, the shard and scatter routes, and the
 // slow-query log settings.
-func (s *Server) initMetrics() {
-	s.metrics.Reg.MustRegister(newPoolCollector(s), newBackendCollector(s))
-	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+func (srv *Server) initMetrics() {
+	srv.metrics.Reg.MustRegister(newPoolCollector(srv), newBackendCollector(srv))
+	srv.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_event_loop_sessions",
 		Help: "Client sessions served by event loops ([proxy] event_loop); 0 without them.",
-	}, func() float64 { return float64(s.loopSessions()) }))
+	}, func() float64 { return float64(srv.loopSessions()) }))
 	// Always: a reload may add shard rules to a running sluice.
-	s.metrics.AddRoutes(observe.RouteShard, observe.RouteScatter)
-	s.SetSlowQueryLog(s.cfg.Proxy.SlowQueryThreshold.Duration, s.cfg.Proxy.LogSQL)
+	srv.metrics.AddRoutes(observe.RouteShard, observe.RouteScatter)
+	srv.SetSlowQueryLog(srv.cfg.Proxy.SlowQueryThreshold.Duration, srv.cfg.Proxy.LogSQL)
 }

@@ -33,12 +33,12 @@ func servingReplicas(c *health.Cluster) int {
 // writable master or a serving replica. When it cannot, reason names each
 // cluster that cannot serve and why. It reads the current snapshot only and
 // is safe for concurrent use.
-func (s *Server) Ready() (ok bool, reason string) {
-	if s.ctx.Err() != nil || s.unready.Load() {
+func (srv *Server) Ready() (ok bool, reason string) {
+	if srv.ctx.Err() != nil || srv.unready.Load() {
 		return false, "sluice is shutting down"
 	}
 	var why []string
-	for _, c := range s.topo.Current().Clusters {
+	for _, c := range srv.topo.Current().Clusters {
 		if masterWritable(c) || servingReplicas(c) > 0 {
 			continue
 		}
@@ -63,10 +63,10 @@ func (s *Server) Ready() (ok bool, reason string) {
 
 // serveReadyz answers /readyz: 200 "ready" when Ready, else 503 with the
 // reason, one line per cluster that cannot serve.
-func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+func (srv *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	ok, reason := s.Ready()
+	ok, reason := srv.Ready()
 	if !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("not ready: " + reason + "\n"))

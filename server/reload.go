@@ -97,26 +97,26 @@ func poolsToRebuild(old, next *conf.Config) map[string]bool {
 // new one when its cluster is to be rebuilt or it has none), and the pools
 // of backends snap no longer has are retired. It stores a new map only
 // when something changed.
-func (s *Server) followPools(snap *health.Snapshot) {
-	s.reload.poolMu.Lock()
-	defer s.reload.poolMu.Unlock()
-	pools := s.env.Pools()
+func (srv *Server) followPools(snap *health.Snapshot) {
+	srv.reload.poolMu.Lock()
+	defer srv.reload.poolMu.Unlock()
+	pools := srv.env.Pools()
 	var next map[string]*dataplane.Pool
 	watched := make(map[string]bool, len(pools))
-	cfg := s.config()
+	cfg := srv.config()
 	for _, c := range snap.Clusters {
 		for _, b := range c.Watched() {
 			watched[b.Address] = true
 			p := pools[b.Address]
-			if p != nil && !s.reload.rebuild[c.Name] {
+			if p != nil && !srv.reload.rebuild[c.Name] {
 				p.SetBackend(b)
 				continue
 			}
-			np, err := s.env.NewPoolFor(cfg, b)
+			np, err := srv.env.NewPoolFor(cfg, b)
 			if err != nil {
 				// Only a TLS CA file that became unreadable fails here:
 				// the old pool, if any, stays.
-				s.log.Error("cannot build the pool of a backend", zap.String("backend", b.Address), zap.Error(err))
+				srv.log.Error("cannot build the pool of a backend", zap.String("backend", b.Address), zap.Error(err))
 				if p != nil {
 					p.SetBackend(b)
 				}
@@ -126,7 +126,7 @@ func (s *Server) followPools(snap *health.Snapshot) {
 				next = maps.Clone(pools)
 			}
 			if p != nil {
-				s.reload.retired = append(s.reload.retired, p)
+				srv.reload.retired = append(srv.reload.retired, p)
 			}
 			next[b.Address] = np
 		}
@@ -137,25 +137,25 @@ func (s *Server) followPools(snap *health.Snapshot) {
 				next = maps.Clone(pools)
 			}
 			delete(next, addr)
-			s.reload.retired = append(s.reload.retired, p)
+			srv.reload.retired = append(srv.reload.retired, p)
 		}
 	}
-	s.reload.rebuild = nil
+	srv.reload.rebuild = nil
 	if next != nil {
-		s.env.SetPools(next)
+		srv.env.SetPools(next)
 	}
 }
 
 // runProber starts p (on the Server's context, counted in its wait group)
 // and keeps a copy of it as the template later restarts copy.
-func (s *Server) runProber(p *health.Prober) {
-	s.reload.prober = *p
-	ctx, cancel := context.WithCancel(s.ctx)
+func (srv *Server) runProber(p *health.Prober) {
+	srv.reload.prober = *p
+	ctx, cancel := context.WithCancel(srv.ctx)
 	done := make(chan struct{})
-	s.reload.proberCancel, s.reload.proberDone = cancel, done
-	s.wg.Add(1)
+	srv.reload.proberCancel, srv.reload.proberDone = cancel, done
+	srv.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer srv.wg.Done()
 		defer close(done)
 		p.Run(ctx)
 	}()
@@ -164,18 +164,18 @@ func (s *Server) runProber(p *health.Prober) {
 // restartProber stops the running prober and starts one with h's timings.
 // Backend states, failure counts and statuses live on the Backends, so
 // nothing is lost; the new prober's workers probe at its first tick.
-func (s *Server) restartProber(h conf.Health) {
-	if s.reload.proberCancel == nil {
+func (srv *Server) restartProber(h conf.Health) {
+	if srv.reload.proberCancel == nil {
 		return // not started
 	}
-	s.reload.proberCancel()
-	<-s.reload.proberDone
-	if s.ctx.Err() != nil {
+	srv.reload.proberCancel()
+	<-srv.reload.proberDone
+	if srv.ctx.Err() != nil {
 		return
 	}
-	p := s.reload.prober
+	p := srv.reload.prober
 	p.Interval, p.Timeout, p.FailuresBeforeDown = h.Interval.Duration, h.Timeout.Duration, h.FailuresBeforeDown
-	s.runProber(&p)
+	srv.runProber(&p)
 }
 
 // Reload reads the configuration file again (the path the running
@@ -202,16 +202,16 @@ func (s *Server) restartProber(h conf.Health) {
 // *protocol.SQLError naming the key, and line where known. Reload is safe
 // to call concurrently with sessions and with itself (calls run one at a
 // time).
-func (s *Server) Reload() (changes []string, err error) {
-	s.reload.mu.Lock()
-	defer s.reload.mu.Unlock()
-	old := s.config()
+func (srv *Server) Reload() (changes []string, err error) {
+	srv.reload.mu.Lock()
+	defer srv.reload.mu.Unlock()
+	old := srv.config()
 	if old.Path == "" {
 		return nil, protocol.ERUnknownError.New("sluice: RELOAD: the running configuration was not loaded from a file")
 	}
 	file, err := conf.Load(old.Path)
 	if err != nil {
-		s.log.Warn("configuration reload failed; the running configuration is unchanged", zap.Error(err))
+		srv.log.Warn("configuration reload failed; the running configuration is unchanged", zap.Error(err))
 		return nil, protocol.ERUnknownError.New("sluice: reload failed, running configuration unchanged: %v", oneLine(err))
 	}
 	diff := conf.Diff(old, file)
@@ -221,7 +221,7 @@ func (s *Server) Reload() (changes []string, err error) {
 		// (a shard rule naming a cluster a restart would add).
 		return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged (%s): %v", strings.Join(diff.Strings(), "; "), oneLine(err))
 	}
-	set, err := dataplane.NewShardSet(next, s.env.ShardSet())
+	set, err := dataplane.NewShardSet(next, srv.env.ShardSet())
 	if err != nil {
 		return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged: %v", err)
 	}
@@ -235,33 +235,33 @@ func (s *Server) Reload() (changes []string, err error) {
 	// Everything is checked: apply. The configuration first, so pools
 	// built for the new snapshot and sessions that see it read the new
 	// settings.
-	s.env.SetConfig(next)
-	s.SetSlowQueryLog(next.Proxy.SlowQueryThreshold.Duration, next.Proxy.LogSQL)
+	srv.env.SetConfig(next)
+	srv.SetSlowQueryLog(next.Proxy.SlowQueryThreshold.Duration, next.Proxy.LogSQL)
 	if authn != nil {
-		s.auth.cur.Store(&authn)
+		srv.auth.cur.Store(&authn)
 	}
 	// Key columns' types before the rules route a statement.
-	s.settleShardKeys(set.Rules())
-	s.env.SetShards(set)
-	s.env.SetLimits(next)
+	srv.settleShardKeys(set.Rules())
+	srv.env.SetShards(set)
+	srv.env.SetLimits(next)
 	if v := next.Proxy.ServerVersion; v != "" {
-		s.env.SetServerVersion(v)
+		srv.env.SetServerVersion(v)
 	}
-	s.reload.poolMu.Lock()
-	s.reload.rebuild = poolsToRebuild(old, next)
-	s.reload.poolMu.Unlock()
-	snap, notes := s.topo.Reconfigure(old, next)
-	s.reload.poolMu.Lock()
-	retired := s.reload.retired
-	s.reload.retired = nil
-	s.reload.poolMu.Unlock()
+	srv.reload.poolMu.Lock()
+	srv.reload.rebuild = poolsToRebuild(old, next)
+	srv.reload.poolMu.Unlock()
+	snap, notes := srv.topo.Reconfigure(old, next)
+	srv.reload.poolMu.Lock()
+	retired := srv.reload.retired
+	srv.reload.retired = nil
+	srv.reload.poolMu.Unlock()
 	for _, p := range retired {
 		// Idle connections close now, lent ones when they come back.
 		p.Close()
 	}
 	if old.Health.Interval != next.Health.Interval || old.Health.Timeout != next.Health.Timeout ||
 		old.Health.FailuresBeforeDown != next.Health.FailuresBeforeDown {
-		s.restartProber(next.Health)
+		srv.restartProber(next.Health)
 	}
 
 	changes = append(diff.Strings(), notes...)
@@ -272,8 +272,8 @@ func (s *Server) Reload() (changes []string, err error) {
 	if len(changes) > 0 {
 		summary += ": " + strings.Join(changes, "; ")
 	}
-	s.event("reload", "", "", summary)
-	s.log.Info("configuration reloaded", zap.String("path", old.Path), zap.Uint64("epoch", snap.Epoch),
+	srv.event("reload", "", "", summary)
+	srv.log.Info("configuration reloaded", zap.String("path", old.Path), zap.Uint64("epoch", snap.Epoch),
 		zap.Strings("changes", changes), zap.Int("need_restart", diff.NeedRestart()))
 	if changes == nil {
 		changes = []string{}

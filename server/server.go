@@ -152,141 +152,141 @@ func (h host) RefuseAdminOnDataPort(client string) *protocol.SQLError {
 }
 
 // config is the running configuration (dataplane.Env.Config).
-func (s *Server) config() *conf.Config { return s.env.Config() }
+func (srv *Server) config() *conf.Config { return srv.env.Config() }
 
 // Config is the running configuration.
-func (s *Server) Config() *conf.Config { return s.env.Config() }
+func (srv *Server) Config() *conf.Config { return srv.env.Config() }
 
 // pool is the pool of the backend at addr, nil when there is none.
-func (s *Server) pool(addr string) *dataplane.Pool { return s.env.Pool(addr) }
+func (srv *Server) pool(addr string) *dataplane.Pool { return srv.env.Pool(addr) }
 
 // shards are the sharding rules in force, nil when there never were any.
-func (s *Server) shards() *shard.Rules { return s.env.Shards() }
+func (srv *Server) shards() *shard.Rules { return srv.env.Shards() }
 
 // Topology returns the live topology (for tests and the admin port).
-func (s *Server) Topology() *health.Topology { return s.topo }
+func (srv *Server) Topology() *health.Topology { return srv.topo }
 
 // Listen binds the client listener.
-func (s *Server) Listen() error {
-	ln, err := net.Listen("tcp", s.cfg.Proxy.Listen)
+func (srv *Server) Listen() error {
+	ln, err := net.Listen("tcp", srv.cfg.Proxy.Listen)
 	if err != nil {
-		return fmt.Errorf("proxy: listen %s: %w", s.cfg.Proxy.Listen, err)
+		return fmt.Errorf("proxy: listen %s: %w", srv.cfg.Proxy.Listen, err)
 	}
-	s.ln = ln
+	srv.ln = ln
 	return nil
 }
 
 // Addr is the bound client address.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+func (srv *Server) Addr() net.Addr { return srv.ln.Addr() }
 
 // MetricsAddr is the bound metrics address, nil when metrics are off.
-func (s *Server) MetricsAddr() net.Addr { return s.metricsAddr }
+func (srv *Server) MetricsAddr() net.Addr { return srv.metricsAddr }
 
 // Start binds the listeners and serves in the background, with the health
 // prober.
-func (s *Server) Start() error {
-	if n := s.cfg.Proxy.Threads; n > 0 {
+func (srv *Server) Start() error {
+	if n := srv.cfg.Proxy.Threads; n > 0 {
 		// The proxy owns its process: threads sets how many OS threads
 		// run Go code at once for all of it.
 		runtime.GOMAXPROCS(n)
 	}
-	if err := s.Listen(); err != nil {
+	if err := srv.Listen(); err != nil {
 		return err
 	}
-	if a := s.cfg.Proxy.MetricsListen; a != "" {
-		addr, err := s.serveMetrics(s.ctx, a)
+	if a := srv.cfg.Proxy.MetricsListen; a != "" {
+		addr, err := srv.serveMetrics(srv.ctx, a)
 		if err != nil {
-			s.ln.Close()
+			srv.ln.Close()
 			return fmt.Errorf("proxy: metrics_listen %s: %w", a, err)
 		}
-		s.metricsAddr = addr
+		srv.metricsAddr = addr
 	}
-	if err := s.failover.recover(); err != nil {
-		s.ln.Close()
+	if err := srv.failover.recover(); err != nil {
+		srv.ln.Close()
 		return fmt.Errorf("proxy: %w", err)
 	}
-	if err := s.startAdmin(); err != nil {
-		s.ln.Close()
-		s.cancel()
+	if err := srv.startAdmin(); err != nil {
+		srv.ln.Close()
+		srv.cancel()
 		return err
 	}
 	prober := &health.Prober{
-		Topology:           s.topo,
-		Interval:           s.config().Health.Interval.Duration,
-		Timeout:            s.config().Health.Timeout.Duration,
-		FailuresBeforeDown: s.config().Health.FailuresBeforeDown,
+		Topology:           srv.topo,
+		Interval:           srv.config().Health.Interval.Duration,
+		Timeout:            srv.config().Health.Timeout.Duration,
+		FailuresBeforeDown: srv.config().Health.FailuresBeforeDown,
 		TLS: func(b *health.Backend) *tls.Config {
 			// A backend that must be reached over TLS is probed over TLS.
-			if p := s.pool(b.Address); p != nil {
+			if p := srv.pool(b.Address); p != nil {
 				if t, required := p.TLS(); required {
 					return t
 				}
 			}
 			return nil
 		},
-		OnChange: s.backendStateChanged,
+		OnChange: srv.backendStateChanged,
 		OnStatus: func(b *health.Backend, st *health.Status) {
 			if b.Role == health.RoleMaster && b.State() != health.StateFenced {
-				s.env.LearnVersion(st.Version)
+				srv.env.LearnVersion(st.Version)
 			}
-			s.failover.status(b, st)
+			srv.failover.status(b, st)
 		},
 		OnAgent: func(b *health.Backend, err error) {
 			if err != nil {
-				s.log.Warn("load agent failing, balancing on Threads_running", zap.String("cluster", b.Cluster),
+				srv.log.Warn("load agent failing, balancing on Threads_running", zap.String("cluster", b.Cluster),
 					zap.String("backend", b.Address), zap.String("agent", redactAgent(b.Agent)), zap.Error(err))
 				return
 			}
-			s.log.Info("load agent answers again", zap.String("cluster", b.Cluster),
+			srv.log.Info("load agent answers again", zap.String("cluster", b.Cluster),
 				zap.String("backend", b.Address), zap.String("agent", redactAgent(b.Agent)))
 		},
 	}
-	if s.shards() != nil {
+	if srv.shards() != nil {
 		// Keys are placed by their column's type: learn it before the
 		// first client is served.
-		s.settleShardKeys(s.shards())
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.checkShardTables() }()
+		srv.settleShardKeys(srv.shards())
+		srv.wg.Add(1)
+		go func() { defer srv.wg.Done(); srv.checkShardTables() }()
 	}
-	s.runProber(prober)
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.env.WatchStalls() }()
-	if s.cfg.Proxy.EventLoop {
+	srv.runProber(prober)
+	srv.wg.Add(1)
+	go func() { defer srv.wg.Done(); srv.env.WatchStalls() }()
+	if srv.cfg.Proxy.EventLoop {
 		// Last, so no earlier failure leaves loops behind.
-		if err := s.startLoops(); err != nil {
-			s.ln.Close()
-			s.cancel()
+		if err := srv.startLoops(); err != nil {
+			srv.ln.Close()
+			srv.cancel()
 			return err
 		}
 	}
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); _ = s.Serve() }()
+	srv.wg.Add(1)
+	go func() { defer srv.wg.Done(); _ = srv.Serve() }()
 	return nil
 }
 
 // followSnapshot points each pool at its address's Backend in snap, so
 // connections are lent for the roles snap gives (after a failover), and
 // gives the backends a reload added pools (followPools).
-func (s *Server) followSnapshot(snap *health.Snapshot) { s.followPools(snap) }
+func (srv *Server) followSnapshot(snap *health.Snapshot) { srv.followPools(snap) }
 
 // backendStateChanged logs and counts a backend's state change; the prober
 // and the data plane call it. A master going down closes what its pool lent
 // and may start a failover; a replica going down cuts the statements
 // waiting on it.
-func (s *Server) backendStateChanged(b *health.Backend, from, to health.State, reason string) {
+func (srv *Server) backendStateChanged(b *health.Backend, from, to health.State, reason string) {
 	defer func() {
 		if to == health.StateDown && b.Role == health.RoleMaster {
-			s.failover.masterDown(b)
+			srv.failover.masterDown(b)
 		}
 		if to == health.StateDown && b.Role == health.RoleReplica {
-			s.env.ReplicaDown(b)
+			srv.env.ReplicaDown(b)
 		}
 	}()
-	s.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
-	s.event(observe.StateEventKind(to), b.Cluster, b.Address, from.String()+" -> "+to.String()+": "+reason)
-	log := s.log.Warn
+	srv.stateChanges.WithLabelValues(b.Cluster, b.Address, to.String()).Inc()
+	srv.event(observe.StateEventKind(to), b.Cluster, b.Address, from.String()+" -> "+to.String()+": "+reason)
+	log := srv.log.Warn
 	if to == health.StateUp {
-		log = s.log.Info
+		log = srv.log.Info
 	}
 	log("backend state changed", zap.String("cluster", b.Cluster), zap.String("backend", b.Address),
 		zap.String("role", b.Role.String()), zap.String("from", from.String()), zap.String("to", to.String()),
@@ -303,37 +303,37 @@ func redactAgent(agent string) string {
 }
 
 // Serve accepts clients until Close.
-func (s *Server) Serve() error {
+func (srv *Server) Serve() error {
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := srv.ln.Accept()
 		if err != nil {
-			if s.ctx.Err() != nil || s.env.Draining() {
+			if srv.ctx.Err() != nil || srv.env.Draining() {
 				return nil
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			s.log.Error("accept failed", zap.Error(err))
+			srv.log.Error("accept failed", zap.Error(err))
 			select {
-			case <-s.ctx.Done():
+			case <-srv.ctx.Done():
 				return nil
 			case <-time.After(50 * time.Millisecond):
 			}
 			continue
 		}
-		s.wg.Add(1)
-		if s.loops != nil {
-			go s.serveConn(evloop.NewConn(nc))
+		srv.wg.Add(1)
+		if srv.loops != nil {
+			go srv.serveConn(evloop.NewConn(nc))
 		} else {
-			go s.serveConn(evloop.NewSockConn(nc))
+			go srv.serveConn(evloop.NewSockConn(nc))
 		}
 	}
 }
 
-func (s *Server) serveConn(nc net.Conn) {
-	reg := s.env.Registry()
-	sess := dataplane.NewSession(s.env, reg.NewID(), nc)
+func (srv *Server) serveConn(nc net.Conn) {
+	reg := srv.env.Registry()
+	sess := dataplane.NewSession(srv.env, reg.NewID(), nc)
 	counted, onLoop := false, false
 	defer func() {
 		if onLoop {
@@ -342,20 +342,20 @@ func (s *Server) serveConn(nc net.Conn) {
 		if r := recover(); r != nil {
 			sess.Log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
 		}
-		s.endSession(sess, counted)
+		srv.endSession(sess, counted)
 	}()
-	limit := s.config().Proxy.MaxClientConnections
+	limit := srv.config().Proxy.MaxClientConnections
 	if !reg.Add(&sess.Handle, limit) {
 		sess.Refuse(protocol.ERConCount.New("Too many connections: sluice max_client_connections (%d) reached", limit))
 		return
 	}
-	s.metrics.Clients.Inc()
+	srv.metrics.Clients.Inc()
 	counted = true
 	start := time.Now()
-	if !sess.Start(s.ctx) {
+	if !sess.Start(srv.ctx) {
 		return
 	}
-	if onLoop = s.serveOnLoop(sess, start); onLoop {
+	if onLoop = srv.serveOnLoop(sess, start); onLoop {
 		return
 	}
 	sess.ServeAll(start)
@@ -364,18 +364,18 @@ func (s *Server) serveConn(nc net.Conn) {
 // endSession releases what a session held once it has ended, on whichever
 // goroutine served it; counted: it was registered and in the clients
 // gauge.
-func (s *Server) endSession(sess *dataplane.Session, counted bool) {
-	defer s.wg.Done()
+func (srv *Server) endSession(sess *dataplane.Session, counted bool) {
+	defer srv.wg.Done()
 	sess.End()
 	if counted {
-		s.env.Registry().Remove(&sess.Handle)
+		srv.env.Registry().Remove(&sess.Handle)
 		// The gauge drops only once the slot is free, so a client that
 		// sees it fall can count on max_client_connections having room.
-		s.metrics.Clients.Dec()
+		srv.metrics.Clients.Dec()
 	}
-	if s.env.Draining() {
+	if srv.env.Draining() {
 		select {
-		case s.sessionEnded <- struct{}{}:
+		case srv.sessionEnded <- struct{}{}:
 		default:
 		}
 	}
@@ -384,20 +384,20 @@ func (s *Server) endSession(sess *dataplane.Session, counted bool) {
 // Close stops accepting, closes every client connection and idle pool
 // connection, and waits for the sessions to end: the hard stop (Shutdown
 // is the graceful one).
-func (s *Server) Close() error {
-	s.cancel()
+func (srv *Server) Close() error {
+	srv.cancel()
 	var err error
-	if s.ln != nil {
-		err = s.ln.Close()
+	if srv.ln != nil {
+		err = srv.ln.Close()
 	}
-	for _, h := range s.env.Registry().All() {
+	for _, h := range srv.env.Registry().All() {
 		_ = h.Close()
 	}
-	s.wg.Wait()
-	for _, p := range s.env.Pools() {
+	srv.wg.Wait()
+	for _, p := range srv.env.Pools() {
 		p.Close()
 	}
-	for _, l := range s.loops {
+	for _, l := range srv.loops {
 		l.Stop()
 	}
 	return err
@@ -405,8 +405,8 @@ func (s *Server) Close() error {
 
 // PoolStats reports, per backend address, the open, idle and closed-so-far
 // data connections of its pool (for tests and the admin port).
-func (s *Server) PoolStats() map[string][3]int {
-	pools := s.env.Pools()
+func (srv *Server) PoolStats() map[string][3]int {
+	pools := srv.env.Pools()
 	out := make(map[string][3]int, len(pools))
 	for addr, p := range pools {
 		o, i, c := p.Stats()

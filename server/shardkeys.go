@@ -43,22 +43,22 @@ var errWeightsDiffer = errors.New("the collation's weights are not one per chara
 // each to the rules, logs rules refused because of them, and returns the
 // rules it could not settle (a master unreachable, a table that exists
 // on no master, or a collation's weights the server did not give in time).
-func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet bool) (unsettled []string) {
+func (srv *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet bool) (unsettled []string) {
 	lookups := rules.KeyLookups()
 	if len(lookups) == 0 {
 		return nil
 	}
 	names := rules.Clusters()
-	snap := s.topo.Current()
+	snap := srv.topo.Current()
 	a := &keyColumnAnswers{
 		found:  map[keyTable]shard.KeyColumn{},
 		failed: map[int]error{},
 		conns:  map[int]*health.ControlConn{},
 	}
 	defer a.close()
-	s.askKeyColumns(ctx, snap, names, keyColumnTuples(lookups), a)
+	srv.askKeyColumns(ctx, snap, names, keyColumnTuples(lookups), a)
 	for _, l := range lookups {
-		if s.settleKeyColumn(rules, l, names, a) {
+		if srv.settleKeyColumn(rules, l, names, a) {
 			unsettled = append(unsettled, l.Logical)
 		}
 	}
@@ -67,7 +67,7 @@ func (s *Server) learnShardKeys(ctx context.Context, rules *shard.Rules, quiet b
 		for _, e := range a.failed {
 			errs = append(errs, e.Error())
 		}
-		s.log.Warn("could not read the shard key columns' types from every master; asking again",
+		srv.log.Warn("could not read the shard key columns' types from every master; asking again",
 			zap.Strings("errors", errs))
 	}
 	return unsettled
@@ -114,7 +114,7 @@ func keyColumnTuples(lookups []shard.KeyLookup) map[int][]string {
 
 // askKeyColumns asks the master of each cluster in byCluster about its
 // tuples and records the answers, or why the master could not answer, in a.
-func (s *Server) askKeyColumns(ctx context.Context, snap *health.Snapshot, names []string, byCluster map[int][]string, a *keyColumnAnswers) {
+func (srv *Server) askKeyColumns(ctx context.Context, snap *health.Snapshot, names []string, byCluster map[int][]string, a *keyColumnAnswers) {
 	for ci, tuples := range byCluster {
 		c := snap.Cluster(names[ci])
 		if c == nil || c.Master == nil {
@@ -122,7 +122,7 @@ func (s *Server) askKeyColumns(ctx context.Context, snap *health.Snapshot, names
 			continue
 		}
 		addr := c.Master.Address
-		cc, err := health.Dial(ctx, addr, s.failover.credentials(c.Name, addr))
+		cc, err := health.Dial(ctx, addr, srv.failover.credentials(c.Name, addr))
 		if err != nil {
 			a.failed[ci] = fmt.Errorf("cluster %s master %s: %w", c.Name, addr, err)
 			continue
@@ -148,7 +148,7 @@ func (s *Server) askKeyColumns(ctx context.Context, snap *health.Snapshot, names
 // rule when the tables disagree. It reports whether l stays unsettled: no
 // master knew its tables, a master could not be asked, or the weights were
 // not given in time.
-func (s *Server) settleKeyColumn(rules *shard.Rules, l shard.KeyLookup, names []string, a *keyColumnAnswers) (unsettled bool) {
+func (srv *Server) settleKeyColumn(rules *shard.Rules, l shard.KeyLookup, names []string, a *keyColumnAnswers) (unsettled bool) {
 	have, where, src, pending := a.columnsOf(l, names)
 	if len(have) == 0 {
 		return true
@@ -158,15 +158,15 @@ func (s *Server) settleKeyColumn(rules *shard.Rules, l shard.KeyLookup, names []
 		why := "the key column's type or collation differs between physical tables (" + strings.Join(where, "; ") +
 			"), so equal keys could be placed differently; make them equal on every cluster and RELOAD CONFIG"
 		rules.RefuseKey(l.Logical, why)
-		s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.String("reason", why))
+		srv.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.String("reason", why))
 		return false
 	}
-	w, ok := s.keyWeights(l, kc, a.conns[src])
+	w, ok := srv.keyWeights(l, kc, a.conns[src])
 	if !ok {
 		return true
 	}
 	if err := rules.SetKeyColumn(l.Logical, kc, w); err != nil {
-		s.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.Error(err))
+		srv.log.Error("shard rule refused: its statements get ERR 1235", zap.String("rule", l.Logical), zap.Error(err))
 	}
 	return pending
 }
@@ -212,26 +212,26 @@ func agreedKeyColumn(have []shard.KeyColumn) (kc shard.KeyColumn, differ bool) {
 // keyWeights returns the weights of kc's collation learnt over cc, nil for
 // a collation that needs none or does not weigh one character at a time.
 // It reports false when the server did not give them, so l stays unsettled.
-func (s *Server) keyWeights(l shard.KeyLookup, kc shard.KeyColumn, cc *health.ControlConn) (*shard.Weights, bool) {
+func (srv *Server) keyWeights(l shard.KeyLookup, kc shard.KeyColumn, cc *health.ControlConn) (*shard.Weights, bool) {
 	var w *shard.Weights
 	if cs, ok := shard.WeighedCharset(kc.Collation); ok {
 		// The weights are learnt once per collation with one query
 		// over 63,488 characters, which a loaded server may answer
 		// slower than a health probe: it gets a deadline of its own.
-		wctx, cancel := context.WithTimeout(s.ctx, shardWeightsTimeout)
+		wctx, cancel := context.WithTimeout(srv.ctx, shardWeightsTimeout)
 		var err error
-		w, err = s.collationWeights(wctx, cc, l.Schema, cs, kc.Collation)
+		w, err = srv.collationWeights(wctx, cc, l.Schema, cs, kc.Collation)
 		cancel()
 		if err != nil && !errors.Is(err, errWeightsDiffer) {
 			// A failed or slow query says nothing about the
 			// collation: the rule stays unsettled (reads scatter,
 			// INSERTs are refused) and is asked again.
-			s.log.Warn("could not learn a collation's weights from the server; asking again", zap.String("rule", l.Logical),
+			srv.log.Warn("could not learn a collation's weights from the server; asking again", zap.String("rule", l.Logical),
 				zap.String("collation", kc.Collation), zap.Error(err))
 			return nil, false
 		}
 		if err != nil {
-			s.log.Error("a collation does not weigh one character at a time on the server", zap.String("rule", l.Logical),
+			srv.log.Error("a collation does not weigh one character at a time on the server", zap.String("rule", l.Logical),
 				zap.String("collation", kc.Collation), zap.Error(err))
 			w = nil
 		}
@@ -252,10 +252,10 @@ func sameKeyColumn(a, b shard.KeyColumn) bool {
 // schema, and checked: every character's weight is one 16-bit unit, the
 // character survives the conversion to cs, and strings weigh the sum of
 // their characters.
-func (s *Server) collationWeights(ctx context.Context, cc *health.ControlConn, schema, cs, collation string) (*shard.Weights, error) {
-	s.shardKeys.mu.Lock()
-	defer s.shardKeys.mu.Unlock()
-	if w := s.shardKeys.weights[collation]; w != nil {
+func (srv *Server) collationWeights(ctx context.Context, cc *health.ControlConn, schema, cs, collation string) (*shard.Weights, error) {
+	srv.shardKeys.mu.Lock()
+	defer srv.shardKeys.mu.Unlock()
+	if w := srv.shardKeys.weights[collation]; w != nil {
 		return w, nil
 	}
 	if cc == nil {
@@ -316,10 +316,10 @@ func (s *Server) collationWeights(ctx context.Context, cc *health.ControlConn, s
 			return nil, fmt.Errorf("%w: %w", errWeightsDiffer, err)
 		}
 	}
-	if s.shardKeys.weights == nil {
-		s.shardKeys.weights = map[string]*shard.Weights{}
+	if srv.shardKeys.weights == nil {
+		srv.shardKeys.weights = map[string]*shard.Weights{}
 	}
-	s.shardKeys.weights[collation] = w
+	srv.shardKeys.weights[collation] = w
 	return w, nil
 }
 
@@ -328,39 +328,39 @@ func (s *Server) collationWeights(ctx context.Context, cc *health.ControlConn, s
 // that much at most; a collation's weights, learnt once, by
 // shardWeightsTimeout), and keeps asking in the background about those it
 // could not settle while rules are the running ones.
-func (s *Server) settleShardKeys(rules *shard.Rules) {
+func (srv *Server) settleShardKeys(rules *shard.Rules) {
 	if rules == nil {
 		return
 	}
-	budget := 2*s.config().Health.Timeout.Duration + time.Second
-	ctx, cancel := context.WithTimeout(s.ctx, budget)
-	left := s.learnShardKeys(ctx, rules, false)
+	budget := 2*srv.config().Health.Timeout.Duration + time.Second
+	ctx, cancel := context.WithTimeout(srv.ctx, budget)
+	left := srv.learnShardKeys(ctx, rules, false)
 	cancel()
 	if len(left) == 0 {
 		return
 	}
-	s.wg.Add(1)
+	srv.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer srv.wg.Done()
 		wait := shardKeyRetry
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		for len(left) > 0 {
 			select {
-			case <-s.ctx.Done():
+			case <-srv.ctx.Done():
 				return
 			case <-t.C:
 			}
 			wait = min(2*wait, shardKeyRetryMax)
 			t.Reset(wait)
-			if s.shards() != rules {
+			if srv.shards() != rules {
 				return // replaced by a reload, which settles its own
 			}
-			ctx, cancel := context.WithTimeout(s.ctx, budget)
-			left = s.learnShardKeys(ctx, rules, true)
+			ctx, cancel := context.WithTimeout(srv.ctx, budget)
+			left = srv.learnShardKeys(ctx, rules, true)
 			cancel()
 		}
-		s.log.Info("shard key columns learnt from every master")
+		srv.log.Info("shard key columns learnt from every master")
 	}()
 }
 
@@ -370,11 +370,11 @@ func (s *Server) settleShardKeys(rules *shard.Rules) {
 // a missing table fail with the server's ERR 1146 naming it; Start logs the
 // list once so a DBA sees a rule that names the wrong table before the first
 // client does. A master that cannot be asked is reported in the error.
-func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
-	if s.shards() == nil {
+func (srv *Server) MissingShardTables(ctx context.Context) ([]string, error) {
+	if srv.shards() == nil {
 		return nil, nil
 	}
-	names := s.shards().Clusters()
+	names := srv.shards().Clusters()
 	type key struct {
 		cluster int
 		schema  string
@@ -382,8 +382,8 @@ func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
 	have := make(map[key]map[string]bool)
 	var missing []string
 	var errs []error
-	snap := s.topo.Current()
-	for _, pt := range s.shards().PhysicalTables() {
+	snap := srv.topo.Current()
+	for _, pt := range srv.shards().PhysicalTables() {
 		k := key{pt.Cluster, strings.ToLower(pt.Schema)}
 		tables, asked := have[k]
 		if !asked {
@@ -393,7 +393,7 @@ func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
 			}
 			addr := c.Master.Address
 			list, err := func() ([]string, error) {
-				cc, err := health.Dial(ctx, addr, s.failover.credentials(c.Name, addr))
+				cc, err := health.Dial(ctx, addr, srv.failover.credentials(c.Name, addr))
 				if err != nil {
 					return nil, err
 				}
@@ -420,16 +420,16 @@ func (s *Server) MissingShardTables(ctx context.Context) ([]string, error) {
 
 // checkShardTables logs the physical tables the rules expect but the
 // clusters lack.
-func (s *Server) checkShardTables() {
-	ctx, cancel := context.WithTimeout(s.ctx, 4*s.config().Health.Timeout.Duration+5*time.Second)
+func (srv *Server) checkShardTables() {
+	ctx, cancel := context.WithTimeout(srv.ctx, 4*srv.config().Health.Timeout.Duration+5*time.Second)
 	defer cancel()
-	missing, err := s.MissingShardTables(ctx)
+	missing, err := srv.MissingShardTables(ctx)
 	if err != nil {
-		s.log.Warn("could not check the physical tables of the shard rules", zap.Error(err))
+		srv.log.Warn("could not check the physical tables of the shard rules", zap.Error(err))
 	}
 	if len(missing) > 0 {
 		const show = 20
-		s.log.Error("physical tables of shard rules are missing; statements that reach them fail with ERR 1146",
+		srv.log.Error("physical tables of shard rules are missing; statements that reach them fail with ERR 1146",
 			zap.Int("missing", len(missing)), zap.Strings("tables", missing[:min(len(missing), show)]))
 	}
 }

@@ -27,11 +27,11 @@ import (
 //
 // Shutdown returns Close's error, if any. It must be called at most once; Close
 // may be called afterwards and does nothing more.
-func (s *Server) Shutdown(ctx context.Context) error {
-	p := &s.config().Proxy
+func (srv *Server) Shutdown(ctx context.Context) error {
+	p := &srv.config().Proxy
 	delay, timeout := p.ShutdownDelay.Duration, p.ShutdownTimeout.Duration
-	s.unready.Store(true)
-	s.log.Info("shutdown: /readyz answers 503", zap.Duration("shutdown_delay", delay), zap.Duration("shutdown_timeout", timeout))
+	srv.unready.Store(true)
+	srv.log.Info("shutdown: /readyz answers 503", zap.Duration("shutdown_delay", delay), zap.Duration("shutdown_timeout", timeout))
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -40,29 +40,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			t.Stop()
 		}
 	}
-	s.env.SetDraining()
-	if s.ln != nil {
-		_ = s.ln.Close()
+	srv.env.SetDraining()
+	if srv.ln != nil {
+		_ = srv.ln.Close()
 	}
 	cut := time.NewTimer(timeout)
 	defer cut.Stop()
 	for {
-		left, inTx := s.closeIdleSessions()
+		left, inTx := srv.closeIdleSessions()
 		if left == 0 {
-			s.log.Info("shutdown: every client session ended")
+			srv.log.Info("shutdown: every client session ended")
 			break
 		}
 		select {
-		case <-s.sessionEnded:
+		case <-srv.sessionEnded:
 			continue
 		case <-cut.C:
 		case <-ctx.Done():
 		}
-		s.log.Warn("shutdown: cutting off the sessions still open", zap.Int("sessions", left), zap.Int("in_transaction", inTx))
-		s.cutSessions()
+		srv.log.Warn("shutdown: cutting off the sessions still open", zap.Int("sessions", left), zap.Int("in_transaction", inTx))
+		srv.cutSessions()
 		break
 	}
-	if err := s.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	if err := srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	return nil
@@ -71,8 +71,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // closeIdleSessions closes the sessions that wait for a command outside a
 // transaction and reports how many sessions are still open and how many
 // of them wait inside a transaction.
-func (s *Server) closeIdleSessions() (left, inTx int) {
-	s.env.Registry().Each(func(h *dataplane.Handle) {
+func (srv *Server) closeIdleSessions() (left, inTx int) {
+	srv.env.Registry().Each(func(h *dataplane.Handle) {
 		left++
 		if h.CloseIfIdle() {
 			inTx++
@@ -84,6 +84,6 @@ func (s *Server) closeIdleSessions() (left, inTx int) {
 // cutSessions closes every session's client connection and the data
 // connection of any statement still running, so the sessions end without
 // waiting for their backends.
-func (s *Server) cutSessions() {
-	s.env.Registry().Each(func(h *dataplane.Handle) { h.Cut() })
+func (srv *Server) cutSessions() {
+	srv.env.Registry().Each(func(h *dataplane.Handle) { h.Cut() })
 }

@@ -23,12 +23,12 @@ const drainPoll = 2 * time.Millisecond
 // drainMaster waits until no session has a statement in flight to, or a transaction open on,
 // the master of cluster idx, or until deadline or ctx ends. It returns how many sessions were
 // still busy then (0: drained).
-func (s *Server) drainMaster(ctx context.Context, idx int, deadline time.Time) int {
+func (srv *Server) drainMaster(ctx context.Context, idx int, deadline time.Time) int {
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for {
 		busy := 0
-		s.env.Registry().Each(func(h *dataplane.Handle) {
+		srv.env.Registry().Each(func(h *dataplane.Handle) {
 			if h.MasterBusy(idx) {
 				busy++
 			}
@@ -63,11 +63,11 @@ func (f *failovers) unclaim(cluster string) {
 }
 
 // clusterIndex returns cluster's index in every snapshot, or an ERR naming it.
-func (s *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) {
-	i := slices.IndexFunc(s.topo.Current().Clusters, func(c *health.Cluster) bool { return c.Name == cluster })
+func (srv *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) {
+	i := slices.IndexFunc(srv.topo.Current().Clusters, func(c *health.Cluster) bool { return c.Name == cluster })
 	if i < 0 {
-		names := make([]string, 0, len(s.config().Clusters))
-		for _, c := range s.config().Clusters {
+		names := make([]string, 0, len(srv.config().Clusters))
+		for _, c := range srv.config().Clusters {
 			names = append(names, c.Name)
 		}
 		return -1, protocol.ERWrongArguments.New("sluice: %s: no cluster %q (clusters: %s)", what, cluster, strings.Join(names, ", "))
@@ -85,31 +85,31 @@ func (s *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) {
 // lost master). Switchover may be called from any goroutine; it refuses while another failover
 // or switchover of the cluster runs. Errors are *protocol.SQLError naming the cluster, the target
 // and what failed.
-func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
+func (srv *Server) Switchover(ctx context.Context, cluster, target string) error {
 	what := fmt.Sprintf("SWITCHOVER CLUSTER %s TO '%s'", cluster, target)
-	idx, snap, serr := s.switchoverAllowed(cluster, target, what)
+	idx, snap, serr := srv.switchoverAllowed(cluster, target, what)
 	if serr != nil {
 		return serr
 	}
 	c := snap.Clusters[idx]
-	if serr := s.failover.claim(cluster, "SWITCHOVER"); serr != nil {
+	if serr := srv.failover.claim(cluster, "SWITCHOVER"); serr != nil {
 		return serr
 	}
-	defer s.failover.unclaim(cluster)
+	defer srv.failover.unclaim(cluster)
 
-	h := &s.config().Health
-	log := s.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.String("new_master", target))
+	h := &srv.config().Health
+	log := srv.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.String("new_master", target))
 	replicas := make([]string, len(c.Replicas))
 	for j, r := range c.Replicas {
 		replicas[j] = r.Address
 	}
-	hold := &switchoverHold{s: s, h: h, log: log, idx: idx, cluster: cluster, master: c.Master.Address, target: target}
+	hold := &switchoverHold{s: srv, h: h, log: log, idx: idx, cluster: cluster, master: c.Master.Address, target: target}
 	sw := health.Switchover{
 		Cluster:     cluster,
 		Master:      c.Master.Address,
 		Target:      target,
 		Replicas:    replicas,
-		Credentials: s.failover.credentials(cluster, c.Master.Address),
+		Credentials: srv.failover.credentials(cluster, c.Master.Address),
 		Epoch:       snap.Epoch,
 		Timeout:     h.SwitchoverTimeout.Duration,
 		Hold:        hold.hold,
@@ -119,19 +119,19 @@ func (s *Server) Switchover(ctx context.Context, cluster, target string) error {
 	defer cancel()
 	res, err := sw.Run(rctx)
 	if err != nil {
-		return s.switchoverFailed(cluster, target, what, err, hold.held, log)
+		return srv.switchoverFailed(cluster, target, what, err, hold.held, log)
 	}
-	return s.publishSwitchover(cluster, target, what, res, hold.drained, log)
+	return srv.publishSwitchover(cluster, target, what, res, hold.drained, log)
 }
 
 // switchoverAllowed checks that target is an up replica of cluster and its master is up,
 // and returns the cluster's index and the snapshot it checked, or an ERR saying why not.
-func (s *Server) switchoverAllowed(cluster, target, what string) (int, *health.Snapshot, *protocol.SQLError) {
-	idx, serr := s.clusterIndex(cluster, what)
+func (srv *Server) switchoverAllowed(cluster, target, what string) (int, *health.Snapshot, *protocol.SQLError) {
+	idx, serr := srv.clusterIndex(cluster, what)
 	if serr != nil {
 		return -1, nil, serr
 	}
-	snap := s.topo.Current()
+	snap := srv.topo.Current()
 	c := snap.Clusters[idx]
 	if c.Master.Address == target {
 		return -1, nil, protocol.ERWrongArguments.New("sluice: %s: %s is already the master of cluster %s", what, target, cluster)
@@ -198,45 +198,45 @@ func (sh *switchoverHold) hold(ctx context.Context) error {
 // switchoverFailed leaves the cluster's writes as safe as err allows (refused when neither
 // server may be writable, resumed on the old master when they were held), counts and logs
 // the failure, and returns the ERR for the operator.
-func (s *Server) switchoverFailed(cluster, target, what string, err error, held bool, log *zap.Logger) error {
+func (srv *Server) switchoverFailed(cluster, target, what string, err error, held bool, log *zap.Logger) error {
 	switch {
 	case errors.Is(err, health.ErrSwitchoverIncomplete):
 		// Neither server may be writable: refuse rather than guess.
-		if _, rerr := s.topo.RefuseWrites(cluster, err.Error()); rerr != nil {
+		if _, rerr := srv.topo.RefuseWrites(cluster, err.Error()); rerr != nil {
 			log.Error("cannot refuse writes", zap.Error(rerr))
 		}
 	case held:
-		if _, rerr := s.topo.ReleaseWrites(cluster); rerr != nil {
+		if _, rerr := srv.topo.ReleaseWrites(cluster); rerr != nil {
 			log.Error("cannot resume writes", zap.Error(rerr))
 		}
 	}
-	s.failover.total.WithLabelValues(cluster, "switchover_failed").Inc()
-	s.event("switchover", cluster, target, "failed: "+err.Error())
+	srv.failover.total.WithLabelValues(cluster, "switchover_failed").Inc()
+	srv.event("switchover", cluster, target, "failed: "+err.Error())
 	log.Error("switchover failed", zap.Error(err))
 	return protocol.ERUnknownError.New("sluice: %s failed: %v", what, err)
 }
 
 // publishSwitchover sends writes to the new master of a switchover the servers completed,
 // records it in the failover state, and counts and logs it with the time of each step.
-func (s *Server) publishSwitchover(cluster, target, what string, res *health.Result, drained int, log *zap.Logger) error {
-	next, err := s.topo.Switch(cluster, target, res)
+func (srv *Server) publishSwitchover(cluster, target, what string, res *health.Result, drained int, log *zap.Logger) error {
+	next, err := srv.topo.Switch(cluster, target, res)
 	if err != nil {
 		// The servers switched but sluice cannot follow: refuse writes rather than send them
 		// to the read-only old master.
-		_, _ = s.topo.RefuseWrites(cluster, "switchover to "+target+" done on the servers but not published: "+err.Error())
+		_, _ = srv.topo.RefuseWrites(cluster, "switchover to "+target+" done on the servers but not published: "+err.Error())
 		log.Error("switchover: cannot publish the new master", zap.Error(err))
 		return protocol.ERUnknownError.New("sluice: %s: the servers switched but sluice cannot publish it: %v", what, err)
 	}
-	s.failover.lock()
-	s.failover.stateOf(cluster).RecordSwitchover(res)
-	s.failover.writeState(cluster)
-	s.failover.unlock()
-	s.failover.total.WithLabelValues(cluster, string(health.OutcomeSwitchover)).Inc()
+	srv.failover.lock()
+	srv.failover.stateOf(cluster).RecordSwitchover(res)
+	srv.failover.writeState(cluster)
+	srv.failover.unlock()
+	srv.failover.total.WithLabelValues(cluster, string(health.OutcomeSwitchover)).Inc()
 	detail := fmt.Sprintf("%s -> %s, epoch %d, took %v", res.OldMaster, res.NewMaster, next.Epoch, res.Finished.Sub(res.Started).Round(time.Millisecond))
 	if len(res.NotRepointed) > 0 {
 		detail += fmt.Sprintf("; not repointed: %v", res.NotRepointed)
 	}
-	s.event("switchover", cluster, target, detail)
+	srv.event("switchover", cluster, target, detail)
 	fields := []zap.Field{zap.Uint64("epoch", next.Epoch), zap.String("promoted_at", res.PromotedAt),
 		zap.Strings("repointed", res.Repointed), zap.Any("not_repointed", res.NotRepointed), zap.Int("busy_after_drain", drained),
 		zap.Duration("took", res.Finished.Sub(res.Started))}
@@ -254,44 +254,44 @@ func (s *Server) publishSwitchover(cluster, target, what string, res *health.Res
 // Switchover, never failed over blindly; Run refuses too when sluice can still log in to it.
 // FailoverCluster may be called from any goroutine; it refuses while another failover or
 // switchover of the cluster runs. Errors are *protocol.SQLError naming what failed.
-func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
+func (srv *Server) FailoverCluster(ctx context.Context, cluster string) error {
 	what := "FAILOVER CLUSTER " + cluster
-	idx, serr := s.clusterIndex(cluster, what)
+	idx, serr := srv.clusterIndex(cluster, what)
 	if serr != nil {
 		return serr
 	}
-	snap := s.topo.Current()
+	snap := srv.topo.Current()
 	c := snap.Clusters[idx]
 	if st := c.Master.State(); st != health.StateDown && st != health.StateFenced {
 		return protocol.ERUnknownError.New("sluice: %s refused: master %s is %s; a live master is not failed over, use SWITCHOVER CLUSTER %s TO '<replica>'",
 			what, c.Master.Address, st, cluster)
 	}
-	if serr := s.failover.claim(cluster, "FAILOVER"); serr != nil {
+	if serr := srv.failover.claim(cluster, "FAILOVER"); serr != nil {
 		return serr
 	}
-	defer s.failover.unclaim(cluster)
-	fo := s.failover.newFailover(cluster, c.Master.Address, snap)
+	defer srv.failover.unclaim(cluster)
+	fo := srv.failover.newFailover(cluster, c.Master.Address, snap)
 	// The operator decided: no failover_block, and no replica needs to confirm the master
 	// down (one still receiving from it refuses all the same).
 	fo.LastFailover, fo.Block, fo.Resumed = time.Time{}, 0, true
-	log := s.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.Bool("manual", true))
-	rctx, cancel := context.WithTimeout(ctx, health.DefaultApplyTimeout+10*s.config().Health.Timeout.Duration)
+	log := srv.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.Bool("manual", true))
+	rctx, cancel := context.WithTimeout(ctx, health.DefaultApplyTimeout+10*srv.config().Health.Timeout.Duration)
 	defer cancel()
-	s.failover.lock()
-	s.failover.continuing(&fo, s.failover.stateOf(cluster).Pending)
-	s.failover.unlock()
+	srv.failover.lock()
+	srv.failover.continuing(&fo, srv.failover.stateOf(cluster).Pending)
+	srv.failover.unlock()
 	// The operator may promote another replica than the one an earlier attempt pinned (it
 	// may be gone for good); one that was made writable is refused by Run's survey.
 	fo.Candidate = ""
 	res, err := fo.Run(rctx)
 	if err != nil && errors.Is(err, health.ErrDivergent) {
-		s.failover.refusedDivergent(cluster, c.Master.Address, err, log)
+		srv.failover.refusedDivergent(cluster, c.Master.Address, err, log)
 	}
 	if err != nil {
 		// Nothing was promoted: a restart must not finish this failover on its own.
-		s.failover.dropPending(cluster, c.Master.Address, false)
-		s.failover.total.WithLabelValues(cluster, "failed").Inc()
-		s.event("failover", cluster, c.Master.Address, "manual failover failed: "+err.Error())
+		srv.failover.dropPending(cluster, c.Master.Address, false)
+		srv.failover.total.WithLabelValues(cluster, "failed").Inc()
+		srv.event("failover", cluster, c.Master.Address, "manual failover failed: "+err.Error())
 		log.Error("manual failover failed", zap.Error(err))
 		hint := ""
 		if errors.Is(err, health.ErrMasterReachable) {
@@ -299,10 +299,10 @@ func (s *Server) FailoverCluster(ctx context.Context, cluster string) error {
 		}
 		return protocol.ERUnknownError.New("sluice: %s failed: %v%s", what, err, hint)
 	}
-	s.failover.publish(res, log)
-	if cur := s.topo.Current().Cluster(cluster); cur.Master.Address != res.NewMaster {
+	srv.failover.publish(res, log)
+	if cur := srv.topo.Current().Cluster(cluster); cur.Master.Address != res.NewMaster {
 		return protocol.ERUnknownError.New("sluice: %s: %s was promoted but sluice cannot switch to it (see the log)", what, res.NewMaster)
 	}
-	s.event("failover", cluster, res.NewMaster, fmt.Sprintf("manual: %s -> %s (%s)", res.OldMaster, res.NewMaster, res.Outcome))
+	srv.event("failover", cluster, res.NewMaster, fmt.Sprintf("manual: %s -> %s (%s)", res.OldMaster, res.NewMaster, res.Outcome))
 	return nil
 }
