@@ -197,10 +197,7 @@ func TestKillQueryWhileWaitingForPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() {
-		fc.s.cmd.reset() // what the serve loop does before each command
-		done <- fc.run(comQuery("SELECT 1"))
-	}()
+	go func() { done <- fc.run(comQuery("SELECT 1")) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(allStacks(), "dataplane.(*Pool).Get(") {
 		if time.Now().After(deadline) {
@@ -226,6 +223,100 @@ func TestKillQueryWhileWaitingForPool(t *testing.T) {
 		t.Errorf("the replica is %s after KILL QUERY of a session waiting for it (%s)", st, replica.LastError())
 	}
 	held.pool.Put(held)
-	fc.s.cmd.reset()
 	wantRows(t, "the next read", fc.query("SELECT 2"), []string{"2"})
+}
+
+// TestKillQuerySparesTheNextCommand: a KILL QUERY that ended one command's
+// wait for the pool never reaches the session's next command, even when
+// that one runs on the connection the first waited for, at once.
+func TestKillQuerySparesTheNextCommand(t *testing.T) {
+	fc := newFakeCluster(t, "", "pool_size = 1\npool_wait_timeout = \"20s\"")
+	replica := fc.replicaBackend()
+	slow := fakebackend.Rows([]string{"2"}, []any{2})
+	slow.Delay = 300 * time.Millisecond // long enough for a killer that polls every millisecond
+	fc.replica.OnQuery("SELECT 2", slow)
+	fc.replica.OnPattern("KILL QUERY .*", fakebackend.OK(0, 0))
+	held, err := fc.env.pool(replica.Address).Get(context.Background(), fc.s.key, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- fc.run(comQuery("SELECT 1")) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(allStacks(), "dataplane.(*Pool).Get(") {
+		if time.Now().After(deadline) {
+			t.Fatal("the read never waited for the pool")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	killed := make(chan error, 1)
+	go func() { killed <- fc.env.interruptStatement(&fc.s.Handle) }()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "the interrupted read", oneReply(t, "SELECT 1", fc.client.take(t)), protocol.ERQueryInterrupted.Code)
+	// The client's next statement comes at once, and gets the connection.
+	held.pool.Put(held)
+	wantRows(t, "the next read", fc.query("SELECT 2"), []string{"2"})
+	if err := <-killed; err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range fc.replica.Queries() {
+		if strings.HasPrefix(q, "KILL QUERY") {
+			t.Errorf("the KILL QUERY meant for SELECT 1 reached SELECT 2: %q", q)
+		}
+	}
+}
+
+// TestKillQueryDuringRateWait: KILL QUERY (here the admin port's) of a
+// session whose statement waits for its user's statement rate ends the
+// wait: the statement does not run and gets ERR 1317.
+func TestKillQueryDuringRateWait(t *testing.T) {
+	fc := newFakeCluster(t, "[limits]\nmax_statements_per_second = 1\nburst = 1", "")
+	fc.s.cmd.reset()
+	if ok, err := fc.s.admit(protocol.ComQuery); !ok || err != nil {
+		t.Fatalf("the first statement: admitted %v, %v", ok, err)
+	}
+	fc.s.cmd.finish()
+	fc.s.cmd.reset()
+	fc.s.client.ResetSeq()
+	fc.s.client.SetSeq(1) // the command packet was number 0
+	type admitted struct {
+		ok  bool
+		err error
+	}
+	out := make(chan admitted, 1)
+	go func() {
+		ok, err := fc.s.admit(protocol.ComQuery)
+		fc.s.cmd.finish() // what the serve loop does once the command is answered
+		out <- admitted{ok, err}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(allStacks(), "dataplane.(*Session).admit(") {
+		if time.Now().After(deadline) {
+			t.Fatal("the second statement never waited for its rate")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	type killResult struct {
+		ran bool
+		err error
+	}
+	kill := make(chan killResult, 1)
+	go func() {
+		_, _, ran, err := fc.env.KillQuery(&fc.s.Handle)
+		kill <- killResult{ran, err}
+	}()
+	select {
+	case r := <-out:
+		if r.ok || r.err != nil {
+			t.Fatalf("after KILL QUERY: admitted %v, %v; want refused without ending the session", r.ok, r.err)
+		}
+	case <-time.After(500 * time.Millisecond):
+		t.Fatal("the statement still waits for its rate 500ms after KILL QUERY")
+	}
+	if k := <-kill; k.ran || k.err != nil {
+		t.Fatalf("KillQuery: ran %v, %v; want no backend statement and no error", k.ran, k.err)
+	}
+	wantErr(t, "the interrupted statement", oneReply(t, "rate wait", fc.client.take(t)), protocol.ERQueryInterrupted.Code)
 }

@@ -147,6 +147,8 @@ func (fc *fakeCluster) run(p []byte) error {
 	s.client.ResetSeq()
 	s.client.SetSeq(1) // the command packet was number 0
 	s.pendingTxWrite = -1
+	s.cmd.reset()
+	defer s.cmd.finish()
 	s.cmdStart = mono.Now()
 	err := s.dispatch(p)
 	if err == nil {

@@ -234,21 +234,17 @@ func (h *Handle) View(now time.Duration) (v SessionView, ok bool) {
 		Pins: sv.pins, Time: sv.time}, true
 }
 
-// KillQuery kills the statement h runs: KILL QUERY of the backend thread
-// that runs it, sent on a connection of its own (the session's is busy).
-// ran reports whether there was one; the backend's refusal comes back as
-// its *protocol.SQLError.
+// KillQuery kills the command h serves, as KILL QUERY on the data port
+// does (interruptStatement): a statement on a backend is killed there with
+// KILL QUERY of its backend thread, sent on a connection of its own (the
+// session's is busy); a wait between backends ends with ERR 1317. ran
+// reports whether a backend statement was killed (backend and threadID
+// name it); the backend's refusal comes back as its *protocol.SQLError.
 func (e *Env) KillQuery(h *Handle) (backend string, threadID uint32, ran bool, err error) {
-	gen := h.cmd.generation()
-	run := h.info.running.Load()
+	run, err := e.interrupt(h)
 	if run == nil {
-		if h.info.start.Load() != 0 {
-			// Between backends: end its wait (ERR 1317).
-			h.cmd.interrupt(gen)
-		}
-		return "", 0, false, nil
+		return "", 0, false, err
 	}
-	err = e.killBackendQuery(run, func() bool { return h.info.running.Load() == run })
 	return run.pool.addr, run.threadID, true, err
 }
 

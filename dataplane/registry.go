@@ -86,7 +86,9 @@ func (r *Registry) Len() int {
 }
 
 // Each calls f with every registered session, in no order, under the
-// registry's lock: f must not call back into the Registry.
+// registry's lock: f must neither block nor call back into the Registry
+// (logins and session ends wait meanwhile). Closing connections is for
+// All.
 func (r *Registry) Each(f func(*Handle)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -233,28 +233,39 @@ func likeMatch(s, p string) bool {
 	return s != "" && s[0] == p[0] && likeMatch(s[1:], p[1:])
 }
 
-// interruptStatement kills the statement sess is running on its backend
-// (its client then gets the server's ERR 1317). A statement between
-// backends (waiting for a pool connection, a master or its rate) has its
-// wait ended with ERR 1317 and is watched for up to killWait in case it
-// reaches a backend meanwhile; an idle session is left alone, as KILL
-// QUERY of an idle thread does nothing on MariaDB.
+// interruptStatement kills the command sess is serving (KILL QUERY): a
+// statement running on its backend is killed there (its client then gets
+// the server's ERR 1317); a command waiting for a pool connection, a
+// master or its statement rate has its wait ended with sluice's ERR 1317,
+// and is watched for up to killWait in case it reaches a backend
+// meanwhile. An idle session is left alone, as KILL QUERY of an idle
+// thread does nothing on MariaDB, and so is any later command.
 func (e *Env) interruptStatement(sess *Handle) error {
-	deadline := time.Now().Add(killWait)
-	gen := sess.cmd.generation()
-	for {
-		if run := sess.info.running.Load(); run != nil {
-			return e.killBackendQuery(run, func() bool { return sess.info.running.Load() == run })
-		}
-		if sess.info.start.Load() == 0 || time.Now().After(deadline) {
-			return nil
-		}
-		// Between backends: a wait for a pool connection, a master or
-		// the statement rate ends now with ERR 1317; a statement that
-		// gets to a backend meanwhile is killed there.
-		sess.cmd.interrupt(gen)
-		time.Sleep(time.Millisecond)
+	_, err := e.interrupt(sess)
+	return err
+}
+
+// interrupt is interruptStatement; run is the backend statement it killed,
+// nil when it killed none there.
+func (e *Env) interrupt(sess *Handle) (run *backendIdent, err error) {
+	gen, active := sess.cmd.current()
+	if !active {
+		return nil, nil
 	}
+	deadline := time.Now().Add(killWait)
+	for sess.cmd.serving(gen) {
+		if run := sess.info.running.Load(); run != nil {
+			// still: the same connection runs the same command (a pooled
+			// connection serves the session's next one too).
+			return run, e.killBackendQuery(run, func() bool { return sess.info.running.Load() == run && sess.cmd.serving(gen) })
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		sess.cmd.interrupt(gen)
+		time.Sleep(time.Millisecond) // the command has no event for reaching a backend
+	}
+	return nil, nil
 }
 
 // closeSession ends sess as a KILL CONNECTION does on MariaDB: the

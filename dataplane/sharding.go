@@ -37,6 +37,9 @@ func (s *Session) shardQuery(p []byte, plan *router.Plan, sql string) ([]byte, b
 		return p, false, nil
 	}
 	mode := s.shardMode()
+	if e := s.stopped(); e != nil {
+		return nil, true, s.client.WriteErr(e)
+	}
 	if s.shardOpaque(plan, sql, mode) {
 		// The parser's reading may differ from the server's: it cannot
 		// place a text that may name a sharded table.
@@ -635,7 +638,11 @@ func (s *Session) shardExecute(p []byte, st *preparedStmt, ex protocol.Execute) 
 	}
 	// Run the Parts as text with the values written in, which reads as
 	// the statement only under the sql_mode its texts were written for.
-	if m := s.shardMode(); m != st.shard.Mode() {
+	m := s.shardMode()
+	if e := s.stopped(); e != nil {
+		return nil, true, s.client.WriteErr(e)
+	}
+	if m != st.shard.Mode() {
 		return nil, true, s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice: the session's sql_mode changed since the statement was prepared; prepare it again"))
 	}
 	if sc != nil {

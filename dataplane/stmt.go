@@ -112,6 +112,9 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		// and columns) on its cluster; executions route by their values.
 		var err error
 		mode := s.shardMode()
+		if e := s.stopped(); e != nil {
+			return s.client.WriteErr(e)
+		}
 		if s.shardOpaque(plan, sql, mode) {
 			if err = s.env.shards().CheckOpaque(sql); err != nil {
 				return s.client.WriteErr(shardError(err))

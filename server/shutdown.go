@@ -6,7 +6,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/sluice-proxy/sluice/dataplane"
 	"go.uber.org/zap"
 )
 
@@ -72,18 +71,21 @@ func (srv *Server) Shutdown(ctx context.Context) error {
 // transaction and reports how many sessions are still open and how many
 // of them wait inside a transaction.
 func (srv *Server) closeIdleSessions() (left, inTx int) {
-	srv.env.Registry().Each(func(h *dataplane.Handle) {
-		left++
+	// Closing may block (a TLS close_notify): not under the registry's lock.
+	all := srv.env.Registry().All()
+	for _, h := range all {
 		if h.CloseIfIdle() {
 			inTx++
 		}
-	})
-	return left, inTx
+	}
+	return len(all), inTx
 }
 
 // cutSessions closes every session's client connection and the data
 // connection of any statement still running, so the sessions end without
 // waiting for their backends.
 func (srv *Server) cutSessions() {
-	srv.env.Registry().Each(func(h *dataplane.Handle) { h.Cut() })
+	for _, h := range srv.env.Registry().All() {
+		h.Cut()
+	}
 }
