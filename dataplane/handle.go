@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -153,14 +152,9 @@ func boolInt(b bool) int {
 type Handle struct {
 	id     uint32
 	client *protocol.Conn
-	// ctx is the session's context, a child of the server's: cancel ends
-	// it when the session is killed, cut by a shutdown or ends. Waits for
-	// a pool connection or for a master watch it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	// cmd is the context of the command being served; KILL QUERY ends it.
-	cmd        commandCtx
-	stopCmdCtx func() bool
+	// cmd is the context of the command being served: KILL QUERY ends
+	// it, the session's end (Close) ends it for good.
+	cmd commandCtx
 	// info is what the admin port reads of the session.
 	info sessionInfo
 	// drain is where the session stands for a graceful shutdown
@@ -183,7 +177,7 @@ func (h *Handle) Client() string { return h.client.NetConn().RemoteAddr().String
 // Close closes the client connection, as KILL CONNECTION does: the
 // session's goroutine sees it gone and ends the session.
 func (h *Handle) Close() error {
-	h.cancel()
+	h.cmd.kill()
 	return h.client.Close()
 }
 

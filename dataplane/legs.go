@@ -27,8 +27,11 @@ type clusterLeg struct {
 	readRound uint64
 	// consistency is the cluster's read consistency; lastGTID the GTID of
 	// the session's last committed transaction on it (tracked in causal
-	// mode).
+	// mode). txBegun: the session's open transaction (txBegin) was started
+	// on this cluster's master. (The two small fields sit together: a leg
+	// per cluster is part of every idle session's memory.)
 	consistency consistency
+	txBegun     bool
 	lastGTID    []byte
 	// appliedOn had applied lastGTID as of probe round appliedRound.
 	appliedOn    *health.Backend
@@ -37,9 +40,6 @@ type clusterLeg struct {
 	// statement: reads avoid it while it does not answer its probes
 	// (health.Backend.Unresponsive), before the probes mark it down.
 	lostOn *health.Backend
-	// txBegun: the session's open transaction (txBegin) was started on
-	// this cluster's master.
-	txBegun bool
 }
 
 // initLeg points a fresh leg at cluster i of the current snapshot.

@@ -236,7 +236,7 @@ func (s *Session) comChangeUser(p []byte) error {
 	if s.task.Detach() {
 		defer s.task.Attach()
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.env.config().Proxy.HandshakeTimeout.Duration)
+	ctx, cancel := context.WithTimeout(s.env.ctx, s.env.config().Proxy.HandshakeTimeout.Duration)
 	defer cancel()
 	_ = s.client.SetDeadline(time.Now().Add(s.env.config().Proxy.HandshakeTimeout.Duration))
 	defer s.client.SetDeadline(time.Time{})

@@ -133,8 +133,6 @@ func newSession(env *Env, id uint32, nc net.Conn) *Session {
 		txWrites:       -1,
 		pendingTxWrite: -1,
 	}
-	s.ctx, s.cancel = context.WithCancel(env.ctx)
-	s.stopCmdCtx = s.cmd.init(s.ctx)
 	s.resetScoped()
 	s.legs = make([]clusterLeg, len(env.cfg.Clusters))
 	s.clusterLeg = &s.legs[0]
@@ -246,9 +244,6 @@ func (s *Session) close() {
 		s.lims.queryTimer.Stop()
 	}
 	s.release(s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.replay.insertID != 0)
-	if s.stopCmdCtx != nil {
-		s.stopCmdCtx()
-	}
 	_ = s.Close()
 }
 
@@ -582,25 +577,29 @@ func (s *Session) txOpen() bool {
 	return false
 }
 
-// commandCtx is the context of the command a session serves: it ends with
-// the session's context (KILL CONNECTION, a shutdown's cut, the session's
-// end) and also on KILL QUERY, which ends only the command. Pool waits, the
-// wait for a master and the rate limit's wait watch it.
+// commandCtx is the context of the command a session serves. It ends for
+// good when the session is killed (KILL CONNECTION, a shutdown's cut) or
+// ends, and for the command alone on KILL QUERY. Pool waits (and dials),
+// the wait for a master and the rate limit's wait watch it. A server that
+// closes ends it too: Server.Close kills every registered session.
 //
-// It is one value per session, reset between commands, so a command costs
-// no allocation: the Done channel is made when a wait first asks for it and
+// It is one value per session, not derived from the server's context: a
+// derived one would cost every idle session a few hundred bytes (its own
+// cancel context and the parent's map entry), and a command costs no
+// allocation: the Done channel is made when a wait first asks for it and
 // kept until an interruption closes it. Its methods are safe for
-// concurrent use (KILL QUERY comes from other goroutines).
+// concurrent use (KILL comes from other goroutines).
 type commandCtx struct {
-	parent context.Context
-	mu     sync.Mutex
-	done   chan struct{}
-	err    error
-	// gen numbers the commands: an interruption meant for one never ends
-	// the next (interrupt). active: command gen is being served, from
-	// reset to finish.
-	gen    uint64
+	mu   sync.Mutex
+	done chan struct{}
+	err  error
+	// killed: the session is over (kill); reset keeps the context ended.
+	killed bool
+	// active: command gen is being served, from reset to finish. gen
+	// numbers the commands: an interruption meant for one never ends
+	// the next (interrupt).
 	active bool
+	gen    uint64
 }
 
 // closedChan is the Done channel of a command interrupted before anything
@@ -611,16 +610,13 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // MariaDB's answer to the statement.
 var errInterrupted = protocol.ERQueryInterrupted.New("Query execution was interrupted")
 
-// init ties c to the session's context: when that ends, so does the
-// command. The caller's stop releases the tie.
-func (c *commandCtx) init(parent context.Context) (stop func() bool) {
-	c.parent = parent
-	return context.AfterFunc(parent, func() { c.end(parent.Err()) })
-}
+// Deadline is none: waits carry their own timeouts.
+func (c *commandCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 
-func (c *commandCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
-func (c *commandCtx) Value(key any) any           { return c.parent.Value(key) }
+// Value holds nothing.
+func (c *commandCtx) Value(any) any { return nil }
 
+// Done is closed when the command ends.
 func (c *commandCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -630,17 +626,26 @@ func (c *commandCtx) Done() <-chan struct{} {
 	return c.done
 }
 
+// Err is context.Canceled once the command ended, nil before.
 func (c *commandCtx) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
 }
 
-// end ends the command with err, once.
-func (c *commandCtx) end(err error) {
+// kill ends the context for good: the session is over.
+func (c *commandCtx) kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.endLocked(err)
+	c.killed = true
+	c.endLocked()
+}
+
+// isKilled reports whether the session is over.
+func (c *commandCtx) isKilled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.killed
 }
 
 // current is the number of the last command and whether it is still
@@ -665,21 +670,20 @@ func (c *commandCtx) finish() {
 	c.mu.Unlock()
 }
 
-// interrupt ends command gen with errInterrupted (KILL QUERY); a later
-// command is left alone.
+// interrupt ends command gen (KILL QUERY); a later command is left alone.
 func (c *commandCtx) interrupt(gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen == gen {
-		c.endLocked(errInterrupted)
+		c.endLocked()
 	}
 }
 
-func (c *commandCtx) endLocked(err error) {
+func (c *commandCtx) endLocked() {
 	if c.err != nil {
 		return
 	}
-	c.err = err
+	c.err = context.Canceled
 	if c.done == nil {
 		c.done = closedChan
 	} else {
@@ -688,13 +692,13 @@ func (c *commandCtx) endLocked(err error) {
 }
 
 // reset readies c for the next command, after a KILL QUERY ended the
-// last one; a context the session's end ended stays ended.
+// last one; a killed session's stays ended.
 func (c *commandCtx) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	c.active = true
-	if c.err != nil && c.parent.Err() == nil {
+	if c.err != nil && !c.killed {
 		c.err, c.done = nil, nil
 	}
 }
@@ -703,10 +707,12 @@ func (c *commandCtx) reset() {
 // killed (errKilled) or the statement was (errInterrupted); nil while it
 // runs.
 func (s *Session) stopped() *protocol.SQLError {
+	s.cmd.mu.Lock()
+	defer s.cmd.mu.Unlock()
 	switch {
-	case s.ctx.Err() != nil:
+	case s.cmd.killed:
 		return errKilled
-	case s.cmd.Err() != nil:
+	case s.cmd.err != nil:
 		return errInterrupted
 	}
 	return nil

@@ -385,8 +385,6 @@ func BenchmarkSessionPrepareExecuteClose(b *testing.B) {
 // withLegs gives a Session made as a literal the one leg and the context
 // newSession makes.
 func withLegs(s *Session) *Session {
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.stopCmdCtx = s.cmd.init(s.ctx)
 	s.legs = make([]clusterLeg, 1)
 	s.clusterLeg = &s.legs[0]
 	return s
