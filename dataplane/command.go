@@ -202,6 +202,9 @@ func (s *Session) inTransaction() bool {
 	if s.txBegin != "" {
 		return true
 	}
+	if len(s.legs) == 1 {
+		return false // the one leg is the active one
+	}
 	for i := range s.legs {
 		if m := s.legs[i].master; m != nil && m.inTransaction() {
 			return true

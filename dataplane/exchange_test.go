@@ -277,7 +277,7 @@ func TestKillQueryDuringRateWait(t *testing.T) {
 	if ok, err := fc.s.admit(protocol.ComQuery); !ok || err != nil {
 		t.Fatalf("the first statement: admitted %v, %v", ok, err)
 	}
-	fc.s.cmd.finish()
+	fc.s.drain.Store(drainBusy)
 	fc.s.cmd.reset()
 	fc.s.client.ResetSeq()
 	fc.s.client.SetSeq(1) // the command packet was number 0
@@ -288,7 +288,7 @@ func TestKillQueryDuringRateWait(t *testing.T) {
 	out := make(chan admitted, 1)
 	go func() {
 		ok, err := fc.s.admit(protocol.ComQuery)
-		fc.s.cmd.finish() // what the serve loop does once the command is answered
+		fc.s.drain.Store(drainIdle) // what the serve loop does once the command is answered
 		out <- admitted{ok, err}
 	}()
 	deadline := time.Now().Add(5 * time.Second)

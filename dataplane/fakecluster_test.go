@@ -147,8 +147,9 @@ func (fc *fakeCluster) run(p []byte) error {
 	s.client.ResetSeq()
 	s.client.SetSeq(1) // the command packet was number 0
 	s.pendingTxWrite = -1
+	s.drain.Store(drainBusy) // what awake and the next idleForDrain do
 	s.cmd.reset()
-	defer s.cmd.finish()
+	defer s.drain.Store(drainIdle)
 	s.cmdStart = mono.Now()
 	err := s.dispatch(p)
 	if err == nil {

@@ -168,6 +168,14 @@ type Handle struct {
 	masterBusy atomic.Uint64
 }
 
+// busy reports whether the session is serving a command (or logging in),
+// as opposed to waiting for one.
+func (h *Handle) busy() bool { return h.drain.Load() == drainBusy }
+
+// serving reports whether the session still serves command gen
+// (commandCtx.generation).
+func (h *Handle) serving(gen uint64) bool { return h.cmd.generation() == gen && h.busy() }
+
 // ID is the session's connection id.
 func (h *Handle) ID() uint32 { return h.id }
 

@@ -229,7 +229,6 @@ func (s *Session) serve() error {
 		}
 		s.finishCommand(p, s.cmdStart)
 		s.afterCommand()
-		s.cmd.finish()
 		// Waiting for the next command holds no write buffer.
 		s.client.Idle()
 	}
@@ -569,6 +568,9 @@ func (s *Session) txOpen() bool {
 	if s.master != nil && s.master.status&protocol.StatusInTrans != 0 {
 		return true
 	}
+	if len(s.legs) == 1 {
+		return false // the one leg is the active one
+	}
 	for i := range s.legs {
 		if m := s.legs[i].master; m != nil && m.status&protocol.StatusInTrans != 0 {
 			return true
@@ -585,24 +587,29 @@ func (s *Session) txOpen() bool {
 //
 // It is one value per session, not derived from the server's context: a
 // derived one would cost every idle session a few hundred bytes (its own
-// cancel context and the parent's map entry), and a command costs no
-// allocation: the Done channel is made when a wait first asks for it and
-// kept until an interruption closes it. Its methods are safe for
-// concurrent use (KILL comes from other goroutines).
+// cancel context and the parent's map entry). A command costs two atomic
+// operations (reset, finish) and no allocation: the Done channel is made
+// when a wait first asks for it and kept until an ending closes it. Its
+// methods are safe for concurrent use (KILL comes from other goroutines).
+// Whether a command is being served at all is the session's drain state
+// (Handle.busy), which the serve loop keeps anyway.
 type commandCtx struct {
-	mu   sync.Mutex
-	done chan struct{}
-	err  error
-	// killed: the session is over (kill); reset keeps the context ended.
-	killed bool
-	// active: command gen is being served, from reset to finish. gen
-	// numbers the commands: an interruption meant for one never ends
-	// the next (interrupt).
-	active bool
-	gen    uint64
+	// state is gen<<ctxGenShift | the ctx* flags. gen numbers the
+	// commands, so an interruption meant for one never ends the next.
+	state atomic.Uint64
+	// mu guards done and doneClosed.
+	mu         sync.Mutex
+	done       chan struct{}
+	doneClosed bool
 }
 
-// closedChan is the Done channel of a command interrupted before anything
+const (
+	ctxEnded    = 1 << iota // the command's context ended
+	ctxKilled               // the session is over: reset keeps ctxEnded
+	ctxGenShift = iota
+)
+
+// closedChan is the Done channel of a context that ended before anything
 // asked for its channel.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
@@ -621,98 +628,93 @@ func (c *commandCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
-		c.done = make(chan struct{})
+		if c.state.Load()&ctxEnded != 0 {
+			c.done, c.doneClosed = closedChan, true
+		} else {
+			c.done = make(chan struct{})
+		}
 	}
 	return c.done
 }
 
 // Err is context.Canceled once the command ended, nil before.
 func (c *commandCtx) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	if c.state.Load()&ctxEnded != 0 {
+		return context.Canceled
+	}
+	return nil
 }
 
 // kill ends the context for good: the session is over.
 func (c *commandCtx) kill() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.killed = true
-	c.endLocked()
-}
-
-// isKilled reports whether the session is over.
-func (c *commandCtx) isKilled() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.killed
-}
-
-// current is the number of the last command and whether it is still
-// being served.
-func (c *commandCtx) current() (gen uint64, active bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gen, c.active
-}
-
-// serving reports whether command gen is still being served.
-func (c *commandCtx) serving(gen uint64) bool {
-	g, active := c.current()
-	return g == gen && active
-}
-
-// finish marks the command served: a KILL QUERY from now on finds the
-// session idle.
-func (c *commandCtx) finish() {
-	c.mu.Lock()
-	c.active = false
-	c.mu.Unlock()
+	c.state.Or(ctxEnded | ctxKilled)
+	c.closeDone()
 }
 
 // interrupt ends command gen (KILL QUERY); a later command is left alone.
 func (c *commandCtx) interrupt(gen uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gen == gen {
-		c.endLocked()
+	for {
+		old := c.state.Load()
+		if old>>ctxGenShift != gen || old&ctxEnded != 0 {
+			return
+		}
+		if c.state.CompareAndSwap(old, old|ctxEnded) {
+			break
+		}
 	}
+	c.closeDone()
 }
 
-func (c *commandCtx) endLocked() {
-	if c.err != nil {
-		return
+// closeDone closes the Done channel of a context that ended, once.
+func (c *commandCtx) closeDone() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state.Load()&ctxEnded == 0 || c.doneClosed {
+		return // a reset came first: the ended command is over anyway
 	}
-	c.err = context.Canceled
-	if c.done == nil {
-		c.done = closedChan
-	} else {
+	if c.done != nil {
 		close(c.done)
 	}
+	c.done, c.doneClosed = closedChan, true
 }
 
-// reset readies c for the next command, after a KILL QUERY ended the
-// last one; a killed session's stays ended.
+// generation is the number of the last command.
+func (c *commandCtx) generation() uint64 { return c.state.Load() >> ctxGenShift }
+
+// reset starts the next command (one atomic add: a command's cost): a
+// context a KILL QUERY ended is usable again, a killed session's stays
+// ended.
 func (c *commandCtx) reset() {
+	old := c.state.Add(1 << ctxGenShift)
+	if old&(ctxEnded|ctxKilled) != ctxEnded {
+		return
+	}
+	// The last command was interrupted: only this goroutine clears it, and
+	// an interruption of the new command cannot come before the clear
+	// (it would find ctxEnded set and do nothing), so clear under mu.
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++
-	c.active = true
-	if c.err != nil && !c.killed {
-		c.err, c.done = nil, nil
+	for {
+		st := c.state.Load()
+		if st&ctxKilled != 0 {
+			return // killed meanwhile: stays ended
+		}
+		if c.state.CompareAndSwap(st, st&^ctxEnded) {
+			break
+		}
 	}
+	c.done, c.doneClosed = nil, false
 }
 
 // stopped is the ERR for a command whose context ended: the session was
 // killed (errKilled) or the statement was (errInterrupted); nil while it
 // runs.
 func (s *Session) stopped() *protocol.SQLError {
-	s.cmd.mu.Lock()
-	defer s.cmd.mu.Unlock()
+	st := s.cmd.state.Load()
 	switch {
-	case s.cmd.killed:
+	case st&ctxKilled != 0:
 		return errKilled
-	case s.cmd.err != nil:
+	case st&ctxEnded != 0:
 		return errInterrupted
 	}
 	return nil

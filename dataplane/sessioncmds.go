@@ -248,16 +248,16 @@ func (e *Env) interruptStatement(sess *Handle) error {
 // interrupt is interruptStatement; run is the backend statement it killed,
 // nil when it killed none there.
 func (e *Env) interrupt(sess *Handle) (run *backendIdent, err error) {
-	gen, active := sess.cmd.current()
-	if !active {
+	gen := sess.cmd.generation()
+	if !sess.busy() {
 		return nil, nil
 	}
 	deadline := time.Now().Add(killWait)
-	for sess.cmd.serving(gen) {
+	for sess.serving(gen) {
 		if run := sess.info.running.Load(); run != nil {
 			// still: the same connection runs the same command (a pooled
 			// connection serves the session's next one too).
-			return run, e.killBackendQuery(run, func() bool { return sess.info.running.Load() == run && sess.cmd.serving(gen) })
+			return run, e.killBackendQuery(run, func() bool { return sess.info.running.Load() == run && sess.serving(gen) })
 		}
 		if time.Now().After(deadline) {
 			break
