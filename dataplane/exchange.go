@@ -86,7 +86,22 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 			skip = bc.backend
 			continue
 		}
-		res, err := s.runOn(bc, run)
+		if bc.pool != nil {
+			bc.pool.queries.Add(1)
+		}
+		s.runningOn(bc)
+		if bc.readOnly {
+			// A refusal as a write is handed back, not relayed.
+			bc.InterceptErr = protocol.ERReadOnlyTransaction.Code
+		}
+		res, err := run(bc)
+		bc.InterceptErr = 0
+		if bc.readOnly && res.Status&protocol.StatusSessionStateChg != 0 {
+			// Something the statement ran (a stored function) changed the
+			// connection's access mode or sql_mode: reset it before it
+			// serves again.
+			bc.tainted = true
+		}
 		if errors.Is(err, protocol.ErrIntercepted) {
 			// A read-only replica connection refused the statement (1792)
 			// before anything reached the client: nothing changed there.
@@ -109,7 +124,7 @@ func (s *Session) exchange(target router.Target, run func(*BackendConn) (protoco
 		s.ranOn(res, err)
 		s.rec.note(bc.backend, &res)
 		if err == nil {
-			s.ran(bc, res, after)
+			s.ran(bc, &res, after)
 			return nil
 		}
 		if retry, err := s.runFailed(bc, res, err, attempt); !retry {
@@ -140,32 +155,10 @@ func (s *Session) notSynced(bc *BackendConn, err error, target router.Target, at
 	return true, nil
 }
 
-// runOn runs the statement on bc, the session's state already there. A
-// read-only replica connection hands a refusal as a write back
-// (protocol.ErrIntercepted) instead of relaying it.
-func (s *Session) runOn(bc *BackendConn, run func(*BackendConn) (protocol.RelayResult, error)) (protocol.RelayResult, error) {
-	if bc.pool != nil {
-		bc.pool.queries.Add(1)
-	}
-	s.runningOn(bc)
-	if bc.readOnly {
-		bc.InterceptErr = protocol.ERReadOnlyTransaction.Code
-	}
-	res, err := run(bc)
-	bc.InterceptErr = 0
-	if bc.readOnly && res.Status&protocol.StatusSessionStateChg != 0 {
-		// Something the statement ran (a stored function) changed the
-		// connection's access mode or sql_mode: reset it before it
-		// serves again.
-		bc.tainted = true
-	}
-	return res, err
-}
-
 // ran takes in what a statement that ran on bc left: the diagnostics a
 // SHOW WARNINGS asks about, connection-scoped values, the transaction's
 // cluster, the GTID, the status flags; then after, if any.
-func (s *Session) ran(bc *BackendConn, res protocol.RelayResult, after func(*BackendConn, protocol.RelayResult)) {
+func (s *Session) ran(bc *BackendConn, res *protocol.RelayResult, after func(*BackendConn, protocol.RelayResult)) {
 	// SHOW WARNINGS / @@error_count may ask about this one. A question
 	// about the previous statement (SHOW COUNT(*) WARNINGS, SELECT
 	// @@warning_count, SHOW WARNINGS itself) leaves the server's
@@ -178,7 +171,7 @@ func (s *Session) ran(bc *BackendConn, res protocol.RelayResult, after func(*Bac
 		s.diagFrom = bc
 	}
 	s.holdWarnings = res.Warnings > 0 || res.Err != nil || keep
-	s.noteScoped(bc, s.rec.plan, &res)
+	s.noteScoped(bc, s.rec.plan, res)
 	if res.Err == nil && s.pendingTxWrite >= 0 && s.inTransaction() {
 		// A sharded write went through: the transaction now writes to
 		// this cluster only.
@@ -190,10 +183,10 @@ func (s *Session) ran(bc *BackendConn, res protocol.RelayResult, after func(*Bac
 		s.lastStatus = res.Status
 	}
 	if after != nil {
-		after(bc, res)
+		after(bc, *res)
 	}
 	if s.replay.insertID != 0 {
-		s.noteInsertIDUse(bc, res)
+		s.noteInsertIDUse(bc, *res)
 	}
 }
 

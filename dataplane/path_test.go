@@ -34,7 +34,7 @@ func TestRoutedQueryPathFunctions(t *testing.T) {
 		{(*Session).route, "stmt.go"},
 		{(*Session).forward, "exchange.go"}, {(*Session).exchange, "exchange.go"}, {(*Session).backendFor, "exchange.go"},
 		{(*Session).replicaFor, "exchange.go"}, {(*Session).conn, "exchange.go"}, {(*Session).sync, "exchange.go"},
-		{(*Session).runOn, "exchange.go"}, {(*Session).send, "exchange.go"}, {(*Session).ran, "exchange.go"},
+		{(*Session).send, "exchange.go"}, {(*Session).ran, "exchange.go"},
 		{(*Pool).Get, "pool.go"},
 	} {
 		f := runtime.FuncForPC(reflect.ValueOf(step.fn).Pointer())
