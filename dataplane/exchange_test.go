@@ -146,21 +146,12 @@ func TestKillWhileWaitingForPool(t *testing.T) {
 	fc := newFakeCluster(t, "", "pool_size = 1\npool_wait_timeout = \"20s\"")
 	replica := fc.replicaBackend()
 	// Another session holds the replica pool's one connection.
-	held, err := fc.env.pool(replica.Address).Get(context.Background(), fc.s.key, true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := fc.holdReplica()
 	defer held.pool.Put(held)
 	done := make(chan error, 1)
 	go func() { done <- fc.run(comQuery("SELECT 1")) }()
 	// Kill the session once its read is parked in the pool.
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(allStacks(), "dataplane.(*Pool).Get(") {
-		if time.Now().After(deadline) {
-			t.Fatal("the read never waited for the pool")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInStack(t, "dataplane.(*Pool).Get(", "the read never waited for the pool")
 	_ = fc.s.Handle.Close()
 	select {
 	case err := <-done:
@@ -192,19 +183,10 @@ func TestKillQueryWhileWaitingForPool(t *testing.T) {
 	fc := newFakeCluster(t, "", "pool_size = 1\npool_wait_timeout = \"20s\"")
 	replica := fc.replicaBackend()
 	fc.replica.OnQuery("SELECT 2", fakebackend.Rows([]string{"2"}, []any{2}))
-	held, err := fc.env.pool(replica.Address).Get(context.Background(), fc.s.key, true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := fc.holdReplica()
 	done := make(chan error, 1)
 	go func() { done <- fc.run(comQuery("SELECT 1")) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(allStacks(), "dataplane.(*Pool).Get(") {
-		if time.Now().After(deadline) {
-			t.Fatal("the read never waited for the pool")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInStack(t, "dataplane.(*Pool).Get(", "the read never waited for the pool")
 	killed := make(chan error, 1)
 	go func() { killed <- fc.env.interruptStatement(&fc.s.Handle) }()
 	select {
@@ -231,24 +213,14 @@ func TestKillQueryWhileWaitingForPool(t *testing.T) {
 // that one runs on the connection the first waited for, at once.
 func TestKillQuerySparesTheNextCommand(t *testing.T) {
 	fc := newFakeCluster(t, "", "pool_size = 1\npool_wait_timeout = \"20s\"")
-	replica := fc.replicaBackend()
 	slow := fakebackend.Rows([]string{"2"}, []any{2})
 	slow.Delay = 300 * time.Millisecond // long enough for a killer that polls every millisecond
 	fc.replica.OnQuery("SELECT 2", slow)
 	fc.replica.OnPattern("KILL QUERY .*", fakebackend.OK(0, 0))
-	held, err := fc.env.pool(replica.Address).Get(context.Background(), fc.s.key, true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := fc.holdReplica()
 	first := make(chan error, 1)
 	go func() { first <- fc.run(comQuery("SELECT 1")) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(allStacks(), "dataplane.(*Pool).Get(") {
-		if time.Now().After(deadline) {
-			t.Fatal("the read never waited for the pool")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInStack(t, "dataplane.(*Pool).Get(", "the read never waited for the pool")
 	killed := make(chan error, 1)
 	go func() { killed <- fc.env.interruptStatement(&fc.s.Handle) }()
 	if err := <-first; err != nil {
@@ -291,13 +263,7 @@ func TestKillQueryDuringRateWait(t *testing.T) {
 		fc.s.drain.Store(drainIdle) // what the serve loop does once the command is answered
 		out <- admitted{ok, err}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(allStacks(), "dataplane.(*Session).admit(") {
-		if time.Now().After(deadline) {
-			t.Fatal("the second statement never waited for its rate")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitInStack(t, "dataplane.(*Session).admit(", "the second statement never waited for its rate")
 	type killResult struct {
 		ran bool
 		err error
@@ -319,4 +285,28 @@ func TestKillQueryDuringRateWait(t *testing.T) {
 		t.Fatalf("KillQuery: ran %v, %v; want no backend statement and no error", k.ran, k.err)
 	}
 	wantErr(t, "the interrupted statement", oneReply(t, "rate wait", fc.client.take(t)), protocol.ERQueryInterrupted.Code)
+}
+
+// holdReplica borrows the replica pool's connections (pool_size = 1) as
+// another session would, so the next borrow waits.
+func (fc *fakeCluster) holdReplica() *BackendConn {
+	fc.t.Helper()
+	bc, err := fc.env.pool(fc.replicaBackend().Address).Get(context.Background(), fc.s.key, true, nil)
+	if err != nil {
+		fc.t.Fatal(err)
+	}
+	return bc
+}
+
+// waitInStack polls, with a deadline, until some goroutine's stack holds
+// frame: a wait has begun (nothing signals it).
+func waitInStack(t *testing.T, frame, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(allStacks(), frame) {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
