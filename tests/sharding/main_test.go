@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/sandbox"
 	"github.com/sluice-proxy/sluice/server"
 )
@@ -131,7 +132,32 @@ func startSluice(clusters []sandbox.NamedTopology, shardKeys string) (*server.Se
 		srv.Close()
 		return nil, err
 	}
+	// Statements on sharded tables are read under the servers' global
+	// sql_mode, which sluice refuses to guess (1235) until its probes have
+	// read it on every server. A probe round under load may miss a server:
+	// wait for the next, as a client of a just-started sluice would retry.
+	deadline := time.Now().Add(time.Minute)
+	for !globalModesKnown(srv) {
+		if time.Now().After(deadline) {
+			srv.Close()
+			return nil, errors.New("sluice's probes did not read every server's sql_mode within a minute")
+		}
+		time.Sleep(10 * time.Millisecond) // the probes have no event to wait on
+	}
 	return srv, nil
+}
+
+// globalModesKnown reports whether srv's probes have read the global
+// sql_mode of every server of every cluster.
+func globalModesKnown(srv *server.Server) bool {
+	for _, c := range srv.Topology().Current().Clusters {
+		for _, b := range append([]*health.Backend{c.Master}, c.Replicas...) {
+			if st := b.Status(); st == nil || !st.SQLModeKnown {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // dsn is a go-sql-driver DSN; binary false interpolates parameters into the
