@@ -415,7 +415,9 @@ func TestMergeEnumSetOrder(t *testing.T) {
 // empty string return it, not NULL.
 func TestMergeMinMaxEmpty(t *testing.T) {
 	m20Run(t, nil, []m20Case{
-		{name: "MIN of binary and _bin with ''", sql: "SELECT MIN(vb), MIN(bn), MIN(note) FROM t WHERE id >= ?"},
+		// '' and ' ' are equal under utf8mb4_bin (PAD SPACE): which one
+		// MIN shows is not defined, '' against NULL is.
+		{name: "MIN of binary and _bin with ''", sql: "SELECT MIN(vb), MIN(bn), MIN(note) FROM t WHERE id >= ?", loose: map[int]string{1: "bn"}},
 		{name: "MIN '' per group", sql: "SELECT country, MIN(vb), MIN(note) FROM t WHERE id >= ? GROUP BY country", loose: map[int]string{0: "sv"}},
 		{name: "MIN over only ''", sql: "SELECT MIN(note), MAX(note) FROM t WHERE id >= ? AND note = ''"},
 	})
