@@ -78,6 +78,10 @@ func (p *Port) run(a *session, cmd adminCommand) (*adminResult, string, error) {
 			r.rows = append(r.rows, []string{c})
 		}
 		return r, "", nil
+	case adminFlushPrivileges:
+		a.log.Info("admin: flush privileges")
+		p.ctl.FlushPrivileges()
+		return nil, "", nil
 	}
 	return nil, "", protocol.ERUnknownError.New("sluice admin: command %d has no handler", cmd.kind)
 }

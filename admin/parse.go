@@ -33,6 +33,7 @@ const (
 	adminSwitchover
 	adminFailover
 	adminReload
+	adminFlushPrivileges
 )
 
 // adminCommand is one parsed admin command. Which fields matter depends on
@@ -65,6 +66,7 @@ var adminCommands = [][2]string{
 	{"SWITCHOVER CLUSTER <name> TO '<addr>'", "planned master switch with no lost writes"},
 	{"FAILOVER CLUSTER <name>", "promote a replica of the cluster now"},
 	{"RELOAD CONFIG", "load the configuration file again and apply it"},
+	{"FLUSH PRIVILEGES", "read every account's grants again from the auth server, at each session's next statement"},
 }
 
 // adminUsage is the list of valid commands in one line, for errors.
@@ -179,7 +181,7 @@ func parseAdmin(q string) (adminCommand, error) {
 	}
 	p := adminParser{toks: toks}
 	cmd := adminCommand{limit: -1}
-	switch p.word() {
+	switch first := p.word(); first {
 	case "HELP":
 		cmd.kind = adminHelp
 	case "SHOW":
@@ -274,11 +276,11 @@ func parseAdmin(q string) (adminCommand, error) {
 			return cmd, err
 		}
 		cmd.kind, cmd.cluster = adminFailover, name
-	case "RELOAD":
-		if !p.accept("CONFIG") {
-			return cmd, p.expected("CONFIG after RELOAD")
+	case "RELOAD", "FLUSH":
+		var err error
+		if cmd.kind, err = p.reloadOrFlush(first); err != nil {
+			return cmd, err
 		}
-		cmd.kind = adminReload
 	default:
 		return cmd, p.unknown()
 	}
@@ -286,6 +288,21 @@ func parseAdmin(q string) (adminCommand, error) {
 		return cmd, fmt.Errorf("%w: unexpected %q after the command", errAdminSyntax, p.toks[p.i].text)
 	}
 	return cmd, nil
+}
+
+// reloadOrFlush parses the rest of RELOAD CONFIG or FLUSH PRIVILEGES,
+// first being the command's first word.
+func (p *adminParser) reloadOrFlush(first string) (adminKind, error) {
+	if first == "RELOAD" {
+		if !p.accept("CONFIG") {
+			return 0, p.expected("CONFIG after RELOAD")
+		}
+		return adminReload, nil
+	}
+	if !p.accept("PRIVILEGES") {
+		return 0, p.expected("PRIVILEGES after FLUSH")
+	}
+	return adminFlushPrivileges, nil
 }
 
 // adminParser walks the tokens of one command.

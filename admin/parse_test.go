@@ -35,6 +35,7 @@ func TestParseAdmin(t *testing.T) {
 		{"SWITCHOVER CLUSTER main TO '127.0.0.1:3307'", adminCommand{kind: adminSwitchover, limit: -1, cluster: "main", addr: "127.0.0.1:3307"}},
 		{"FAILOVER CLUSTER db_1", adminCommand{kind: adminFailover, limit: -1, cluster: "db_1"}},
 		{"RELOAD CONFIG", adminCommand{kind: adminReload, limit: -1}},
+		{"flush privileges;", adminCommand{kind: adminFlushPrivileges, limit: -1}},
 	}
 	for _, c := range cases {
 		got, err := parseAdmin(c.q)

@@ -55,6 +55,9 @@ type Control interface {
 	FailoverCluster(ctx context.Context, cluster string) error
 	// Reload loads the configuration file again and lists the changes.
 	Reload() ([]string, error)
+	// FlushPrivileges makes every account's grants stale, to be read again
+	// from the auth server.
+	FlushPrivileges()
 	// Login backoff, shared with the data port (policy.LoginBackoff).
 	LoginRefusal(remote net.Addr) *protocol.SQLError
 	LoginRefused(remote net.Addr, port string) func(user string)

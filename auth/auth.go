@@ -11,7 +11,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"net/netip"
 
+	"github.com/sluice-proxy/sluice/auth/grants"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -33,6 +35,11 @@ type Server struct {
 	Collation    uint8
 	// ClientHost is the client's address without port, for error messages.
 	ClientHost string
+	// ClientAddr is the client's address and LocalAddr sluice's end of
+	// the client's connection, for the PROXY header (Relay.ProxyProtocol).
+	// The zero AddrPort (see AddrPort) stands for an address that is not
+	// IP: the header then names none.
+	ClientAddr, LocalAddr netip.AddrPort
 	// TLS, when set, lets clients switch to TLS (CLIENT_SSL is offered);
 	// RequireTLS refuses clients that do not.
 	TLS        *tls.Config
@@ -74,6 +81,13 @@ type Login struct {
 	MaxPacket    uint32
 	// Attributes are the client's raw connection attributes.
 	Attributes []byte
+	// UsedPassword: the client answered the login with a password (MariaDB
+	// errors say "using password: YES").
+	UsedPassword bool
+	// Grants are the account's privileges, as the auth server listed them
+	// on the login's own connection (Relay.LearnGrants) or the static
+	// configuration gives them; nil when not learnt.
+	Grants *grants.Set
 	// Reauth is what the session keeps for its COM_CHANGE_USER; never nil
 	// after a successful login. The session owns it and closes it at its
 	// end (and on a failed login the caller does).
@@ -135,8 +149,10 @@ func readHandshakeResponse(client *protocol.Conn, srv Server) (*protocol.Handsha
 // readClient reads the client's next packet during authentication. A
 // packet out of order or over max_allowed_packet is answered with ERR 1043
 // naming the fault and wraps ErrHandshake; an I/O error (the client gone) is
-// returned as is.
+// returned as is. The client's write buffer goes back to its pool while
+// the client is waited for (everything sent to it is flushed by then).
 func readClient(client *protocol.Conn) ([]byte, error) {
+	client.ReleaseWriter()
 	p, err := client.ReadPacket()
 	if err != nil {
 		if errors.Is(err, protocol.ErrPacketTooLarge) || errors.Is(err, protocol.ErrPacketOutOfOrder) {
@@ -156,5 +172,6 @@ func loginOf(h *protocol.HandshakeResponse) *Login {
 		Collation:    h.Collation,
 		MaxPacket:    h.MaxPacketSize,
 		Attributes:   h.Attributes,
+		UsedPassword: len(h.AuthResponse) > 0,
 	}
 }

@@ -87,11 +87,19 @@ type loginResult struct {
 
 func relayLogin(t *testing.T, r *Relay) (*protocol.Conn, <-chan loginResult) {
 	t.Helper()
+	return relayLoginWithin(t, r, 20*time.Second)
+}
+
+// relayLoginWithin is relayLogin with a handshake deadline d from now (the
+// pipe's own deadline stays 20s, so an ERR sent at the handshake deadline
+// is still delivered).
+func relayLoginWithin(t *testing.T, r *Relay, d time.Duration) (*protocol.Conn, <-chan loginResult) {
+	t.Helper()
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
-	deadline := time.Now().Add(20 * time.Second)
-	_ = a.SetDeadline(deadline)
-	_ = b.SetDeadline(deadline)
+	_ = a.SetDeadline(time.Now().Add(20 * time.Second))
+	_ = b.SetDeadline(time.Now().Add(20 * time.Second))
+	deadline := time.Now().Add(d)
 	done := make(chan loginResult, 1)
 	go func() {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-proxy/sluice/auth/grants"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -43,12 +45,39 @@ type Relay struct {
 	// of the auth server's max_connections until its session ends. Zero
 	// keeps none.
 	MaxKeptConnections int
+	// MaxConcurrentLogins bounds the logins and COM_CHANGE_USERs that
+	// hold an auth-server connection at once; kept connections are not
+	// counted (MaxKeptConnections bounds them). A login beyond it waits
+	// for a slot, in order, until its context ends; a login about to
+	// wait for its client's handshake response takes a slot only when
+	// one is free and fewer than half are held that way, and is
+	// deferred otherwise. A storm of logins so queues in sluice instead
+	// of meeting the auth server's max_connections (1040). Zero: no
+	// bound.
+	MaxConcurrentLogins int
+	// LearnGrants makes every login read the account's privileges on its
+	// own auth-server connection (Login.Grants) before it succeeds.
+	LearnGrants bool
+	// KnownGrants, when set, returns the grants already held for an
+	// account whose SHOW GRANTS printed exactly lines (GrantsCache.Known).
+	KnownGrants func(user, host string, lines []string) *grants.Set
+	// ProxyProtocol, 1 or 2, makes every auth-server connection start
+	// with a PROXY protocol header of that version naming the client's
+	// address (Server.ClientAddr), so the auth server matches accounts'
+	// host parts as on a direct connection. 0 sends none.
+	ProxyProtocol int
 
 	// kept counts the auth-server connections kept for COM_CHANGE_USER.
 	kept atomic.Int64
 	// pending counts the handshakes holding an auth-server connection
 	// while waiting for the client's handshake response.
 	pending atomic.Int64
+	// slots holds a value per login holding an auth-server connection
+	// (MaxConcurrentLogins), made on first use; nil when unbounded.
+	slots     chan struct{}
+	slotsOnce sync.Once
+	// waiting counts the logins waiting for a slot.
+	waiting atomic.Int64
 	// version is the last auth server's version string, advertised by
 	// deferred greetings when the caller gives none.
 	version atomic.Pointer[string]
@@ -62,19 +91,80 @@ const fallbackVersion = "5.5.5-10.11.0-sluice"
 // connection while they wait for the client's handshake response.
 func (r *Relay) PendingHandshakes() int { return int(r.pending.Load()) }
 
-// admit reserves a pending-handshake slot, or reports false when
-// MaxPendingHandshakes are already pending and the handshake must be
-// deferred. A true result must be matched by one release.
+// admit reserves a pending-handshake slot and a login slot, or reports
+// false when the handshake must be deferred: MaxPendingHandshakes are
+// already pending, or half the login slots are, or no login slot is free.
+// A true result must be matched by one release and one giveSlot.
 func (r *Relay) admit() bool {
-	if r.pending.Add(1) > int64(r.MaxPendingHandshakes) {
+	limit := int64(r.MaxPendingHandshakes)
+	if r.MaxConcurrentLogins > 0 {
+		limit = min(limit, int64(r.MaxConcurrentLogins/2))
+	}
+	if r.pending.Add(1) > limit {
 		r.pending.Add(-1)
 		return false
+	}
+	if slots := r.loginSlots(); slots != nil {
+		select {
+		case slots <- struct{}{}:
+		default:
+			r.pending.Add(-1)
+			return false
+		}
 	}
 	return true
 }
 
-// release gives a slot reserved by admit back.
+// release gives a pending-handshake slot reserved by admit back.
 func (r *Relay) release() { r.pending.Add(-1) }
+
+// WaitingLogins reports how many logins wait for a login slot
+// (MaxConcurrentLogins).
+func (r *Relay) WaitingLogins() int { return int(r.waiting.Load()) }
+
+// loginSlots returns the channel of login slots, nil when unbounded.
+func (r *Relay) loginSlots() chan struct{} {
+	r.slotsOnce.Do(func() {
+		if r.MaxConcurrentLogins > 0 {
+			r.slots = make(chan struct{}, r.MaxConcurrentLogins)
+		}
+	})
+	return r.slots
+}
+
+// takeSlot waits for a login slot until ctx ends. Waiters are served in
+// the order they came (a channel's senders queue). On failure it sends the
+// client ERR 1040. A nil result must be matched by one giveSlot.
+func (r *Relay) takeSlot(ctx context.Context, client *protocol.Conn) error {
+	slots := r.loginSlots()
+	if slots == nil {
+		return nil
+	}
+	select {
+	case slots <- struct{}{}:
+		return nil
+	default:
+	}
+	client.ReleaseWriter()
+	r.waiting.Add(1)
+	defer r.waiting.Add(-1)
+	select {
+	case slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		_ = client.WriteErr(protocol.ERConCount.New(
+			"Too many connections: sluice: %d logins hold auth-server connections (auth.max_concurrent_logins) and this one found none free within handshake_timeout",
+			r.MaxConcurrentLogins))
+		return fmt.Errorf("%w: no free auth-server login slot: %w", ErrHandshake, context.Cause(ctx))
+	}
+}
+
+// giveSlot gives back a login slot taken by admit or takeSlot.
+func (r *Relay) giveSlot() {
+	if slots := r.loginSlots(); slots != nil {
+		<-slots
+	}
+}
 
 // KeptConnections reports how many auth-server connections are kept open
 // for a later COM_CHANGE_USER.
@@ -103,9 +193,10 @@ func (r *Relay) reauthFor(login *Login, upstream *protocol.Conn, legCaps uint32,
 // maxAuthRounds bounds the auth-switch / extra-data exchange.
 const maxAuthRounds = 8
 
-// connect opens a connection to the auth server and reads its greeting.
-// Failures are reported to the client as 2003 naming the auth server.
-func (r *Relay) connect(ctx context.Context, client *protocol.Conn) (*protocol.Conn, *protocol.Greeting, error) {
+// connect opens a connection to the auth server for srv's client, sends
+// the PROXY header if configured, and reads the greeting. Failures are
+// reported to the client as 2003 naming the auth server.
+func (r *Relay) connect(ctx context.Context, client *protocol.Conn, srv Server) (*protocol.Conn, *protocol.Greeting, error) {
 	d := net.Dialer{Timeout: r.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", r.Address)
 	if err != nil {
@@ -116,10 +207,22 @@ func (r *Relay) connect(ctx context.Context, client *protocol.Conn) (*protocol.C
 	// The auth leg lives for one login: a lean connection borrows its
 	// write buffer from the shared pool instead of allocating 32 KiB of
 	// buffers per login.
-	upstream := protocol.NewLeanConn(nc)
+	// Its reads can be recorded, so that the SHOW GRANTS answers (password
+	// hashes in them) are zeroed once read (learn). Nothing is recorded
+	// otherwise: the read buffer is the pool's once the leg is idle, and
+	// must never be zeroed then.
+	upstream := protocol.NewLeanConn(&wipingConn{Conn: nc, stopped: true})
 	upstream.LenientSeq = true
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
+	}
+	if r.ProxyProtocol != 0 {
+		if _, err := nc.Write(proxyHeader(r.ProxyProtocol, srv.ClientAddr, srv.LocalAddr)); err != nil {
+			upstream.Close()
+			_ = client.WriteErr(protocol.CRCouldNotConnect.New(
+				"sluice: cannot send the PROXY header to the auth server %s: %v", r.Address, err))
+			return nil, nil, fmt.Errorf("sending the PROXY header to the auth server: %w", err)
+		}
 	}
 	p, err := upstream.ReadPacket()
 	if err != nil {
@@ -156,13 +259,14 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 	if !r.admit() {
 		return r.authenticateDeferred(ctx, client, srv)
 	}
+	defer r.giveSlot()
 	held := true
 	defer func() {
 		if held {
 			r.release()
 		}
 	}()
-	upstream, ag, err := r.connect(ctx, client)
+	upstream, ag, err := r.connect(ctx, client, srv)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +300,9 @@ func (r *Relay) Authenticate(ctx context.Context, client *protocol.Conn, srv Ser
 	}
 	fwd := forwardResponse(h, ag)
 	l, err := r.exchange(client, upstream, srv, ag, fwd, loginOf(h))
+	if err == nil {
+		err = r.learn(client, upstream, fwd.Capabilities, l)
+	}
 	if err != nil {
 		return l, err
 	}
@@ -243,7 +350,11 @@ func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn,
 			r.MaxPendingHandshakes))
 		return nil, fmt.Errorf("%w: deferred handshake of a client without CLIENT_PLUGIN_AUTH", ErrHandshake)
 	}
-	upstream, ag, err := r.connect(ctx, client)
+	if err := r.takeSlot(ctx, client); err != nil {
+		return nil, err
+	}
+	defer r.giveSlot()
+	upstream, ag, err := r.connect(ctx, client, srv)
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +372,9 @@ func (r *Relay) authenticateDeferred(ctx context.Context, client *protocol.Conn,
 	fwd.AuthResponse = answer
 	fwd.AuthPlugin = ag.AuthPlugin
 	l, err := r.exchange(client, upstream, srv, ag, fwd, loginOf(h))
+	if err == nil {
+		err = r.learn(client, upstream, fwd.Capabilities, l)
+	}
 	if err != nil {
 		return l, err
 	}
@@ -296,7 +410,7 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 			"sluice: COM_CHANGE_USER needs a client that supports authentication plugins"))
 		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
 	}
-	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes}
+	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes, UsedPassword: len(cu.AuthResponse) > 0}
 	if leg, legCaps, addr := prev.takeLeg(); leg != nil {
 		if addr != r.Address {
 			// A reload moved the auth server since the login.
@@ -317,7 +431,11 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 			r.MaxKeptConnections))
 		return nil, fmt.Errorf("%w: COM_CHANGE_USER from a client answering from its login scramble, without a kept auth-server connection", ErrHandshake)
 	}
-	upstream, ag, err := r.connect(ctx, client)
+	if err := r.takeSlot(ctx, client); err != nil {
+		return nil, err
+	}
+	defer r.giveSlot()
+	upstream, ag, err := r.connect(ctx, client, srv)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +456,11 @@ func (r *Relay) ChangeUser(ctx context.Context, client *protocol.Conn, srv Serve
 	if fwd.Collation == 0 {
 		fwd.Collation = srv.Collation
 	}
-	return r.exchange(client, upstream, srv, ag, fwd, login)
+	l, err := r.exchange(client, upstream, srv, ag, fwd, login)
+	if err == nil {
+		err = r.learn(client, upstream, fwd.Capabilities, l)
+	}
+	return l, err
 }
 
 // changeUserOnLeg sends the client's COM_CHANGE_USER cu, without its
@@ -365,6 +487,9 @@ func (r *Relay) changeUserOnLeg(ctx context.Context, client *protocol.Conn, srv 
 	if err == nil {
 		login.Reauth = prev
 		l, err := r.verdict(client, leg, srv, login, p)
+		if err == nil {
+			err = r.learn(client, leg, legCaps, l)
+		}
 		if err != nil {
 			prev.dropLeg(leg)
 			return l, true, err
@@ -419,6 +544,9 @@ func (r *Relay) exchange(client, upstream *protocol.Conn, srv Server, ag *protoc
 		return nil, err
 	}
 	if err := upstream.WritePacketFlush(fwd.Encode()); err != nil {
+		if relayRefusal(client, upstream) {
+			return nil, fmt.Errorf("auth server %s refused the connection before the handshake response: %w", r.Address, err)
+		}
 		_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 			"sluice: lost the auth server %s: %v", r.Address, err))
 		return nil, err
@@ -483,4 +611,35 @@ func (r *Relay) verdict(client, upstream *protocol.Conn, srv Server, login *Logi
 	}
 	_ = client.WriteErr(protocol.ERHandshake.New("Bad handshake: authentication did not finish"))
 	return nil, fmt.Errorf("%w: too many auth rounds", ErrHandshake)
+}
+
+// learn reads the privileges of the account login matched on upstream,
+// the connection that logged it in (negotiated with caps), when
+// LearnGrants is set. A failure is told to the client (ERR 1045: without
+// its privileges sluice cannot let the session run anything).
+func (r *Relay) learn(client, upstream *protocol.Conn, caps uint32, login *Login) error {
+	if !r.LearnGrants {
+		return nil
+	}
+	w, _ := upstream.NetConn().(*wipingConn)
+	if w != nil {
+		w.record()
+	}
+	set, err := learnGrants(upstream, caps, r.KnownGrants)
+	switch {
+	case w == nil:
+	case upstream.Buffered() == 0:
+		// Every byte read is consumed: zero the raw answers before the
+		// read buffer goes back to the pool shared with other connections.
+		w.wipe()
+	default:
+		w.forget()
+	}
+	if err != nil {
+		_ = client.WriteErr(protocol.ERAccessDenied.New(
+			"sluice: the auth server %s accepted the login of '%s' but its privileges could not be read: %v", r.Address, login.User, err))
+		return fmt.Errorf("%w: reading the grants of %q: %w", ErrAccessDenied, login.User, err)
+	}
+	login.Grants = set
+	return nil
 }

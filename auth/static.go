@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-proxy/sluice/auth/grants"
 	"github.com/sluice-proxy/sluice/protocol"
 )
 
@@ -12,7 +13,23 @@ import (
 // the configuration (SHA1(SHA1(password)), as PASSWORD() prints it). It is
 // immutable after construction and safe for concurrent use.
 type Static struct {
-	users map[string][]byte
+	users  map[string][]byte
+	grants map[string]*grants.Set
+}
+
+// SetGrants gives user the privileges of lines (GRANT statements in SHOW
+// GRANTS form; TO CURRENT_USER or TO the user), which its logins carry as
+// Login.Grants. Call it only before the Static is used.
+func (s *Static) SetGrants(user string, lines []string) error {
+	set, err := grants.Parse(user, "%", lines)
+	if err != nil {
+		return fmt.Errorf("user %q: %w", user, err)
+	}
+	if s.grants == nil {
+		s.grants = map[string]*grants.Set{}
+	}
+	s.grants[user] = set
+	return nil
 }
 
 // NewStatic builds a Static from user name → "*HEX" hash.
@@ -63,13 +80,14 @@ func (s *Static) ChangeUser(_ context.Context, client *protocol.Conn, srv Server
 			"sluice: COM_CHANGE_USER needs a client that supports authentication plugins"))
 		return nil, fmt.Errorf("%w: client without CLIENT_PLUGIN_AUTH", ErrHandshake)
 	}
-	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes, Reauth: prev}
+	login := &Login{User: cu.User, Database: cu.Database, Capabilities: caps, Collation: cu.Collation, Attributes: cu.Attributes, UsedPassword: len(cu.AuthResponse) > 0, Reauth: prev}
 	if prev != nil && len(prev.Scramble) > 0 && (cu.AuthPlugin == "" || cu.AuthPlugin == protocol.AuthNativePassword) {
 		stored, known := s.users[login.User]
 		if !known {
 			stored = dummyHash
 		}
 		if protocol.VerifyNativePassword(prev.Scramble, cu.AuthResponse, stored) && known {
+			s.grant(login)
 			return login, nil
 		}
 	}
@@ -116,7 +134,17 @@ func (s *Static) verify(client *protocol.Conn, srv Server, scramble, resp []byte
 		_ = client.WriteErr(e)
 		return login, fmt.Errorf("%w: %w", ErrAccessDenied, e)
 	}
+	s.grant(login)
 	return login, nil
+}
+
+// grant gives a login its user's grants from the configuration.
+func (s *Static) grant(login *Login) {
+	login.Grants = s.grants[login.User]
+	if login.Grants == nil {
+		// A user without grants may log in and do nothing else.
+		login.Grants, _ = grants.Parse(login.User, "%", nil)
+	}
 }
 
 // greetNative greets the client with a fresh scramble of sluice's own,

@@ -13,7 +13,14 @@
 // prints one markdown table (qps, p95, ratios, the proxies' CPU per 1,000
 // statements, sluice's RSS), a small one-thread latency table (p50 and the
 // latency each proxy adds over direct) and a tally of the cells against
-// issue 4's bars, for sluice and for the control.
+// issue 24's CPU bars and issue 4's bars, for sluice and for the control.
+//
+// A full run then has two more phases (scale.go, storm.go): the scale
+// cells, point_select and read_only at 1,000 and 2,000 threads against
+// direct, HAProxy, the control and a sluice with pool_size = 64, with the
+// backends' peak Threads_connected; and the login storm, 10,000 clients
+// logging in to a fresh sluice at once, with its RSS before, at the peak
+// and once steady.
 //
 // Environment:
 //
@@ -26,7 +33,13 @@
 //	BENCH_CPUPROFILE=FILE  the "sluice" target writes a CPU profile of the run
 //	                 there (what cmd/sluice/default.pgo is made from)
 //	SAVE=1           also write the report to bench/results/<YYYY-MM-DD>.md
-//	                 (<YYYY-MM-DD>-quick.md in quick mode)
+//	                 (<YYYY-MM-DD>-quick.md in quick mode, -scale.md,
+//	                 -storm.md, -scale-storm.md for those phases alone)
+//	BENCH_SCALE=1    only the scale cells (0: leave them out of a full run)
+//	BENCH_STORM=1    only the login storm (0: leave it out of a full run)
+//	BENCH_SCALE_THREADS=1000,2000  the scale cells' thread counts
+//	BENCH_SCALE_ROUNDS=1    runs of each scale cell per target
+//	BENCH_STORM_CLIENTS=10000  clients of the login storm
 //
 // Everything it starts (servers, HAProxy, sluice, temp dirs) is stopped and
 // removed on exit, on failure and on Ctrl-C.
@@ -34,7 +47,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -49,7 +61,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +103,33 @@ type settings struct {
 	// control adds the A/A control target: a second HAProxy, measured
 	// like the first (BENCH_CONTROL=0 leaves it out).
 	control bool
+	// classic, scale and storm are the phases that run: the classic
+	// matrix, the scale cells and the login storm. BENCH_SCALE=1 and
+	// BENCH_STORM=1 run only those; a full run has all three and
+	// BENCH_SCALE=0 or BENCH_STORM=0 leaves one out; a quick run only
+	// the classic phase.
+	classic, scale, storm bool
+	// scaleThreads are the scale cells' sysbench thread counts,
+	// scaleRounds how many times each of them runs per target.
+	scaleThreads []int
+	scaleRounds  int
+	// stormClients is how many clients the login storm opens at once.
+	stormClients int
+}
+
+// fileSuffix names the report of a partial run under bench/results.
+func (s settings) fileSuffix() string {
+	switch {
+	case s.quick:
+		return "-quick"
+	case !s.classic && s.scale && s.storm:
+		return "-scale-storm"
+	case !s.classic && s.scale:
+		return "-scale"
+	case !s.classic:
+		return "-storm"
+	}
+	return ""
 }
 
 func readSettings() (settings, error) {
@@ -133,7 +171,65 @@ func readSettings() (settings, error) {
 	}
 	s.quick = truthy(os.Getenv("BENCH_QUICK"))
 	s.save = truthy(os.Getenv("SAVE"))
-	return s, nil
+	return s, readPhases(&s)
+}
+
+// readPhases reads which phases run (BENCH_SCALE, BENCH_STORM) and their
+// sizes (BENCH_SCALE_THREADS, BENCH_SCALE_ROUNDS, BENCH_STORM_CLIENTS).
+func readPhases(s *settings) error {
+	phase := func(name string) (only, off bool, err error) {
+		switch v := strings.TrimSpace(os.Getenv(name)); v {
+		case "":
+			return false, false, nil
+		case "1":
+			return true, false, nil
+		case "0":
+			return false, true, nil
+		default:
+			return false, false, fmt.Errorf("%s=%q: want 1 (only this phase) or 0 (leave it out)", name, v)
+		}
+	}
+	scaleOnly, scaleOff, err := phase("BENCH_SCALE")
+	if err != nil {
+		return err
+	}
+	stormOnly, stormOff, err := phase("BENCH_STORM")
+	if err != nil {
+		return err
+	}
+	s.classic = !scaleOnly && !stormOnly
+	full := s.classic && !s.quick
+	s.scale = scaleOnly || full && !scaleOff
+	s.storm = stormOnly || full && !stormOff
+
+	s.scaleThreads = []int{1000, 2000}
+	if v := strings.TrimSpace(os.Getenv("BENCH_SCALE_THREADS")); v != "" {
+		s.scaleThreads = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 5000 {
+				return fmt.Errorf("BENCH_SCALE_THREADS=%q: want a comma-separated list of 1 to 5000", v)
+			}
+			s.scaleThreads = append(s.scaleThreads, n)
+		}
+	}
+	s.scaleRounds = 1
+	if v := strings.TrimSpace(os.Getenv("BENCH_SCALE_ROUNDS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 15 {
+			return fmt.Errorf("BENCH_SCALE_ROUNDS=%q: want 1 to 15", v)
+		}
+		s.scaleRounds = n
+	}
+	s.stormClients = 10000
+	if v := strings.TrimSpace(os.Getenv("BENCH_STORM_CLIENTS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 15000 {
+			return fmt.Errorf("BENCH_STORM_CLIENTS=%q: want 1 to 15000", v)
+		}
+		s.stormClients = n
+	}
+	return nil
 }
 
 // switchEnv reads the 0/1 switch name from the environment; unset is def.
@@ -178,17 +274,59 @@ type cell struct {
 
 // result is one sysbench run against one target.
 type result struct {
-	sb      sbStats
-	err     error
-	wall    time.Duration
-	cpuSec  float64 // CPU seconds of the proxy's process across the run
-	hasCPU  bool
-	rssKB   int64   // peak VmRSS sampled during the run (sluice only)
-	replica float64 // share of sluice's statements routed to replicas, -1 unknown
+	sb     sbStats
+	err    error
+	wall   time.Duration
+	cpuSec float64 // CPU seconds of the proxy's process across the run
+	hasCPU bool
+	rssKB  int64 // peak VmRSS sampled during the run (sluice only)
+	// rssEndKB is VmRSS once sysbench has exited (sluice only).
+	rssEndKB int64
+	replica  float64 // share of sluice's statements routed to replicas, -1 unknown
 	// otherCores is the CPU that processes other than the benchmark's own
 	// (this one, sysbench, the mysqlds, HAProxy) used during the run, in
 	// cores; NaN when unknown.
 	otherCores float64
+	// peaks are the backends' highest Threads_connected and
+	// Prepared_stmt_count during the run (scale cells only).
+	peaks []backendPeak
+	// proxyNote says, for a failed run through a sluice, whether it
+	// exited and what it logged about failures during the run (scale
+	// cells only).
+	proxyNote string
+}
+
+// runOpts are what a run adds to the classic matrix's sysbench options.
+type runOpts struct {
+	// percentile is sysbench's --percentile; 0 means 95. The report's p95
+	// and p99 come from sysbench's own line when it is that percentile,
+	// else from the --histogram output.
+	percentile int
+	// extra are more sysbench options.
+	extra []string
+	// initWait is added to the run's time bound: the time sysbench may
+	// take to connect its threads.
+	initWait time.Duration
+}
+
+// benchEnv is what the phases of a run share: the topology, the tools and
+// the proxies started so far.
+type benchEnv struct {
+	ctx        context.Context
+	st         settings
+	logf       func(format string, args ...any)
+	topo       *sandbox.Topology
+	sb         *sysbench
+	tmp        string
+	sluiceBin  string
+	haproxyBin string
+	// procs are the proxies running now, stopped when the run ends.
+	procs  []*child
+	direct target
+	// ha and hb are HAProxy and the A/A control, started on first use.
+	ha, hb *target
+	// warmed are the targets that had their warm-up.
+	warmed map[string]bool
 }
 
 func run() (code int) {
@@ -257,19 +395,187 @@ func run() (code int) {
 	}()
 	facts.mariadb = serverVersion(ctx, topo.Master)
 
-	svcUser, svcPass := topo.Opts.ServiceUser, topo.Opts.ServicePassword
-	direct := target{name: "direct", addr: topo.Master.Addr(), user: svcUser, pass: svcPass}
+	e := &benchEnv{ctx: ctx, st: st, logf: logf, topo: topo, sb: &sysbench{bin: sysbenchBin},
+		tmp: tmp, haproxyBin: haproxyBin, warmed: map[string]bool{},
+		direct: target{name: "direct", addr: topo.Master.Addr(), user: topo.Opts.ServiceUser, pass: topo.Opts.ServicePassword}}
+	defer func() {
+		for _, c := range e.procs {
+			logf("stopping %s", c.name)
+			c.stop()
+		}
+	}()
 
-	sb := &sysbench{bin: sysbenchBin}
-	logf("preparing %d sysbench tables of %d rows on the master", tables, tableSize)
-	if out, err := sb.exec(ctx, 5*time.Minute, append([]string{"oltp_read_write"},
-		append(sb.common(direct), "--threads=2", "prepare")...)); err != nil {
-		return fail(fmt.Errorf("sysbench prepare: %w\n%s", err, tail(out, 20)))
+	if st.classic || st.scale {
+		logf("preparing %d sysbench tables of %d rows on the master", tables, tableSize)
+		if out, err := e.sb.exec(ctx, 5*time.Minute, append([]string{"oltp_read_write"},
+			append(e.sb.common(e.direct), "--threads=2", "prepare")...)); err != nil {
+			return fail(fmt.Errorf("sysbench prepare: %w\n%s", err, tail(out, 20)))
+		}
+		if err := waitReplicated(ctx, topo, 3*time.Minute); err != nil {
+			return fail(err)
+		}
 	}
-	if err := waitReplicated(ctx, topo, 3*time.Minute); err != nil {
+	logf("building sluice")
+	if e.sluiceBin, err = buildSluice(ctx, tmp); err != nil {
 		return fail(err)
 	}
 
+	// A phase that cannot be set up ends with an error; the phases after it
+	// still run, and the report gives what the others measured.
+	var rep report
+	failed := 0
+	phase := func(name string, f func() error) bool {
+		err := f()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		logf("%s: error: %v", name, err)
+		rep.errs = append(rep.errs, fmt.Sprintf("%s: %v", name, err))
+		return true
+	}
+	if st.classic && !phase("classic matrix", func() (err error) { rep.classic, err = e.runClassic(&facts); return err }) {
+		return fail(ctx.Err())
+	}
+	if rep.classic != nil {
+		failed = rep.classic.failed
+	}
+	if st.scale && !phase("scale cells", func() (err error) { rep.scale, err = e.runScale(); return err }) {
+		return fail(ctx.Err())
+	}
+	if st.storm && !phase("login storm", func() (err error) { rep.storm, err = e.runStorm(); return err }) {
+		return fail(ctx.Err())
+	}
+	facts.loadAfter = loadAvg()
+	facts.finished = time.Now()
+	// With the topology idle, whatever CPU is busy now is other work on the machine.
+	facts.idleAfter = idleShare(ctx, 2*time.Second)
+
+	out := renderReport(st, facts, rep)
+	fmt.Println()
+	fmt.Print(out)
+	if st.save {
+		path := filepath.Join("bench", "results", facts.started.Format("2006-01-02")+st.fileSuffix()+".md")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fail(err)
+		}
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			return fail(err)
+		}
+		logf("wrote %s", path)
+	}
+	if len(rep.errs) > 0 {
+		logf("%d phase(s) ended with an error", len(rep.errs))
+		return 1
+	}
+	if failed > 0 {
+		logf("%d of %d runs of the classic matrix failed", failed, rep.classic.total)
+		return 1
+	}
+	return 0
+}
+
+// report is what the phases that ran measured; a phase that did not run
+// leaves its part nil.
+type report struct {
+	classic *classicOutcome
+	scale   *scaleOutcome
+	storm   *stormOutcome
+	// errs are the phases that ended with an error, and the error.
+	errs []string
+}
+
+// classicOutcome is the classic matrix: its cells and, per cell, each
+// target's median run.
+type classicOutcome struct {
+	cells         []cell
+	results       []map[string]*result
+	total, failed int
+}
+
+// startSluiceTarget starts a sluice process (see startSluice) and returns
+// it as a target for the application user.
+func (e *benchEnv) startSluiceTarget(name, cpuProfile string, proxyKeys, clusterKeys []string) (target, error) {
+	c, err := startSluice(e.ctx, e.sluiceBin, e.topo, e.tmp, name, e.st, cpuProfile, proxyKeys, clusterKeys)
+	if err != nil {
+		return target{}, err
+	}
+	e.procs = append(e.procs, c)
+	return target{name: name, addr: c.addr, user: e.topo.Opts.AppUser, pass: e.topo.Opts.AppPassword, proc: c}, nil
+}
+
+// stopProc stops a proxy the run no longer needs, so that it holds no
+// backend connections and no CPU in the phases that follow.
+func (e *benchEnv) stopProc(c *child) {
+	e.logf("stopping %s", c.name)
+	c.stop()
+	e.procs = slices.DeleteFunc(e.procs, func(p *child) bool { return p == c })
+}
+
+// haproxies returns HAProxy and, unless BENCH_CONTROL=0, the A/A control
+// HAProxy-b, starting them on first use.
+func (e *benchEnv) haproxies() ([]target, error) {
+	start := func(name string) (*target, error) {
+		c, err := startHAProxy(e.ctx, e.haproxyBin, e.tmp, name, e.topo.Master.Addr())
+		if err != nil {
+			return nil, err
+		}
+		e.procs = append(e.procs, c)
+		return &target{name: name, addr: c.addr, user: e.topo.Opts.ServiceUser, pass: e.topo.Opts.ServicePassword, proc: c}, nil
+	}
+	var err error
+	if e.ha == nil {
+		if e.ha, err = start("haproxy"); err != nil {
+			return nil, err
+		}
+	}
+	ts := []target{*e.ha}
+	// The A/A control: a second HAProxy, configured as the first, measured
+	// as one more target. How far HAProxy-b/HAProxy strays from 1.00x in a
+	// cell is what that cell's sluice/HAProxy can tell apart at all.
+	if e.st.control {
+		if e.hb == nil {
+			if e.hb, err = start("haproxy-b"); err != nil {
+				return nil, err
+			}
+		}
+		ts = append(ts, *e.hb)
+	}
+	return ts, nil
+}
+
+// warmUp checks that each target answers and runs oltp_read_only at 4
+// threads against each one not yet warmed, unrecorded.
+func (e *benchEnv) warmUp(targets []target) error {
+	warm := min(5, e.st.seconds)
+	if e.st.quick {
+		warm = min(2, e.st.seconds)
+	}
+	for _, t := range targets {
+		if e.warmed[t.name] {
+			continue
+		}
+		if err := ping(e.ctx, t, 15*time.Second); err != nil {
+			return fmt.Errorf("%s (%s) does not answer: %w", t.name, t.addr, err)
+		}
+		e.logf("warm-up of %s: oltp_read_only, 4 threads, %ds (not recorded)", t.name, warm)
+		args := append([]string{"oltp_read_only"}, e.sb.common(t)...)
+		args = append(args, "--threads=4", "--time="+strconv.Itoa(warm), "--db-ps-mode=auto", "run")
+		if out, err := e.sb.exec(e.ctx, time.Duration(warm)*time.Second+time.Minute, args); err != nil {
+			return fmt.Errorf("warm-up against %s: %w\n%s", t.name, err, tail(out, 20))
+		}
+		e.warmed[t.name] = true
+	}
+	return nil
+}
+
+// runClassic runs the classic matrix (workloads × 1, 16, 64 threads × ps
+// modes) against direct, HAProxy, the two sluices and the control. The
+// two sluices are stopped at its end.
+func (e *benchEnv) runClassic(facts *machineFacts) (*classicOutcome, error) {
+	ctx, st, logf := e.ctx, e.st, e.logf
 	// Two sluices, each a process of its own (`sluice run`, as deployed,
 	// measured from its /proc/<pid> as HAProxy is), in front of the same
 	// topology: "sluice" with consistency = "strong" sends every statement
@@ -278,86 +584,41 @@ func run() (code int) {
 	// whose reads outside transactions go to the replicas (on this one
 	// machine they share the cores with the master, so spreading reads
 	// costs the box more, not less).
-	logf("building sluice")
-	sluiceBin, err := buildSluice(ctx, tmp)
+	// Both stop when the matrix ends: the scale cells and the storm start
+	// sluices of their own, and these would only hold backend connections
+	// and memory beside them.
+	sl, err := e.startSluiceTarget("sluice", st.cpuProfile, nil, []string{`consistency = "strong"`})
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	var procs []*child
-	defer func() {
-		for _, c := range procs {
-			logf("stopping %s", c.name)
-			c.stop()
-		}
-	}()
-	startOne := func(name, cpuProfile string, clusterKeys ...string) (target, error) {
-		c, err := startSluice(ctx, sluiceBin, topo, tmp, name, st, cpuProfile, clusterKeys...)
-		if err != nil {
-			return target{}, err
-		}
-		procs = append(procs, c)
-		return target{name: name, addr: c.addr, user: topo.Opts.AppUser, pass: topo.Opts.AppPassword, proc: c}, nil
-	}
-	sl, err := startOne("sluice", st.cpuProfile, `consistency = "strong"`)
+	defer e.stopProc(sl.proc)
+	split, err := e.startSluiceTarget("split", "", nil, nil)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	split, err := startOne("split", "")
+	defer e.stopProc(split.proc)
+	has, err := e.haproxies()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-
-	// HAProxy, child processes stopped with the sluices.
-	startHA := func(name string) (target, error) {
-		c, err := startHAProxy(ctx, haproxyBin, tmp, name, topo.Master.Addr())
-		if err != nil {
-			return target{}, err
-		}
-		procs = append(procs, c)
-		return target{name: name, addr: c.addr, user: svcUser, pass: svcPass, proc: c}, nil
-	}
-	ha, err := startHA("haproxy")
-	if err != nil {
-		return fail(err)
-	}
-	targets := []target{direct, ha, sl, split}
-	// The A/A control: a second HAProxy, configured as the first, measured
-	// as one more target. How far HAProxy-b/HAProxy strays from 1.00x in a
-	// cell is what that cell's sluice/HAProxy can tell apart at all.
-	if st.control {
-		hb, err := startHA("haproxy-b")
-		if err != nil {
-			return fail(err)
-		}
-		targets = append(targets, hb)
-	}
-
+	targets := append([]target{e.direct, has[0], sl, split}, has[1:]...)
 	for _, t := range targets {
 		if err := ping(ctx, t, 15*time.Second); err != nil {
-			return fail(fmt.Errorf("%s (%s) does not answer: %w", t.name, t.addr, err))
+			return nil, fmt.Errorf("%s (%s) does not answer: %w", t.name, t.addr, err)
 		}
 	}
 	facts.rssStartKB = rssKB(strconv.Itoa(sl.proc.pid()))
 	logf("sluice on %s (pid %d), split on %s (pid %d), haproxy on %s (pid %d), master %s",
-		sl.addr, sl.proc.pid(), split.addr, split.proc.pid(), ha.addr, ha.proc.pid(), direct.addr)
-
-	cells := matrix(st.quick)
-	warm := min(5, st.seconds)
-	if st.quick {
-		warm = min(2, st.seconds)
-	}
-	logf("warm-up: oltp_read_only, 4 threads, %ds per target (not recorded)", warm)
-	for _, t := range targets {
-		args := append([]string{"oltp_read_only"}, sb.common(t)...)
-		args = append(args, "--threads=4", "--time="+strconv.Itoa(warm), "--db-ps-mode=auto", "run")
-		if out, err := sb.exec(ctx, time.Duration(warm)*time.Second+time.Minute, args); err != nil {
-			return fail(fmt.Errorf("warm-up against %s: %w\n%s", t.name, err, tail(out, 20)))
-		}
+		sl.addr, sl.proc.pid(), split.addr, split.proc.pid(), has[0].addr, has[0].proc.pid(), e.direct.addr)
+	if err := e.warmUp(targets); err != nil {
+		return nil, err
 	}
 
-	results := make([]map[string]*result, len(cells))
-	total, done, failed := len(cells)*len(targets)*st.rounds, 0, 0
-	for i, c := range cells {
+	o := &classicOutcome{cells: matrix(st.quick)}
+	o.results = make([]map[string]*result, len(o.cells))
+	o.total = len(o.cells) * len(targets) * st.rounds
+	done := 0
+	for i, c := range o.cells {
 		runs := map[string][]*result{}
 		for round := range st.rounds {
 			for k := range targets {
@@ -365,20 +626,20 @@ func run() (code int) {
 				// round to round.
 				t := targets[(i+round+k)%len(targets)]
 				if ctx.Err() != nil {
-					return fail(ctx.Err())
+					return nil, ctx.Err()
 				}
-				if err := waitReplicated(ctx, topo, 2*time.Minute); err != nil {
+				if err := waitReplicated(ctx, e.topo, 2*time.Minute); err != nil {
 					logf("warning: %v", err)
 				}
-				r := measure(ctx, sb, t, c, st.seconds, ownPIDs(topo, procs...))
+				r := measure(ctx, e.sb, t, c, st.seconds, ownPIDs(e.topo, e.procs...), runOpts{})
 				runs[t.name] = append(runs[t.name], r)
 				done++
 				if r.err != nil {
-					failed++
+					o.failed++
 					if ctx.Err() != nil {
-						return fail(ctx.Err())
+						return nil, ctx.Err()
 					}
-					logf("[%d/%d] %s %d thr %s %s: FAILED: %v", done, total, c.workload, c.threads, c.psMode, t.name, r.err)
+					logf("[%d/%d] %s %d thr %s %s: FAILED: %v", done, o.total, c.workload, c.threads, c.psMode, t.name, r.err)
 					continue
 				}
 				extra := ""
@@ -389,41 +650,15 @@ func run() (code int) {
 					}
 				}
 				logf("[%d/%d] %s %d thr %s %s: %.0f qps, p95 %.2f ms, p50 %.3f ms%s; other work %.2f cores",
-					done, total, c.workload, c.threads, c.psMode, t.name, r.sb.qps, r.sb.p95, r.sb.p50, extra, r.otherCores)
+					done, o.total, c.workload, c.threads, c.psMode, t.name, r.sb.qps, r.sb.p95, r.sb.p50, extra, r.otherCores)
 			}
 		}
-		results[i] = map[string]*result{}
+		o.results[i] = map[string]*result{}
 		for name, rs := range runs {
-			results[i][name] = medianRun(rs)
+			o.results[i][name] = medianRun(rs)
 		}
 	}
-	facts.loadAfter = loadAvg()
-	facts.finished = time.Now()
-	// With the topology idle, whatever CPU is busy now is other work on the machine.
-	facts.idleAfter = idleShare(ctx, 2*time.Second)
-
-	report := renderReport(st, facts, cells, results)
-	fmt.Println()
-	fmt.Print(report)
-	if st.save {
-		name := facts.started.Format("2006-01-02") + ".md"
-		if st.quick {
-			name = facts.started.Format("2006-01-02") + "-quick.md"
-		}
-		path := filepath.Join("bench", "results", name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fail(err)
-		}
-		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
-			return fail(err)
-		}
-		logf("wrote %s", path)
-	}
-	if failed > 0 {
-		logf("%d of %d runs failed", failed, total)
-		return 1
-	}
-	return 0
+	return o, nil
 }
 
 func matrix(quick bool) []cell {
@@ -441,8 +676,6 @@ func matrix(quick bool) []cell {
 	return cells
 }
 
-// measure runs one sysbench against t; for a proxy it also takes its
-// process's CPU time, for a sluice its peak RSS and its routes.
 // medianRun returns the run of median qps among those that succeeded (the
 // lower of the middle two for an even count), or the first run when none
 // did. All of its figures come from that one run.
@@ -460,16 +693,21 @@ func medianRun(rs []*result) *result {
 	return good[(len(good)-1)/2]
 }
 
-func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, own []int) *result {
+// measure runs one sysbench against t; for a proxy it also takes its
+// process's CPU time, for a sluice its peak RSS and its routes.
+func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, own []int, o runOpts) *result {
 	r := &result{replica: -1, otherCores: math.NaN()}
+	if o.percentile == 0 {
+		o.percentile = 95
+	}
 	args := append([]string{c.workload}, sb.common(t)...)
 	args = append(args,
 		"--threads="+strconv.Itoa(c.threads),
 		"--time="+strconv.Itoa(seconds),
 		"--db-ps-mode="+c.psMode,
-		"--percentile=95",
-		"--histogram=on",
-		"run")
+		"--percentile="+strconv.Itoa(o.percentile),
+		"--histogram=on")
+	args = append(append(args, o.extra...), "run")
 
 	var (
 		before, after routeCounts
@@ -488,7 +726,7 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, o
 	}
 	sys0, own0 := systemTicks(), ownTicks(own)
 	start := time.Now()
-	out, err := sb.exec(ctx, time.Duration(seconds)*time.Second+90*time.Second, args)
+	out, err := sb.exec(ctx, time.Duration(seconds)*time.Second+90*time.Second+o.initWait, args)
 	r.wall = time.Since(start)
 	if sys1, own1 := systemTicks(), ownTicks(own); sys0 >= 0 && sys1 >= 0 && r.wall > 0 {
 		r.otherCores = max(0, (sys1-sys0)-(own1-own0)) / clockTicks / r.wall.Seconds()
@@ -499,6 +737,7 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, o
 	}
 	if t.sluice() {
 		r.rssKB = sampler.stop()
+		r.rssEndKB = rssKB(pid)
 		after = scrapeRoutes(t.proc.metricsURL)
 		if before.ok && after.ok {
 			m, rep := after.master-before.master, after.replica-before.replica
@@ -511,7 +750,7 @@ func measure(ctx context.Context, sb *sysbench, t target, c cell, seconds int, o
 		r.cpuSec, r.hasCPU = cpu1-cpu0, true
 	}
 	if err != nil {
-		r.err = fmt.Errorf("%w\n%s", err, tail(out, 15))
+		r.err = fmt.Errorf("%w\n%s", err, tail(out, 40))
 		return r
 	}
 	s, perr := parseSysbench(out)
@@ -563,7 +802,9 @@ type sbStats struct {
 	transactions, queries int64
 	tps, qps              float64
 	avg, p95, p50         float64 // ms; p50 from the histogram, NaN without one
-	ignored, reconnects   int64
+	// p99 is sysbench's 99th percentile line, else from the histogram.
+	p99                 float64
+	ignored, reconnects int64
 }
 
 var (
@@ -572,15 +813,15 @@ var (
 	reIgnored      = regexp.MustCompile(`(?m)^\s*ignored errors:\s+(\d+)`)
 	reReconnects   = regexp.MustCompile(`(?m)^\s*reconnects:\s+(\d+)`)
 	reAvg          = regexp.MustCompile(`(?m)^\s*avg:\s+([\d.]+)`)
-	reP95          = regexp.MustCompile(`(?m)^\s*95th percentile:\s+([\d.]+)`)
+	rePercentile   = regexp.MustCompile(`(?m)^\s*(\d+)th percentile:\s+([\d.]+)`)
 	reHistRow      = regexp.MustCompile(`(?m)^\s*([\d.]+)\s+\|\**\s+(\d+)\s*$`)
 )
 
 func parseSysbench(out string) (sbStats, error) {
 	s := sbStats{p50: math.NaN()}
 	tr, q := reTransactions.FindStringSubmatch(out), reQueries.FindStringSubmatch(out)
-	avg, p95 := reAvg.FindStringSubmatch(out), reP95.FindStringSubmatch(out)
-	if tr == nil || q == nil || avg == nil || p95 == nil {
+	avg, pct := reAvg.FindStringSubmatch(out), rePercentile.FindStringSubmatch(out)
+	if tr == nil || q == nil || avg == nil || pct == nil {
 		return s, errors.New("no statistics in sysbench's output")
 	}
 	s.transactions, _ = strconv.ParseInt(tr[1], 10, 64)
@@ -588,7 +829,17 @@ func parseSysbench(out string) (sbStats, error) {
 	s.queries, _ = strconv.ParseInt(q[1], 10, 64)
 	s.qps, _ = strconv.ParseFloat(q[2], 64)
 	s.avg, _ = strconv.ParseFloat(avg[1], 64)
-	s.p95, _ = strconv.ParseFloat(p95[1], 64)
+	// sysbench prints one percentile (--percentile); the other comes from
+	// the histogram, computed as sysbench computes its own.
+	s.p95, s.p99 = histogramPercentile(out, 95), histogramPercentile(out, 99)
+	if v, err := strconv.ParseFloat(pct[2], 64); err == nil {
+		switch pct[1] {
+		case "95":
+			s.p95 = v
+		case "99":
+			s.p99 = v
+		}
+	}
 	if m := reIgnored.FindStringSubmatch(out); m != nil {
 		s.ignored, _ = strconv.ParseInt(m[1], 10, 64)
 	}
@@ -654,10 +905,10 @@ func buildSluice(ctx context.Context, dir string) (string, error) {
 
 // startSluice starts `sluice run` in front of topo as a child process, with
 // <dir>/<name>.toml as its configuration and <dir>/<name>.log as its output
-// (JSON logging at info, as in production); clusterKeys are extra lines of
-// its [[cluster]]. With cpuProfile set it also writes a CPU profile there,
-// complete once the process has stopped.
-func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, st settings, cpuProfile string, clusterKeys ...string) (*child, error) {
+// (JSON logging at info, as in production); proxyKeys are extra lines of
+// its [proxy] table, clusterKeys of its [[cluster]]. With cpuProfile set it
+// also writes a CPU profile there, complete once the process has stopped.
+func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, st settings, cpuProfile string, proxyKeys, clusterKeys []string) (*child, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -675,6 +926,7 @@ func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, n
 	if st.eventLoop {
 		keys = append(keys, "event_loop = true")
 	}
+	keys = append(keys, proxyKeys...)
 	cfg := topo.SluiceConfigWith(sandbox.SluiceOptions{Listen: addr, ProxyKeys: keys, ClusterKeys: clusterKeys})
 	path := filepath.Join(dir, name+".toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -737,6 +989,7 @@ type child struct {
 	cmd        *exec.Cmd
 	addr       string // where it listens for clients
 	metricsURL string // a sluice's /metrics
+	logPath    string // its output
 	done       chan struct{}
 	once       sync.Once
 }
@@ -767,7 +1020,7 @@ func startChild(ctx context.Context, name, bin, dir, addr string, args ...string
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, addr: addr, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, addr: addr, logPath: logPath, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(c.done) }()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -1122,400 +1375,4 @@ func tail(s string, lines int) string {
 		ls = ls[len(ls)-lines:]
 	}
 	return strings.Join(ls, "\n")
-}
-
-// --- report ---
-
-type machineFacts struct {
-	started, finished     time.Time
-	nproc                 int
-	cpuModel, kernel      string
-	goVersion, commit     string
-	sysbench, haproxy     string
-	mariadb               string
-	idleBefore, idleAfter float64
-	loadBefore, loadAfter string
-	rssStartKB            int64
-}
-
-func (f *machineFacts) collectStatic(sysbenchBin, haproxyBin string) {
-	f.nproc = runtime.NumCPU()
-	f.goVersion = runtime.Version()
-	f.cpuModel = "?"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				f.cpuModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		f.kernel = strings.TrimSpace(string(b))
-	}
-	firstLine := func(name string, args ...string) string {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		if err != nil && len(out) == 0 {
-			return "?"
-		}
-		l, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-		return strings.TrimSpace(l)
-	}
-	f.sysbench = firstLine(sysbenchBin, "--version")
-	f.haproxy = firstLine(haproxyBin, "-v")
-	f.commit = firstLine("git", "rev-parse", "--short=12", "HEAD")
-	if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
-		f.commit += " (with uncommitted changes)"
-	}
-}
-
-var shortName = map[string]string{
-	"oltp_point_select": "point_select",
-	"oltp_read_only":    "read_only",
-	"oltp_read_write":   "read_write",
-}
-
-func renderReport(st settings, f machineFacts, cells []cell, results []map[string]*result) string {
-	var b strings.Builder
-	mode := "full"
-	if st.quick {
-		mode = "quick (BENCH_QUICK=1)"
-	}
-	fmt.Fprintf(&b, "# sluice benchmark, %s\n\n", f.started.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "- mode: %s, %d s per sysbench run, %d tables × %d rows, order of targets rotated per cell\n",
-		mode, st.seconds, tables, tableSize)
-	if st.rounds > 1 {
-		fmt.Fprintf(&b, "- %d rounds (BENCH_ROUNDS): each cell ran %d times against each target, interleaved; every figure is from that target's run of median qps in the cell\n",
-			st.rounds, st.rounds)
-	}
-	fmt.Fprintf(&b, "- machine: %d CPUs (%s), kernel %s; idle CPU over 2 s before the start %s and after the last run %s"+
-		" (less than 100%% = other work on the machine); load average before %s, after %s\n",
-		f.nproc, f.cpuModel, f.kernel, pct(f.idleBefore), pct(f.idleAfter), f.loadBefore, f.loadAfter)
-	fmt.Fprintf(&b, "- MariaDB %s (master + %d GTID replicas + auth server, sandbox package); %s; %s\n",
-		f.mariadb, replicas, f.sysbench, f.haproxy)
-	threads := "one per CPU"
-	if st.threads > 0 {
-		threads = strconv.Itoa(st.threads)
-	}
-	threads += " (its GOMAXPROCS)"
-	if st.eventLoop {
-		threads += " and event_loop = true (GOMAXPROCS one more)"
-	}
-	fmt.Fprintf(&b, "- Go %s; sluice commit %s; each sluice a process of its own (`sluice run`) with threads = %s, RSS %.1f MB before the first run\n",
-		strings.TrimPrefix(f.goVersion, "go"), f.commit, threads, float64(f.rssStartKB)/1024)
-	fmt.Fprintf(&b, "- wall time %v\n\n", f.finished.Sub(f.started).Round(time.Second))
-
-	controlCols, controlSep := "", ""
-	if st.control {
-		controlCols, controlSep = " HAProxy-b qps | HAProxy-b/HAProxy | HAProxy-b CPU s/1k stmts |", "--:|--:|--:|"
-	}
-	b.WriteString("| workload | thr | ps | direct qps | HAProxy qps | sluice qps | sluice/direct | sluice/HAProxy | split qps | split/HAProxy |" + controlCols + " direct p95 ms | HAProxy p95 ms | sluice p95 ms | split p95 ms | HAProxy CPU s/1k stmts | sluice CPU s/1k stmts | split CPU s/1k stmts | sluice RSS MB | split to replicas | other work, cores |\n")
-	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|" + controlSep + "--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	var notes []string
-	var gm, gmSplit, gmControl geoMean
-	var verdict mustShow
-	for i, c := range cells {
-		d, h, s, sp, hb := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"], results[i]["haproxy-b"]
-		control := ""
-		if st.control {
-			control = fmt.Sprintf(" %s | %s | %s |", qps(hb), ratio(hb, h), cpu(hb))
-		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |%s %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			shortName[c.workload], c.threads, c.psMode,
-			qps(d), qps(h), qps(s), ratio(s, d), ratio(s, h), qps(sp), ratio(sp, h), control,
-			p95(d), p95(h), p95(s), p95(sp),
-			cpu(h), cpu(s), cpu(sp), rss(s), share(sp), other(d, h, s, sp, hb))
-		gm.add(s, h)
-		gmSplit.add(sp, h)
-		gmControl.add(hb, h)
-		if c.threads > 1 {
-			verdict.throughput.add(s, h)
-			verdict.throughputControl.add(hb, h)
-		}
-		verdict.cpu.addCPU(s, h)
-		verdict.cpuControl.addCPU(hb, h)
-		for _, name := range []string{"direct", "haproxy", "sluice", "split", "haproxy-b"} {
-			r := results[i][name]
-			if r == nil {
-				continue
-			}
-			where := fmt.Sprintf("%s %d thr %s, %s", shortName[c.workload], c.threads, c.psMode, name)
-			switch {
-			case r.err != nil:
-				first, _, _ := strings.Cut(r.err.Error(), "\n")
-				notes = append(notes, where+": failed: "+first)
-			case r.sb.ignored > 0 || r.sb.reconnects > 0:
-				notes = append(notes, fmt.Sprintf("%s: %d ignored errors (deadlocks, retried by sysbench), %d reconnects",
-					where, r.sb.ignored, r.sb.reconnects))
-			}
-		}
-	}
-
-	if gm.n > 0 {
-		fmt.Fprintf(&b, "\nGeometric mean of sluice/HAProxy over %d cells: %.2fx (split/HAProxy: %s", gm.n, gm.value(), gmSplit.String())
-		if st.control {
-			fmt.Fprintf(&b, "; A/A control HAProxy-b/HAProxy: %s", gmControl.String())
-		}
-		b.WriteString(")\n")
-	}
-
-	var one []int
-	for i, c := range cells {
-		if c.threads == 1 {
-			one = append(one, i)
-		}
-	}
-	if len(one) > 0 {
-		b.WriteString("\nOne thread: median latency per sysbench event (p50 from --histogram) and what each proxy adds over direct.\n\n")
-		controlCols, controlSep := "", ""
-		if st.control {
-			controlCols, controlSep = " HAProxy-b added / HAProxy added |", "--:|"
-		}
-		b.WriteString("| workload | ps | direct p50 ms | HAProxy p50 ms | sluice p50 ms | split p50 ms | HAProxy adds ms | sluice adds ms | sluice added / HAProxy added | same by avg | split added / HAProxy added |" + controlCols + "\n")
-		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + controlSep + "\n")
-		for _, i := range one {
-			c := cells[i]
-			d, h, s, sp, hb := results[i]["direct"], results[i]["haproxy"], results[i]["sluice"], results[i]["split"], results[i]["haproxy-b"]
-			p50 := func(r *result) float64 {
-				if !ok(r) {
-					return math.NaN()
-				}
-				return r.sb.p50
-			}
-			avg := func(r *result) float64 {
-				if !ok(r) {
-					return math.NaN()
-				}
-				return r.sb.avg
-			}
-			hAdd, sAdd, spAdd, hbAdd := p50(h)-p50(d), p50(s)-p50(d), p50(sp)-p50(d), p50(hb)-p50(d)
-			control := ""
-			if st.control {
-				control = " " + x(hbAdd/hAdd, hAdd > 0) + " |"
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s\n",
-				shortName[c.workload], c.psMode, ms(p50(d)), ms(p50(h)), ms(p50(s)), ms(p50(sp)), ms(hAdd), ms(sAdd),
-				x(sAdd/hAdd, hAdd > 0), x((avg(s)-avg(d))/(avg(h)-avg(d)), avg(h)-avg(d) > 0), x(spAdd/hAdd, hAdd > 0), control)
-			verdict.latency.addRatio(sAdd/hAdd, hAdd > 0 && !math.IsNaN(sAdd))
-			verdict.latencyControl.addRatio(hbAdd/hAdd, hAdd > 0 && !math.IsNaN(hbAdd))
-		}
-	}
-	if !st.quick {
-		b.WriteString(verdict.render(st.control))
-	}
-
-	b.WriteString(`
-Notes:
-- qps is sysbench's queries per second (every statement, including BEGIN/COMMIT); p95 and p50 are per sysbench event
-  (one point select; a whole transaction of ~14 (read_only) or ~18 (read_write) statements).
-- direct and HAProxy log in as the service account and reach the master only. Both sluices log the app user in
-  through the auth server. "sluice" has consistency = "strong": every statement goes to the master, the backend
-  HAProxy forwards to, so sluice/HAProxy compares the two proxies on the same work. "split" is the default
-  configuration: plain reads outside transactions go to the 2 replicas (point_select), while read_only and
-  read_write run in transactions and stay on the master ("split to replicas" is the share of its statements
-  routed to replicas, from its /metrics; the ~1% there at 64 threads with ps auto are the COM_STMT_PREPAREs of
-  the selects, which sysbench sends at connect, outside a transaction). On this one machine the replicas share
-  the cores with the master, so the split's point selects cost the box more CPU than the master alone.
-- each proxy is a process of its own: its CPU is utime+stime of its /proc/<pid>/stat around its run (for a sluice
-  its health probes and the run's logins included) divided by sysbench's query count; a sluice's RSS is the peak
-  VmRSS of its process sampled during the run.
-- "other work" is the busy CPU time of /proc/stat (interrupts included) minus what this process, sysbench, the
-  mysqlds and the proxies were charged, in cores, the highest of the cell's runs. Kernel work charged to no
-  process (network softirqs, kworkers) keeps it at ~0.1 on a quiet machine; clearly more means other work took
-  CPU from the benchmark and makes that cell's comparison unreliable.
-- HAProxy runs in TCP mode with Debian's default thread count (one per CPU); every process (mysqld ×4, sysbench,
-  a sluice or HAProxy) shares the same cores, so a proxy's CPU is taken from the database server's.
-`)
-	if len(notes) > 0 {
-		for _, n := range notes {
-			b.WriteString("- " + n + "\n")
-		}
-	}
-	return b.String()
-}
-
-// mustShow tallies the report against issue 4's two throughput and
-// latency must-shows, for sluice and for the A/A control, so that a reader
-// sees at once how often a proxy identical to HAProxy meets the same bar in
-// the same run.
-type mustShow struct {
-	// throughput: sluice/HAProxy qps in the cells at 16 and 64 threads
-	// (bar: every one ≥ 1.00x); latency: sluice's added p50 over
-	// HAProxy's at one thread (bar: every one ≤ 1.50x).
-	throughput, throughputControl ratios
-	latency, latencyControl       ratios
-	// cpu: the proxy's CPU per statement over HAProxy's, in every cell:
-	// the cost itself, which the machine's noise moves less than qps.
-	cpu, cpuControl ratios
-}
-
-// ratios collects the per-cell ratios of one comparison.
-type ratios []float64
-
-func (r *ratios) add(a, b *result) {
-	if ok(a) && ok(b) && b.sb.qps > 0 {
-		*r = append(*r, a.sb.qps/b.sb.qps)
-	}
-}
-
-func (r *ratios) addCPU(a, b *result) {
-	if ok(a) && ok(b) && a.hasCPU && b.hasCPU && b.cpuPer1k() > 0 {
-		*r = append(*r, a.cpuPer1k()/b.cpuPer1k())
-	}
-}
-
-func (r *ratios) addRatio(v float64, valid bool) {
-	if valid && !math.IsNaN(v) && !math.IsInf(v, 0) {
-		*r = append(*r, v)
-	}
-}
-
-// summary says in how many cells the ratio met the bar (at least bar when
-// atLeast, else at most bar), and the lowest and highest ratio.
-func (r ratios) summary(bar float64, atLeast bool) string {
-	if len(r) == 0 {
-		return "no cells"
-	}
-	met := 0
-	for _, v := range r {
-		if atLeast && v >= bar || !atLeast && v <= bar {
-			met++
-		}
-	}
-	return fmt.Sprintf("%d of %d cells (range %.2fx to %.2fx)", met, len(r), slices.Min(r), slices.Max(r))
-}
-
-// median is the middle ratio (the mean of the middle two for an even
-// count); NaN for none.
-func (r ratios) median() float64 {
-	if len(r) == 0 {
-		return math.NaN()
-	}
-	s := slices.Sorted(slices.Values(r))
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-func (m mustShow) render(control bool) string {
-	var b strings.Builder
-	b.WriteString("\nAgainst the bars of issue 4 (every cell at 16 and 64 threads ≥ 1.00x of HAProxy's qps; every one-thread cell's added p50 ≤ 1.50x of HAProxy's):\n\n")
-	fmt.Fprintf(&b, "- throughput, sluice/HAProxy ≥ 1.00x: %s\n", m.throughput.summary(1, true))
-	if control {
-		fmt.Fprintf(&b, "- throughput, A/A control HAProxy-b/HAProxy ≥ 1.00x: %s\n", m.throughputControl.summary(1, true))
-	}
-	fmt.Fprintf(&b, "- one thread, sluice added / HAProxy added ≤ 1.50x: %s\n", m.latency.summary(1.5, false))
-	if control {
-		fmt.Fprintf(&b, "- one thread, A/A control HAProxy-b added / HAProxy added ≤ 1.50x: %s\n", m.latencyControl.summary(1.5, false))
-	}
-	fmt.Fprintf(&b, "- proxy CPU per statement, sluice/HAProxy ≤ 1.00x: %s, median %.2fx\n", m.cpu.summary(1, false), m.cpu.median())
-	if control {
-		fmt.Fprintf(&b, "- proxy CPU per statement, A/A control HAProxy-b/HAProxy ≤ 1.00x: %s, median %.2fx\n", m.cpuControl.summary(1, false), m.cpuControl.median())
-		b.WriteString("- HAProxy-b is a second HAProxy process configured exactly as the first: its ratios are 1.00x but for the run-to-run\n" +
-			"  noise of this machine, so a sluice ratio inside the control's range is not told apart from HAProxy's cost.\n")
-	}
-	return b.String()
-}
-
-// geoMean accumulates the geometric mean of a/b qps ratios.
-type geoMean struct {
-	logSum float64
-	n      int
-}
-
-func (g *geoMean) add(a, b *result) {
-	if ok(a) && ok(b) && b.sb.qps > 0 {
-		g.logSum += math.Log(a.sb.qps / b.sb.qps)
-		g.n++
-	}
-}
-
-func (g *geoMean) value() float64 { return math.Exp(g.logSum / float64(g.n)) }
-
-func (g *geoMean) String() string {
-	if g.n == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2fx over %d cells", g.value(), g.n)
-}
-
-func ok(r *result) bool { return r != nil && r.err == nil && r.sb.queries > 0 }
-
-func qps(r *result) string {
-	if !ok(r) {
-		return "ERR"
-	}
-	return strconv.FormatFloat(r.sb.qps, 'f', 0, 64)
-}
-
-func p95(r *result) string {
-	if !ok(r) {
-		return "–"
-	}
-	return strconv.FormatFloat(r.sb.p95, 'f', 2, 64)
-}
-
-func ratio(a, b *result) string {
-	if !ok(a) || !ok(b) || b.sb.qps == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2fx", a.sb.qps/b.sb.qps)
-}
-
-func cpu(r *result) string {
-	if !ok(r) || !r.hasCPU {
-		return "–"
-	}
-	return strconv.FormatFloat(r.cpuPer1k(), 'f', 4, 64)
-}
-
-func rss(r *result) string {
-	if !ok(r) || r.rssKB == 0 {
-		return "–"
-	}
-	return strconv.FormatFloat(float64(r.rssKB)/1024, 'f', 1, 64)
-}
-
-func share(r *result) string {
-	if !ok(r) || r.replica < 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.0f%%", 100*r.replica)
-}
-
-// other is the highest "other work" of a cell's runs.
-func other(rs ...*result) string {
-	m, seen := 0.0, false
-	for _, r := range rs {
-		if r != nil && !math.IsNaN(r.otherCores) {
-			m, seen = max(m, r.otherCores), true
-		}
-	}
-	if !seen {
-		return "?"
-	}
-	return strconv.FormatFloat(m, 'f', 2, 64)
-}
-
-func ms(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "–"
-	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
-}
-
-func x(v float64, valid bool) string {
-	if !valid || math.IsNaN(v) || math.IsInf(v, 0) {
-		return "–"
-	}
-	return fmt.Sprintf("%.2fx", v)
-}
-
-func pct(v float64) string {
-	if math.IsNaN(v) {
-		return "?"
-	}
-	return fmt.Sprintf("%.0f%%", 100*v)
 }

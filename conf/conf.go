@@ -103,6 +103,11 @@ type Proxy struct {
 	// MaxPreparedStatements caps the prepared statements one client session
 	// may hold open.
 	MaxPreparedStatements int `toml:"max_prepared_statements"`
+	// BackendStatementCache bounds the prepared statements each backend
+	// connection keeps for the sessions it serves (least recently used
+	// first out, closed with COM_STMT_CLOSE); a backend holds at most
+	// pool_size times this many of sluice's statements.
+	BackendStatementCache int `toml:"backend_statement_cache"`
 	// LocalInfile lets clients stream files for LOAD DATA LOCAL INFILE
 	// through sluice to the master.
 	LocalInfile bool `toml:"local_infile"`
@@ -166,6 +171,45 @@ type Auth struct {
 	// libmysqlclient); backend "mysql". 0 keeps none: those clients'
 	// COM_CHANGE_USER then fails with 1251.
 	MaxKeptAuthConnections int `toml:"max_kept_auth_connections"`
+	// MaxConcurrentLogins bounds the logins (and COM_CHANGE_USERs) that
+	// hold an auth-server connection at once (backend "mysql"); more wait
+	// their turn, in order, within handshake_timeout. Logins waiting for
+	// their client's handshake response take at most half of them (and
+	// at most max_pending_handshakes), so silent clients cannot hold up
+	// the others.
+	MaxConcurrentLogins int `toml:"max_concurrent_logins"`
+	// EnforceGrants makes sluice check every statement against the
+	// logged-in account's privileges (learnt from the auth server, or the
+	// static users' Grants) before routing it. false lets every logged-in
+	// user do whatever the clusters' service accounts may.
+	EnforceGrants bool `toml:"enforce_grants"`
+	// GrantsTTL bounds how long an account's privileges are used before
+	// they are read again from the auth server: a REVOKE there reaches open
+	// sessions within it.
+	GrantsTTL Duration `toml:"grants_ttl"`
+	// ProxyProtocol makes sluice open each auth-server connection with a
+	// PROXY protocol header carrying the client's address, so accounts
+	// with a host part match as on a direct connection (the auth server
+	// needs proxy_protocol_networks to include sluice's address).
+	ProxyProtocol bool `toml:"proxy_protocol"`
+	// ProxyProtocolVersion is the PROXY header's version, 1 (text) or 2
+	// (binary).
+	ProxyProtocolVersion int `toml:"proxy_protocol_version"`
+	// MirrorSchema makes sluice create every cluster's schemas, tables
+	// (structure only), views, sequences and routines (stubs) on the auth
+	// server at start-up, after the DDL it routes and after a reload, so
+	// DBAs can GRANT on them there. Needs ServiceUser.
+	MirrorSchema bool `toml:"mirror_schema"`
+	// ServiceUser is sluice's own account on the auth server (backend
+	// "mysql"): it reads an account's grants again when they expire
+	// (SHOW GRANTS FOR needs SELECT on mysql.*) and, with MirrorSchema,
+	// creates the mirrored schemas. Empty: grants are read only at login.
+	ServiceUser string `toml:"service_user"`
+	// ServicePassword is ServiceUser's resolved password (see
+	// Admin.Password).
+	ServicePassword     string `toml:"service_password"`
+	ServicePasswordEnv  string `toml:"service_password_env"`
+	ServicePasswordFile string `toml:"service_password_file"`
 	// Users are the [[auth.user]] entries; used only by backend "static".
 	Users []StaticUser `toml:"user"`
 }
@@ -178,6 +222,10 @@ type StaticUser struct {
 	// prints it: "*" followed by 40 hex digits. Parse normalises it to upper
 	// case.
 	PasswordHash string `toml:"password_hash"`
+	// Grants are the user's privileges as GRANT statements in SHOW GRANTS
+	// form (TO CURRENT_USER or TO the user), checked when
+	// auth.enforce_grants is on. None: the user may do nothing but log in.
+	Grants []string `toml:"grants"`
 }
 
 // Admin is the [admin] table: the account of the admin SQL interface.
@@ -393,6 +441,10 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultConnectTimeout   = 2 * time.Second
 	DefaultMaxPreparedStmts = 1024
+	// DefaultBackendStatementCache: a pool of the default 128
+	// connections then holds at most 8,192 statements on its backend,
+	// half of MariaDB's default max_prepared_stmt_count (16382).
+	DefaultBackendStatementCache = 64
 	// DefaultSlowQueryThreshold is proxy.slow_query_threshold's.
 	DefaultSlowQueryThreshold = time.Second
 	DefaultTLSMode            = "off"
@@ -403,10 +455,18 @@ const (
 	DefaultMaxPendingHandshakes = 64
 	// DefaultMaxKeptAuthConnections is auth.max_kept_auth_connections'.
 	DefaultMaxKeptAuthConnections = 64
-	DefaultAdminUser              = "admin"
-	DefaultBalance                = "round-robin"
-	DefaultConsistency            = "eventual"
-	DefaultMaxReplicationLag      = 5 * time.Second
+	// DefaultMaxConcurrentLogins is auth.max_concurrent_logins'. With the
+	// kept connections' 64 it stays inside MariaDB's default
+	// max_connections (151) on the auth server.
+	DefaultMaxConcurrentLogins = 64
+	// DefaultGrantsTTL is auth.grants_ttl's.
+	DefaultGrantsTTL = 30 * time.Second
+	// DefaultProxyProtocolVersion is auth.proxy_protocol_version's.
+	DefaultProxyProtocolVersion = 2
+	DefaultAdminUser            = "admin"
+	DefaultBalance              = "round-robin"
+	DefaultConsistency          = "eventual"
+	DefaultMaxReplicationLag    = 5 * time.Second
 	// DefaultReadsFallBackToMaster is cluster.reads_fall_back_to_master's.
 	DefaultReadsFallBackToMaster = true
 	DefaultReplicaWeight         = 1
@@ -465,6 +525,7 @@ func defaults() *Config {
 			HandshakeTimeout:      Duration{DefaultHandshakeTimeout},
 			ConnectTimeout:        Duration{DefaultConnectTimeout},
 			MaxPreparedStatements: DefaultMaxPreparedStmts,
+			BackendStatementCache: DefaultBackendStatementCache,
 			SlowQueryThreshold:    Duration{DefaultSlowQueryThreshold},
 
 			LoginFailuresBeforeBackoff: DefaultLoginFailuresBeforeBackoff,
@@ -473,7 +534,9 @@ func defaults() *Config {
 			ShutdownDelay:              Duration{DefaultShutdownDelay},
 			ShutdownTimeout:            Duration{DefaultShutdownTimeout},
 		},
-		Auth:     Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode, MaxPendingHandshakes: DefaultMaxPendingHandshakes, MaxKeptAuthConnections: DefaultMaxKeptAuthConnections},
+		Auth: Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode, MaxPendingHandshakes: DefaultMaxPendingHandshakes, MaxKeptAuthConnections: DefaultMaxKeptAuthConnections,
+			MaxConcurrentLogins: DefaultMaxConcurrentLogins,
+			EnforceGrants:       true, GrantsTTL: Duration{DefaultGrantsTTL}, ProxyProtocolVersion: DefaultProxyProtocolVersion},
 		Admin:    Admin{User: DefaultAdminUser},
 		Sharding: Sharding{MaxMergeRows: DefaultMaxMergeRows},
 		Limits: Limits{LimitValues: LimitValues{

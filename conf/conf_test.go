@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,7 @@ clusters = ["main"]
 		{"proxy.connect_timeout", c.Proxy.ConnectTimeout.Duration, 2 * time.Second},
 		{"proxy.server_version", c.Proxy.ServerVersion, ""},
 		{"proxy.max_prepared_statements", c.Proxy.MaxPreparedStatements, 1024},
+		{"proxy.backend_statement_cache", c.Proxy.BackendStatementCache, 64},
 		{"proxy.threads", c.Proxy.Threads, 0},
 		{"proxy.local_infile", c.Proxy.LocalInfile, false},
 		{"proxy.slow_query_threshold", c.Proxy.SlowQueryThreshold.Duration, time.Second},
@@ -641,7 +643,7 @@ password_hash = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"
 		t.Fatalf("users = %+v", c.Auth.Users)
 	}
 	for i := range want {
-		if c.Auth.Users[i] != want[i] {
+		if !reflect.DeepEqual(c.Auth.Users[i], want[i]) {
 			t.Errorf("user %d = %+v, want %+v", i, c.Auth.Users[i], want[i])
 		}
 	}

@@ -22,8 +22,8 @@ func (c *Config) Describe() string {
 	}
 	x := &c.Proxy
 	line("proxy: listen %s, admin_listen %s, metrics_listen %s", x.Listen, offIfEmpty(x.AdminListen), offIfEmpty(x.MetricsListen))
-	line("  log_level %s, max_client_connections %d, max_allowed_packet %s, max_prepared_statements %d, local_infile %v",
-		x.LogLevel, x.MaxClientConnections, formatBytes(x.MaxAllowedPacket), x.MaxPreparedStatements, x.LocalInfile)
+	line("  log_level %s, max_client_connections %d, max_allowed_packet %s, max_prepared_statements %d, backend_statement_cache %d, local_infile %v",
+		x.LogLevel, x.MaxClientConnections, formatBytes(x.MaxAllowedPacket), x.MaxPreparedStatements, x.BackendStatementCache, x.LocalInfile)
 	threads := "one per CPU"
 	if x.Threads > 0 {
 		threads = fmt.Sprint(x.Threads)
@@ -43,16 +43,13 @@ func (c *Config) Describe() string {
 		line("  tls to clients: cert %s, key %s, require_tls %v", x.TLSCert, x.TLSKey, x.RequireTLS)
 	}
 
-	switch a := &c.Auth; a.Backend {
-	case "static":
-		names := make([]string, len(a.Users))
-		for i, u := range a.Users {
-			names[i] = fmt.Sprintf("%q", u.Name)
-		}
-		line("auth: static, %d user(s): %s", len(a.Users), strings.Join(names, ", "))
-	default:
-		line("auth: %s, auth server %s%s", a.Backend, a.Address, tlsNote(a.TLS, a.TLSCA))
+	slow := "off"
+	if x.SlowQueryThreshold.Duration > 0 {
+		slow = x.SlowQueryThreshold.String()
 	}
+	line("  slow_query_threshold %s, log_sql %v", slow, x.LogSQL)
+
+	c.Auth.describe(line)
 	line("admin: user %q, %s", c.Admin.User, passwordSource(c.Admin.Password, c.Admin.PasswordEnv, c.Admin.PasswordFile))
 
 	h := &c.Health
@@ -115,6 +112,47 @@ func (c *Config) Describe() string {
 		line("broadcast: %s", strings.Join(names, ", "))
 	}
 	return b.String()
+}
+
+// describe prints the [auth] table for Describe: never a password, and
+// the static users' grants only by their number (a grant line copied from
+// SHOW GRANTS output may hold a password hash).
+func (a *Auth) describe(line func(format string, args ...any)) {
+	const notEnforced = "  enforce_grants false: every logged-in user may do what the clusters' service accounts may"
+	if a.Backend == "static" {
+		names := make([]string, len(a.Users))
+		for i, u := range a.Users {
+			names[i] = fmt.Sprintf("%q", u.Name)
+		}
+		line("auth: static, %d user(s): %s", len(a.Users), strings.Join(names, ", "))
+		if a.EnforceGrants {
+			line("  enforce_grants true")
+		} else {
+			line(notEnforced)
+		}
+		for _, u := range a.Users {
+			if len(u.Grants) == 0 {
+				line("  user %q: no grants", u.Name)
+			} else {
+				line("  user %q: %d grant(s)", u.Name, len(u.Grants))
+			}
+		}
+		return
+	}
+	line("auth: %s, auth server %s%s", a.Backend, a.Address, tlsNote(a.TLS, a.TLSCA))
+	proxyProtocol := "off"
+	if a.ProxyProtocol {
+		proxyProtocol = fmt.Sprintf("on, proxy_protocol_version %d", a.ProxyProtocolVersion)
+	}
+	line("  enforce_grants %v, grants_ttl %s, mirror_schema %v, proxy_protocol %s", a.EnforceGrants, a.GrantsTTL, a.MirrorSchema, proxyProtocol)
+	if !a.EnforceGrants {
+		line(notEnforced)
+	}
+	if a.ServiceUser == "" {
+		line("  service_user none: grants are read only at login")
+	} else {
+		line("  service_user %q, %s", a.ServiceUser, passwordSource(a.ServicePassword, a.ServicePasswordEnv, a.ServicePasswordFile))
+	}
 }
 
 // describeLimits prints one user's limits for Describe.

@@ -62,7 +62,8 @@ func (cs Changes) NeedRestart() int {
 // pool_size and pool_wait_timeout; all of [health]; all of [auth] (new
 // logins); [proxy] log_level, max_client_connections, max_allowed_packet and
 // handshake_timeout (new connections), connect_timeout,
-// max_prepared_statements and server_version, the login backoff
+// max_prepared_statements, backend_statement_cache (the next statement a
+// connection caches) and server_version, the login backoff
 // (login_failures_before_backoff, login_backoff, login_backoff_max) and
 // shutdown_delay and shutdown_timeout (read when shutdown starts);
 // [sharding], [[shard]] and [[broadcast]]; all of [limits] and
@@ -98,6 +99,7 @@ func Diff(old, new *Config) Changes {
 	same(d, "proxy.connect_timeout", op.ConnectTimeout, np.ConnectTimeout, live)
 	same(d, "proxy.server_version", op.ServerVersion, np.ServerVersion, live)
 	same(d, "proxy.max_prepared_statements", op.MaxPreparedStatements, np.MaxPreparedStatements, live)
+	same(d, "proxy.backend_statement_cache", op.BackendStatementCache, np.BackendStatementCache, live)
 	same(d, "proxy.local_infile", op.LocalInfile, np.LocalInfile, restart)
 	same(d, "proxy.tls_cert", op.TLSCert, np.TLSCert, restart)
 	same(d, "proxy.tls_key", op.TLSKey, np.TLSKey, restart)
@@ -118,6 +120,14 @@ func Diff(old, new *Config) Changes {
 	same(d, "auth.tls_ca", oa.TLSCA, na.TLSCA, live)
 	same(d, "auth.max_pending_handshakes", oa.MaxPendingHandshakes, na.MaxPendingHandshakes, live)
 	same(d, "auth.max_kept_auth_connections", oa.MaxKeptAuthConnections, na.MaxKeptAuthConnections, live)
+	same(d, "auth.max_concurrent_logins", oa.MaxConcurrentLogins, na.MaxConcurrentLogins, live)
+	same(d, "auth.enforce_grants", oa.EnforceGrants, na.EnforceGrants, live)
+	same(d, "auth.grants_ttl", oa.GrantsTTL, na.GrantsTTL, live)
+	same(d, "auth.proxy_protocol", oa.ProxyProtocol, na.ProxyProtocol, live)
+	same(d, "auth.proxy_protocol_version", oa.ProxyProtocolVersion, na.ProxyProtocolVersion, live)
+	same(d, "auth.mirror_schema", oa.MirrorSchema, na.MirrorSchema, live)
+	same(d, "auth.service_user", oa.ServiceUser, na.ServiceUser, live)
+	secret(d, "auth.service_password", oa.ServicePassword, na.ServicePassword, live)
 	d.users(oa.Users, na.Users)
 
 	same(d, "admin.user", old.Admin.User, new.Admin.User, restart)
@@ -202,6 +212,8 @@ func (d *differ) users(old, new []StaticUser) {
 			d.add(key, "removed", live)
 		case n.PasswordHash != u.PasswordHash:
 			d.add(key, "password_hash changed", live)
+		case !slices.Equal(n.Grants, u.Grants):
+			d.add(key, "grants changed", live)
 		}
 	}
 	for _, u := range new {

@@ -43,3 +43,29 @@ func TestMaxPendingHandshakes(t *testing.T) {
 		t.Errorf("Live kept %d, want the file's 0", l.Auth.MaxPendingHandshakes)
 	}
 }
+
+// TestMaxConcurrentLogins: auth.max_concurrent_logins defaults to 64,
+// refuses a value below 1 by name, and applies on reload.
+func TestMaxConcurrentLogins(t *testing.T) {
+	if got := mustParse(t, base).Auth.MaxConcurrentLogins; got != 64 {
+		t.Errorf("default = %d, want 64", got)
+	}
+	for _, n := range []int{0, -3} {
+		_, err := Parse([]byte(withAuth("max_concurrent_logins = " + strconv.Itoa(n))))
+		if want := "auth.max_concurrent_logins: " + strconv.Itoa(n) + " must be >= 1"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%d: err = %v, want %q", n, err, want)
+		}
+	}
+	old := mustParse(t, base)
+	n := mustParse(t, withAuth("max_concurrent_logins = 8"))
+	d := Diff(old, n)
+	if got, want := d.Strings(), []string{"auth.max_concurrent_logins: 64 -> 8"}; !slices.Equal(got, want) {
+		t.Errorf("Diff = %q, want %q", got, want)
+	}
+	if d.NeedRestart() != 0 {
+		t.Errorf("auth.max_concurrent_logins needs a restart, want live")
+	}
+	if l := Live(old, n); l.Auth.MaxConcurrentLogins != 8 {
+		t.Errorf("Live kept %d, want the file's 8", l.Auth.MaxConcurrentLogins)
+	}
+}

@@ -16,6 +16,9 @@ func (c *Config) resolveSecrets(dir string) []error {
 	if err := resolveSecret("admin.", &c.Admin.Password, c.Admin.PasswordEnv, c.Admin.PasswordFile, dir); err != nil {
 		errs = append(errs, err)
 	}
+	if err := resolveSecret("auth.service_", &c.Auth.ServicePassword, c.Auth.ServicePasswordEnv, c.Auth.ServicePasswordFile, dir); err != nil {
+		errs = append(errs, err)
+	}
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		if err := resolveSecret("", &cl.Password, cl.PasswordEnv, cl.PasswordFile, dir); err != nil {

@@ -84,6 +84,9 @@ func (c *Config) validateProxy(p *problems) {
 	if x.Threads < 0 || x.Threads > MaxThreads {
 		p.add("proxy.threads must be between 0 (one per CPU) and %d (got %d)", MaxThreads, x.Threads)
 	}
+	if x.BackendStatementCache <= 0 {
+		p.add("proxy.backend_statement_cache must be > 0 (got %d)", x.BackendStatementCache)
+	}
 	if x.MaxPreparedStatements <= 0 {
 		p.add("proxy.max_prepared_statements must be > 0 (got %d)", x.MaxPreparedStatements)
 	}
@@ -139,6 +142,21 @@ func (c *Config) validateAuth(p *problems) {
 	if a.MaxKeptAuthConnections < 0 {
 		p.add("auth.max_kept_auth_connections: %d is negative (0 keeps none)", a.MaxKeptAuthConnections)
 	}
+	if a.MaxConcurrentLogins < 1 {
+		p.add("auth.max_concurrent_logins: %d must be >= 1", a.MaxConcurrentLogins)
+	}
+	if a.GrantsTTL.Duration <= 0 {
+		p.add("auth.grants_ttl: %v must be > 0", a.GrantsTTL.Duration)
+	}
+	if a.ProxyProtocolVersion != 1 && a.ProxyProtocolVersion != 2 {
+		p.add("auth.proxy_protocol_version: %d is not 1 or 2", a.ProxyProtocolVersion)
+	}
+	if a.MirrorSchema && a.ServiceUser == "" {
+		p.add("auth.mirror_schema = true needs auth.service_user: sluice creates the mirrored tables on the auth server as that account")
+	}
+	if a.ServiceUser == "" && a.ServicePassword != "" {
+		p.add("auth.service_password is set but auth.service_user is empty")
+	}
 	switch a.Backend {
 	case "mysql":
 		if a.Address == "" {
@@ -155,6 +173,14 @@ func (c *Config) validateAuth(p *problems) {
 		}
 		if len(a.Users) == 0 {
 			p.add("auth.backend = \"static\" needs at least one [[auth.user]]")
+		}
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"proxy_protocol", a.ProxyProtocol}, {"mirror_schema", a.MirrorSchema}, {"service_user", a.ServiceUser != ""}} {
+			if k.set {
+				p.add("auth.%s is only used when auth.backend = \"mysql\" (auth.backend = %q)", k.key, a.Backend)
+			}
 		}
 		first := make(map[string]int, len(a.Users))
 		for i, u := range a.Users {

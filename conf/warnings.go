@@ -11,7 +11,8 @@ import (
 // unsafe, one sentence each, for `sluice check-config` to print. Today they
 // are listeners that accept connections from other hosts without TLS: the
 // client port without proxy.tls_cert / tls_key, and the admin and metrics
-// ports (which have no TLS) on any address that is not loopback. The
+// ports (which have no TLS) on any address that is not loopback; and
+// auth.enforce_grants = false. The
 // function does no I/O: a host name other than "localhost" is taken to be
 // reachable from other hosts.
 func (c *Config) Warnings() []string {
@@ -28,6 +29,10 @@ func (c *Config) Warnings() []string {
 	if x.MetricsListen != "" && !IsLoopbackListen(x.MetricsListen) {
 		out = append(out, fmt.Sprintf("proxy.metrics_listen %q serves /metrics to other hosts without TLS or authentication "+
 			"(listen on 127.0.0.1, or make sure a firewall limits who can reach it)", x.MetricsListen))
+	}
+	if !c.Auth.EnforceGrants {
+		out = append(out, "auth.enforce_grants = false: every logged-in user may do whatever the clusters' service accounts may, "+
+			"whatever the auth server grants them")
 	}
 	return out
 }

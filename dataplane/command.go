@@ -30,12 +30,18 @@ func (s *Session) dispatch(p []byte) error {
 		return s.comQuery(p)
 	case protocol.ComInitDB:
 		db := string(p[1:])
+		if e := s.allowedCommand(router.UseAccess(db)); e != nil {
+			return s.client.WriteErr(e)
+		}
 		return s.forward(router.TargetMaster, p, protocol.ResponseSingle, func(bc *BackendConn, res protocol.RelayResult) {
 			if res.Err == nil {
 				s.schema, bc.schema = db, db
 			}
 		})
 	case protocol.ComFieldList:
+		if e := s.allowedFieldList(p[1:]); e != nil {
+			return s.client.WriteErr(e)
+		}
 		target := router.TargetReplica
 		if s.inTransaction() || s.pins&(router.PinTempTable|router.PinUntracked) != 0 {
 			target = router.TargetMaster
@@ -55,6 +61,7 @@ func (s *Session) dispatch(p []byte) error {
 		})
 	case protocol.ComResetConnection:
 		s.resetState()
+		s.resetRole()
 		return s.writeOK()
 	case protocol.ComChangeUser:
 		return s.comChangeUser(p)
@@ -94,6 +101,9 @@ func (s *Session) comQuery(p []byte) error {
 		return s.client.WriteErr(protocol.ERNotAllowedCommand.New("sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
 	}
 	doubt := s.lexDoubt(plan)
+	if done, err := s.grantsGate(plan, doubt); done {
+		return err
+	}
 	if (plan.Opaque || doubt) && !answeredBySluice(plan) && router.UnsureConnectionCommand(unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)) {
 		// sluice cannot tell what this text does with connection ids.
 		e := protocol.ERNotSupportedYet.New("sluice does not run this text: it cannot be sure how the server reads it (it does not parse it, it holds several statements, or the session's sql_mode or character set changes its reading), and it may address connections by backend thread ids (KILL, the process list, SHOW EXPLAIN FOR) or run dynamic SQL it cannot read; send such a statement on its own, in plain text")
@@ -118,6 +128,7 @@ func (s *Session) comQuery(p []byte) error {
 		// The client streams the file as part of the command.
 		s.disarmIdle()
 	}
+	defer s.catalogFence(plan)()
 	s.beginStatement(plan)
 	// Pin before running: even a failing statement may have left state.
 	// SQL_CALC_FOUND_ROWS does not pin: sluice learns the count once the
@@ -228,6 +239,7 @@ func (s *Session) recordVars(vars []router.SessionVar, bc *BackendConn) {
 			}
 		}
 		s.vars = append(s.vars, trackedVar{SessionVar: v})
+		s.stateOK = false
 		if v.Name == "sql_mode" {
 			s.noteSQLMode(v, bc)
 		}
@@ -239,6 +251,7 @@ func (s *Session) dropVar(name string) {
 	for i := range s.vars {
 		if s.vars[i].Name == name {
 			s.vars = append(s.vars[:i], s.vars[i+1:]...)
+			s.stateOK = false
 			if name == "sql_mode" {
 				s.lex = lexState{}
 			}
@@ -253,12 +266,14 @@ func (s *Session) dropVar(name string) {
 func (s *Session) resetState() {
 	s.release(true)
 	s.vars = s.vars[:0]
+	s.stateOK = false
 	s.lex = lexState{}
 	s.pins = 0
 	s.holdWarnings = false
 	s.resetScoped()
 	s.replay = setReplay{}
 	clear(s.stmts)
+	s.cursors = 0 // the release closed them
 }
 
 // afterCommand gives the connections back to the pools between statements
@@ -460,6 +475,9 @@ func (s *Session) finishCommand(p []byte, start time.Duration) {
 	}
 	if s.env.metrics.Command(code, route, int64(len(p)), r.toClient, r.plan != nil, kind, d) {
 		s.logSlow(p, route, code, d)
+	}
+	if r.plan != nil && r.plan.DDL && (code == 0 || r.plan.Multi) && s.env.schemaChanged != nil {
+		s.env.schemaChanged()
 	}
 	*r = commandRecord{}
 	s.client.SentErr = 0

@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,12 +59,29 @@ type Env struct {
 	// auth authenticates clients; the server's delegates to the
 	// authenticator of the live configuration.
 	auth auth.Authenticator
-	topo *health.Topology
+	// grants caches the accounts' privileges (grants.go).
+	grants *auth.GrantsCache
+	topo   *health.Topology
 	// poolMap maps backend addresses to pools; the server replaces the
 	// map (copy on write), sessions load it per statement (pool).
 	poolMap atomic.Pointer[map[string]*Pool]
 	// shardSet holds the sharding rules and the default cluster's index.
 	shardSet atomic.Pointer[ShardSet]
+	// objects is the catalog of the masters' views and routines the
+	// grants check consults (catalog.go); objectsMu is held while a new
+	// one is built.
+	objects   atomic.Pointer[objectCatalog]
+	objectsMu sync.Mutex
+	// catalogDDLs counts the statements running that may change views or
+	// routines (catalog.go, catalogFence);
+	// ddlAt (UnixNano) is when the last such statement ended; objectsFresh
+	// caches objectsReadAt.
+	ddlAt        atomic.Int64
+	objectsFresh atomic.Int64
+	catalogDDLs  atomic.Int64
+	// viewCreators are the accounts that created views through sluice
+	// (definers.go).
+	viewCreators sync.Map
 
 	tls        *tls.Config // towards clients; nil when off
 	clientCaps uint32      // capabilities offered to clients
@@ -85,6 +103,9 @@ type Env struct {
 	// backoff of both ports (login.go).
 	logins *policy.LoginBackoff
 
+	// schemaChanged is Options.SchemaChanged.
+	schemaChanged func()
+
 	// reg is the session registry: every session by id.
 	reg *Registry
 	// draining: a graceful shutdown closes sessions as they go idle.
@@ -102,14 +123,22 @@ type Options struct {
 	Digests *observe.Digests
 	// TLS is the client-side TLS configuration; nil when off.
 	TLS *tls.Config
+	// Grants caches the accounts' privileges ([auth] enforce_grants); the
+	// server configures it.
+	Grants *auth.GrantsCache
+	// SchemaChanged, when set, is called on the session's goroutine after
+	// a statement whose plan is DDL (router.Plan.DDL) succeeded (or, for
+	// several statements in one text, ran at all): the [auth]
+	// mirror_schema trigger. It must return at once.
+	SchemaChanged func()
 }
 
 // NewEnv builds the data plane's shared state for a validated cfg: the
 // router, the sharding rules, a pool per backend, the limits.
 func NewEnv(cfg *conf.Config, o Options) (*Env, error) {
-	e := &Env{cfg: cfg, log: o.Log, ctx: o.Ctx, host: o.Host, router: router.New(16384), auth: o.Auth, topo: o.Topo,
+	e := &Env{cfg: cfg, log: o.Log, ctx: o.Ctx, host: o.Host, router: router.New(16384), auth: o.Auth, grants: o.Grants, topo: o.Topo,
 		tls: o.TLS, metrics: o.Metrics, digests: o.Digests, logins: policy.NewLoginBackoff(policy.MaxBackoffAddrs),
-		reg: newRegistry()}
+		reg: newRegistry(), schemaChanged: o.SchemaChanged}
 	e.live.Store(cfg)
 	set, err := NewShardSet(cfg, nil)
 	if err != nil {

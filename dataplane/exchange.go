@@ -620,10 +620,11 @@ func (s *Session) release(reset bool) {
 
 // pinned reports whether the session must keep its connections: an open
 // transaction (or autocommit off), state a statement left that cannot be
-// replayed (router.Pin), prepared statements, or warnings of the last
-// statement a SHOW WARNINGS may still ask about.
+// replayed (router.Pin), an open cursor, or warnings of the last
+// statement a SHOW WARNINGS may still ask about. Prepared statements do
+// not pin (stmtcache.go).
 func (s *Session) pinned() bool {
-	return s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.holdWarnings || s.replay.insertID != 0
+	return s.inTransaction() || s.pins != 0 || s.cursors != 0 || s.holdWarnings || s.replay.insertID != 0
 }
 
 // inTransaction reports whether bc's last status flags show an open

@@ -89,23 +89,20 @@ func (e *Env) LoginRefused(remote net.Addr, port string) func(user string) {
 // LoginSucceeded is loginSucceeded, for the admin port.
 func (e *Env) LoginSucceeded(remote net.Addr) { e.loginSucceeded(remote) }
 
-// login runs the handshake on a goroutine of its own. The auth relay and
-// the schema check need a deep stack; a goroutine's stack shrinks only when
-// a GC finds it mostly unused, which an idle session's that grew to 8 KiB
-// never is. The session goroutine so keeps its small stack while it waits
-// for commands.
+// login runs the handshake on the accepting goroutine: its stack grows
+// deep in the auth relay and the schema check, and it ends after the login,
+// so the goroutine that then serves the commands starts with a small stack
+// and keeps it while it waits (a goroutine's stack shrinks only when a GC
+// finds a quarter of it in use, which an idle session's never is). A panic
+// fails the login and is logged.
 func (s *Session) login(ctx context.Context) (err error) {
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				s.log().Error("login panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-				done <- fmt.Errorf("login panicked: %v", r)
-			}
-		}()
-		done <- s.handshake(ctx)
+	defer func() {
+		if r := recover(); r != nil {
+			s.log().Error("login panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			err = fmt.Errorf("login panicked: %v", r)
+		}
 	}()
-	return <-done
+	return s.handshake(ctx)
 }
 
 // handshake authenticates the client within handshake_timeout, checks the
@@ -131,6 +128,8 @@ func (s *Session) handshake(ctx context.Context) error {
 		Capabilities:  s.env.clientCaps,
 		Collation:     DefaultCollation,
 		ClientHost:    host,
+		ClientAddr:    auth.AddrPort(remote),
+		LocalAddr:     auth.AddrPort(s.client.NetConn().LocalAddr()),
 		TLS:           s.env.tls,
 		RequireTLS:    s.env.cfg.Proxy.RequireTLS,
 		Refused:       s.env.loginRefused(remote, "client"),
@@ -161,6 +160,14 @@ func (s *Session) handshake(ctx context.Context) error {
 	}
 	s.useCluster(s.env.defaultCluster())
 	s.caps = login.Capabilities
+	if e := s.startGrants(login); e != nil {
+		_ = s.client.WriteErr(e)
+		return e
+	}
+	if e := s.loginSchemaAllowed(login.Database); e != nil {
+		_ = s.client.WriteErr(e)
+		return e
+	}
 	if err := s.checkSchema(login.Database); err != nil {
 		_ = s.client.WriteErr(err)
 		return err
@@ -252,6 +259,8 @@ func (s *Session) comChangeUser(p []byte) error {
 		Capabilities: s.env.clientCaps,
 		Collation:    s.key.collation,
 		ClientHost:   host,
+		ClientAddr:   auth.AddrPort(remote),
+		LocalAddr:    auth.AddrPort(s.client.NetConn().LocalAddr()),
 		Refused:      s.env.loginRefused(remote, "client"),
 	}, s.caps, s.reauth, cu)
 	if login != nil && login.Reauth != nil {
@@ -279,6 +288,14 @@ func (s *Session) comChangeUser(p []byte) error {
 	s.user = login.User
 	if login.Collation != 0 {
 		s.key.collation = login.Collation
+	}
+	if e := s.startGrants(login); e != nil {
+		_ = s.client.WriteErr(e)
+		return e
+	}
+	if e := s.loginSchemaAllowed(login.Database); e != nil {
+		_ = s.client.WriteErr(e)
+		return e
 	}
 	if e := s.checkSchema(login.Database); e != nil {
 		_ = s.client.WriteErr(e)

@@ -18,7 +18,7 @@ import (
 
 // pathFiles are the files of dataplane that docs/architecture.md names on
 // the path of a routed COM_QUERY.
-var pathFiles = []string{"session.go", "command.go", "stmt.go", "exchange.go", "pool.go"}
+var pathFiles = []string{"session.go", "command.go", "stmt.go", "exchange.go", "pool.go", "poolwait.go"}
 
 // TestRoutedQueryPathFunctions: each step docs/architecture.md names for a
 // routed COM_QUERY is in the file it says.
@@ -35,7 +35,7 @@ func TestRoutedQueryPathFunctions(t *testing.T) {
 		{(*Session).forward, "exchange.go"}, {(*Session).exchange, "exchange.go"}, {(*Session).backendFor, "exchange.go"},
 		{(*Session).replicaFor, "exchange.go"}, {(*Session).conn, "exchange.go"}, {(*Session).sync, "exchange.go"},
 		{(*Session).send, "exchange.go"}, {(*Session).ran, "exchange.go"},
-		{(*Pool).Get, "pool.go"},
+		{(*Pool).Get, "poolwait.go"},
 	} {
 		f := runtime.FuncForPC(reflect.ValueOf(step.fn).Pointer())
 		file, _ := f.FileLine(f.Entry())

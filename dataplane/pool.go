@@ -48,9 +48,9 @@ type BackendConn struct {
 	mariadb  bool   // the server is MariaDB (else MySQL)
 	broken   bool
 	cmd      []byte // commands sluice issues itself are built here
-	// stmts maps the session's statement ids to the ids this connection
-	// prepared them under; COM_RESET_CONNECTION closes them all.
-	stmts map[stmtKey]backendStmt
+	// stmts are the statements this connection has prepared, for any
+	// session (stmtcache.go); COM_RESET_CONNECTION closes them all.
+	stmts stmtCache
 	// idleSince is when the connection last went back to its pool.
 	idleSince time.Time
 	// lent: the pool lent it to a session and counts it in its backend's
@@ -120,9 +120,12 @@ type Pool struct {
 	// BACKENDS).
 	queries atomic.Uint64
 
-	// avail is signalled when a connection is returned or closed, waking
-	// a borrower that waits for a free slot.
-	avail chan struct{}
+	// waiters are the borrowers waiting for a connection, oldest first.
+	// A connection coming back, or a slot freed, wakes the oldest only,
+	// and a new borrower queues behind them instead of taking what comes
+	// back first: with many more clients than connections, waits are
+	// served in order, and none times out while later ones get through.
+	waiters []*poolWaiter
 	// waits counts borrows that found the pool full and waited, waitNanos
 	// their total wait, waitTimeouts those that gave up (for metrics).
 	waits, waitNanos, waitTimeouts atomic.Int64
@@ -139,7 +142,7 @@ type Pool struct {
 
 // newPool builds a Pool; size must be positive.
 func newPool(b *health.Backend, size int) *Pool {
-	p := &Pool{addr: b.Address, size: size, avail: make(chan struct{}, size), lent: make([]*BackendConn, 0, size)}
+	p := &Pool{addr: b.Address, size: size, lent: make([]*BackendConn, 0, size)}
 	p.backend.Store(b)
 	return p
 }
@@ -176,113 +179,6 @@ func (p *Pool) CloseLent() int {
 	return len(lent)
 }
 
-// Get lends a connection with key: an idle one (checked to be alive), or a
-// new one while fewer than size are open; else it waits up to waitTimeout
-// for one to come back. noSchema asks for a connection with no default
-// schema (a session that has none must not inherit another's). A borrower
-// on an event loop (t) steps off it before a dial or a wait.
-func (p *Pool) Get(ctx context.Context, key poolKey, noSchema bool, t *evloop.Task) (*BackendConn, error) {
-	var timer *time.Timer
-	var waitStart time.Time
-	detached := false
-	defer func() {
-		if detached {
-			t.Attach()
-		}
-		if timer != nil {
-			timer.Stop()
-			p.waits.Add(1)
-			p.waitNanos.Add(int64(time.Since(waitStart)))
-		}
-	}()
-	for {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return nil, errPoolClosed
-		}
-		l := p.idle[key]
-		pick := -1
-		for i := len(l) - 1; i >= 0 && len(l)-i <= 8; i-- {
-			if !noSchema || l[i].schema == "" {
-				if pick < 0 {
-					pick = i
-				}
-				// The most recent one on the borrower's loop, if near
-				// the top: moving a socket to another loop costs two
-				// epoll_ctl calls.
-				if l[i].lc.OnLoopOf(t) {
-					pick = i
-					break
-				}
-			}
-		}
-		if pick < 0 {
-			for i := len(l) - 9; i >= 0; i-- {
-				if !noSchema || l[i].schema == "" {
-					pick = i
-					break
-				}
-			}
-		}
-		if pick < 0 && p.open >= p.size {
-			// Full, and no idle connection fits (another handshake key, or
-			// a schema where none may be): close an idle one to make room.
-			if bc := p.takeAnyIdle(key, noSchema); bc != nil {
-				p.open--
-				p.closes++
-				p.mu.Unlock()
-				bc.Conn.Close()
-				continue
-			}
-		}
-		if pick >= 0 {
-			bc := l[pick]
-			p.idle[key] = append(l[:pick], l[pick+1:]...)
-			p.lendLocked(bc)
-			p.mu.Unlock()
-			// A connection the server closed while it idled (wait_timeout,
-			// KILL, a restart) is dropped here, not handed to a client.
-			if time.Since(bc.idleSince) < idleCheckAfter || bc.CheckIdle() == nil {
-				return bc, nil
-			}
-			bc.discard()
-			continue
-		}
-		if p.open < p.size {
-			p.open++
-			p.mu.Unlock()
-			if !detached {
-				detached = t.Detach()
-			}
-			bc, err := p.dial(ctx, key)
-			if err != nil {
-				p.release()
-				return nil, err
-			}
-			p.mu.Lock()
-			p.lendLocked(bc)
-			p.mu.Unlock()
-			return bc, nil
-		}
-		p.mu.Unlock()
-		if !detached {
-			detached = t.Detach()
-		}
-		if timer == nil {
-			timer, waitStart = time.NewTimer(p.waitTimeout), time.Now()
-		}
-		select {
-		case <-p.avail:
-		case <-timer.C:
-			p.waitTimeouts.Add(1)
-			return nil, fmt.Errorf("%w: %d connections to %s in use for %v", ErrPoolExhausted, p.size, p.addr, p.waitTimeout)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
 // takeAnyIdle removes and returns an idle connection that does not fit
 // (key, noSchema), or nil. The caller holds p.mu.
 func (p *Pool) takeAnyIdle(key poolKey, noSchema bool) *BackendConn {
@@ -302,15 +198,15 @@ func (p *Pool) release() {
 	p.mu.Lock()
 	p.open--
 	p.closes++
+	p.wakeLocked()
 	p.mu.Unlock()
-	p.signal()
 }
 
+// signal wakes the oldest waiter, if any.
 func (p *Pool) signal() {
-	select {
-	case p.avail <- struct{}{}:
-	default:
-	}
+	p.mu.Lock()
+	p.wakeLocked()
+	p.mu.Unlock()
 }
 
 // Stats reports the open and idle connections, and how many were closed
@@ -458,8 +354,8 @@ func (p *Pool) Put(bc *BackendConn) {
 	}
 	bc.idleSince = time.Now()
 	p.idle[bc.key] = append(p.idle[bc.key], bc)
+	p.wakeLocked()
 	p.mu.Unlock()
-	p.signal()
 }
 
 // PutReset takes bc back after COM_RESET_CONNECTION clears state that
@@ -477,6 +373,12 @@ func (p *Pool) PutReset(bc *BackendConn) {
 func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
+	for _, w := range p.waiters {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
 	var all []*BackendConn
 	for k, l := range p.idle {
 		all = append(all, l...)
@@ -552,7 +454,7 @@ func (bc *BackendConn) reset(timeout time.Duration) bool {
 	bc.status = st
 	bc.vars = bc.vars[:0]
 	bc.prevSid, bc.lidSid = 0, 0
-	clear(bc.stmts)
+	bc.stmts.clear()
 	if bc.SessionTrack && bc.trackGTIDs() != nil {
 		return false
 	}

@@ -211,6 +211,7 @@ func invisibleLID(plan *router.Plan, doubt bool) bool {
 func (s *Session) scopedValues(bc *BackendConn, sc *router.Scoped) (router.ScopedValues, error) {
 	sv := &s.scoped
 	v := router.ScopedValues{ConnID: uint64(s.id)}
+	s.identity(&v, sc.Uses)
 	if sc.Uses&(router.ScopedRowCount|router.ScopedFoundRows) != 0 {
 		if s.ranPrevious(bc) {
 			v.Skip |= router.ScopedRowCount
@@ -323,13 +324,17 @@ func (s *Session) primeLID(bc *BackendConn) error {
 }
 
 // connIDText is the text of prepared statement st with the session's id
-// in place of CONNECTION_ID() and @@pseudo_thread_id: constant for the
-// session, so it is prepared once per connection like the client's text.
-// (ROW_COUNT() and FOUND_ROWS() in a prepared statement are left to the
-// connection that runs it.)
+// in place of CONNECTION_ID() and @@pseudo_thread_id, and its identity in
+// place of CURRENT_USER() and the like: constant for the session (the
+// identity until a SET ROLE or COM_CHANGE_USER, so a text reading it is
+// made again each time), so it is prepared once per connection like the
+// client's text. (ROW_COUNT() and FOUND_ROWS() in a prepared statement are
+// left to the connection that runs it.)
 func (s *Session) connIDText(st *preparedStmt) string {
-	if st.connIDText == "" {
-		v := router.ScopedValues{ConnID: uint64(s.id), Skip: ^router.ScopedConnID}
+	identity := st.plan.Scoped.Uses&router.ScopedIdentity != 0
+	if st.connIDText == "" || identity {
+		v := router.ScopedValues{ConnID: uint64(s.id), Skip: ^(router.ScopedConnID | router.ScopedIdentity)}
+		s.identity(&v, st.plan.Scoped.Uses)
 		b, ok := st.plan.Scoped.Rewrite(nil, []byte(st.sql), &v)
 		if !ok {
 			return ""

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"go.uber.org/zap"
 
@@ -97,6 +98,13 @@ type Session struct {
 
 	stmts      map[uint32]*preparedStmt
 	nextStmtID uint32
+	// cursors counts the statements with an open cursor, each on the
+	// backend connection that holds it: they pin the session.
+	cursors int
+	// stateH is vars' SET statements as one value, for prepared
+	// statements' cache keys (Session.state); stateOK says it is current.
+	stateH  unique.Handle[string]
+	stateOK bool
 	// freeStmts are closed statements kept for reuse by the next prepare.
 	freeStmts []*preparedStmt
 	scratch   []byte // reused for packets sluice rewrites or builds
@@ -121,6 +129,9 @@ type Session struct {
 	// scoped is what the session knows of its connection-scoped values
 	// (scoped.go).
 	scoped scopedState
+	// grants is what the session checks statements against; nil when
+	// grants are not enforced (grants.go).
+	grants *sessionGrants
 }
 
 func newSession(env *Env, id uint32, nc net.Conn) *Session {
@@ -176,7 +187,13 @@ func (s *Session) start(ctx context.Context) bool {
 // serveAll serves the client's commands until it leaves (start is when it
 // connected).
 func (s *Session) serveAll(start time.Time) {
-	err := s.serve()
+	s.logEnd(start, s.serve())
+}
+
+// logEnd logs the end of the session. It is a function of its own so its
+// log fields are not in serveAll's frame, which stays on the stack while the
+// session idles.
+func (s *Session) logEnd(start time.Time, err error) {
 	s.log().Info("client disconnected", zap.Duration("duration", time.Since(start)), zap.NamedError("reason", err))
 }
 
@@ -242,7 +259,7 @@ func (s *Session) close() {
 	if s.lims.queryTimer != nil {
 		s.lims.queryTimer.Stop()
 	}
-	s.release(s.inTransaction() || s.pins != 0 || len(s.stmts) > 0 || s.replay.insertID != 0)
+	s.release(s.inTransaction() || s.pins != 0 || s.cursors != 0 || s.replay.insertID != 0)
 	_ = s.Close()
 }
 
@@ -434,6 +451,9 @@ func (s *Session) readCommand() ([]byte, error) {
 			_ = s.client.SetReadDeadline(time.Time{})
 			l.idleArmed = false
 		}
+		if err := s.client.Await(); err != nil {
+			return nil, err
+		}
 		return s.client.ReadPacket()
 	}
 	now := mono.Now()
@@ -443,7 +463,13 @@ func (s *Session) readCommand() ([]byte, error) {
 		l.idleArmed, l.idleAt = true, want
 	}
 	for {
-		p, err := s.client.ReadPacket()
+		// Awaiting here, not inside ReadPacket, keeps the idle wait's
+		// frames few: the stack an idle session holds is what they use.
+		err := s.client.Await()
+		var p []byte
+		if err == nil {
+			p, err = s.client.ReadPacket()
+		}
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return p, err
 		}

@@ -9,9 +9,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unique"
 
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/auth"
+	"github.com/sluice-proxy/sluice/auth/grants"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/observe"
@@ -233,6 +236,9 @@ func BenchmarkSession(b *testing.B) {
 		// query_timeout, so the command pays the bucket and the timer.
 		{"query-point-select-limited", pointSelect, benchTextResult(), true, false, false, ""},
 		{"query-point-select-sharded", pointSelect, benchTextResult(), true, false, true, ""},
+		// grants: the account may SELECT on sbtest.* (not everything), so
+		// each statement is checked against its grants.
+		{"query-point-select-grants", pointSelect, benchTextResult(), true, false, false, ""},
 		{"query-point-select-replay-schema", pointSelect, okThen(benchTextResult()), true, false, false, "schema"},
 		{"query-point-select-replay-set", pointSelect, okThen(benchTextResult()), true, false, false, "set"},
 		{"query-update", append([]byte{protocol.ComQuery}, "UPDATE sbtest1 SET k=k+1 WHERE id=5012"...), okPacket, false, false, false, ""},
@@ -241,6 +247,7 @@ func BenchmarkSession(b *testing.B) {
 		{"query-insert-scoped", append([]byte{protocol.ComQuery}, "INSERT INTO sbtest1 (k, c, pad) VALUES (LAST_INSERT_ID(), '', '')"...), okPacket, false, false, false, ""},
 		{"execute-point-select-bound", benchExecute(true), benchBinaryResult(), true, true, false, ""},
 		{"execute-point-select-unbound", benchExecute(false), benchBinaryResult(), true, true, false, ""},
+		{"execute-point-select-bound-grants", benchExecute(true), benchBinaryResult(), true, true, false, ""},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := benchServer(b)
@@ -262,13 +269,17 @@ func BenchmarkSession(b *testing.B) {
 			// it: known to the client as 1, prepared on the data
 			// connection as 7, its INT type seen there.
 			st := &preparedStmt{id: 1, sql: benchPointSelect, plan: srv.router.Classify(benchPointSelect),
-				params: 1, columns: 1, types: []byte{protocol.TypeLong, 0}, typesVersion: 1}
+				params: 1, columns: 1, types: []byte{protocol.TypeLong, 0}, typesVersion: 1,
+				schema: s.schema, text: unique.Make(stmtText{sql: benchPointSelect, schema: s.schema})}
 			if bc.prepared {
 				s.stmts[st.id] = st
 				s.nextStmtID = st.id
 			}
 			if bc.replay == "set" {
 				s.recordVars(srv.router.Classify("SET NAMES utf8mb4").Vars, nil)
+			}
+			if strings.HasSuffix(bc.name, "-grants") {
+				benchGrants(b, srv, s)
 			}
 			// One idle data connection in the pool of the backend that
 			// serves the command, as one an earlier session gave back.
@@ -282,7 +293,9 @@ func BenchmarkSession(b *testing.B) {
 			pool := srv.pool(be.Address)
 			// A replica connection is read-only from its dial on.
 			conn := &BackendConn{Conn: c, backend: be, pool: pool, key: s.key, status: protocol.StatusAutocommit, schema: s.schema, readOnly: bc.replica}
-			conn.setStmt(stmtKey{id: st.id}, backendStmt{id: 7, typesVersion: st.typesVersion})
+			st.state = s.state()
+			bs := conn.addStmt(stmtKey{text: st.text, state: st.state}, 7)
+			bs.typesOwner, bs.typesVersion = st, st.typesVersion
 			pool.Put(conn)
 			serveOne := func() {
 				cnc.rewind()
@@ -315,7 +328,7 @@ func BenchmarkSession(b *testing.B) {
 				b.Fatalf("the command was not served whole by the pooled data connection: client got %d bytes, want %d",
 					cnc.written, want)
 			}
-			if open, idle, _ := pool.Stats(); bc.prepared == (idle != 0) {
+			if open, idle, _ := pool.Stats(); idle == 0 {
 				b.Fatalf("pool has %d open, %d idle connections after the command; the session is pinned: %v", open, idle, s.pinned())
 			}
 			b.ReportAllocs()
@@ -388,4 +401,23 @@ func withLegs(s *Session) *Session {
 	s.legs = make([]clusterLeg, 1)
 	s.clusterLeg = &s.legs[0]
 	return s
+}
+
+// benchGrants gives session s an account that may read sbtest.* (a
+// database grant, so every statement is checked, not waved through as for
+// ALL PRIVILEGES ON *.*).
+func benchGrants(b *testing.B, env *Env, s *Session) {
+	set, err := grants.Parse("bench", "%", []string{
+		"GRANT USAGE ON *.* TO `bench`@`%`",
+		"GRANT SELECT ON `sbtest`.* TO `bench`@`%`",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	env.grants = &auth.GrantsCache{}
+	e := env.grants.Put(set)
+	s.grants = &sessionGrants{entry: e, active: e.Active("")}
+	if s.grants.active.All() {
+		b.Fatal("the bench account may do everything: nothing would be checked")
+	}
 }

@@ -131,7 +131,7 @@ func (s *Session) comKill(plan *router.Plan, sql []byte) error {
 	if user == "" { // no such session, or one still logging in
 		return s.client.WriteErr(protocol.ERNoSuchThread.New("Unknown thread id: %d", id))
 	}
-	if user != s.user {
+	if user != s.user && !s.grantedGlobal(router.PrivSuper|router.PrivConnectionAdmin) {
 		return s.client.WriteErr(protocol.ERKillDenied.New("You are not owner of thread %d", id))
 	}
 	if k.Query {
@@ -167,7 +167,7 @@ func (s *Session) killUser(k router.Kill) error {
 	}
 	var targets []*Handle
 	self := false
-	if name == s.user {
+	if name == s.user || s.grantedGlobal(router.PrivSuper|router.PrivConnectionAdmin) {
 		for _, sess := range s.env.reg.All() {
 			if loadString(&sess.info.user) != name || k.Host != "" && !hostMatches(sess.client.NetConn().RemoteAddr(), k.Host) {
 				continue
@@ -293,15 +293,19 @@ type processRow struct {
 // client's own session is running the statement text, in state selfState.
 func (s *Session) processList(selfState string, text []byte) []processRow {
 	sessions := make([]*Handle, 0, 8)
+	all := s.grantedGlobal(router.PrivProcess)
 	for _, sess := range s.env.reg.All() {
-		if sess == &s.Handle || loadString(&sess.info.user) == s.user {
+		if u := loadString(&sess.info.user); sess == &s.Handle || u == s.user || all && u != "" {
 			sessions = append(sessions, sess)
 		}
 	}
 	now := mono.Now()
 	rows := make([]processRow, 0, len(sessions))
 	for _, sess := range sessions {
-		r := processRow{id: sess.id, user: s.user, host: sess.client.NetConn().RemoteAddr().String()}
+		r := processRow{id: sess.id, user: loadString(&sess.info.user), host: sess.client.NetConn().RemoteAddr().String()}
+		if sess == &s.Handle {
+			r.user = s.user
+		}
 		si := &sess.info
 		if db := loadString(&si.schema); db != "" {
 			r.db = []byte(db)

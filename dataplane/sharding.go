@@ -154,6 +154,7 @@ func (s *Session) shardScopedText(sc *router.Scoped, p []byte) ([]byte, bool) {
 	}
 	v := router.ScopedValues{ConnID: uint64(s.id), LastInsertID: s.lastInsertID, RowCount: s.rowCount,
 		FoundRows: sv.foundRows, Refs: sv.refs}
+	s.identity(&v, sc.Uses)
 	buf := append(sv.shardBuf[:0], protocol.ComQuery)
 	buf, ok := sc.Rewrite(buf, p[1:], &v)
 	sv.shardBuf, sv.refs = buf, v.Refs
@@ -694,7 +695,7 @@ func (s *Session) scopedExecuteRoute(st *preparedStmt, sc *router.Scoped, args [
 	if !ok {
 		return nil, scopedRefusal(sc)
 	}
-	tpl, err := s.env.shards().PrepareMode(st.shardSchema, string(q[1:]), st.shard.Mode())
+	tpl, err := s.env.shards().PrepareMode(st.schema, string(q[1:]), st.shard.Mode())
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"unique"
 
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
@@ -10,21 +12,28 @@ import (
 )
 
 // preparedStmt is one statement a client prepared with COM_STMT_PREPARE.
-// The client knows it by sluice's id; each backend connection that runs it
-// prepares it lazily under an id of its own (BackendConn.stmts). A
-// preparedStmt belongs to its Session.
+// The client knows it by sluice's id; a backend connection that runs it
+// prepares it the first time under an id of its own and keeps it for any
+// session (stmtcache.go). A preparedStmt belongs to its Session.
 type preparedStmt struct {
 	id   uint32
 	sql  string
 	plan *router.Plan
+	// text is sql under the schema it was prepared in, as backend caches
+	// know it; variant and variantText are the last other text run for it
+	// (a shard's physical text, or connIDText) and its handle.
+	text        unique.Handle[stmtText]
+	variant     string
+	variantText unique.Handle[stmtText]
 	// connIDText is sql as prepared on backends when it reads
 	// CONNECTION_ID() (Session.connIDText).
 	connIDText string
 	params     int
 	columns    int
 	// types are the parameter types of the last execute that bound them;
-	// typesVersion counts those executes, so a backend connection that has
-	// not seen the current types gets them re-sent.
+	// typesVersion counts those executes, and keeps counting when the
+	// struct is reused, so a backend statement whose types are not these
+	// (backendStmt.typesOwner) gets them re-sent.
 	types        []byte
 	typesVersion uint64
 	// longData holds COM_STMT_SEND_LONG_DATA chunks per parameter until the
@@ -33,30 +42,19 @@ type preparedStmt struct {
 	longDataSize int64
 	longDataErr  *protocol.SQLError
 	// cursor is the backend connection holding this statement's open
-	// cursor, which COM_STMT_FETCH must reach, as the statement cursorKey
-	// names there.
-	cursor    *BackendConn
-	cursorKey stmtKey
+	// cursor, which COM_STMT_FETCH must reach, as the statement
+	// cursorStmt, taken out of the connection's cache meanwhile.
+	cursor     *BackendConn
+	cursorStmt *backendStmt
+	// schema is the session's schema when it was prepared, which its
+	// unqualified tables keep naming, as on a server; state and vars are
+	// the session's replayed SET statements then (sql_mode, character
+	// set), under which it is prepared wherever it runs.
+	schema string
+	state  unique.Handle[string]
+	vars   []trackedVar
 	// shard is the statement's sharding template; nil without sharding.
-	// shardSchema is the session's schema when it was prepared, which its
-	// unqualified tables keep naming.
-	shard       *shard.Template
-	shardSchema string
-}
-
-// stmtKey names a statement prepared on a backend connection: the client's
-// statement id and, under sharding, the physical text it was prepared as
-// ("" for the client's own text), since one client statement runs as a
-// different text per physical table.
-type stmtKey struct {
-	id   uint32
-	text string
-}
-
-// backendStmt is a statement as prepared on one backend connection.
-type backendStmt struct {
-	id           uint32
-	typesVersion uint64
+	shard *shard.Template
 }
 
 // route decides master or replica for a statement of plan, given the
@@ -92,6 +90,9 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	if e := preparedSessionCommand(plan); e != nil {
 		return s.client.WriteErr(e)
 	}
+	if e := s.allowedPrepared(plan); e != nil {
+		return s.client.WriteErr(e)
+	}
 	if (plan.Opaque || s.lexDoubt(plan)) && router.UnsureConnectionCommand(sql) {
 		return s.client.WriteErr(protocol.ERNotSupportedYet.New("sluice does not prepare this text: it cannot be sure how the server reads it, and it may address connections by backend thread ids (KILL, the process list) or run dynamic SQL"))
 	}
@@ -99,6 +100,12 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		return err
 	}
 	s.pin(plan.Pins &^ router.PinFoundRows) // see comQuery
+	if sc := plan.Scoped; sc != nil && sc.Uses&(router.ScopedRowCount|router.ScopedFoundRows) != 0 {
+		// The server answers these from the statement its connection
+		// ran last, which must be the session's: it keeps its
+		// connections from now on.
+		s.pin(router.PinUntracked)
+	}
 	if s.lexDoubt(plan) {
 		// The server may prepare another statement than the router read:
 		// whatever it does at execution stays on this session's
@@ -138,14 +145,18 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	// Preparing is no statement to ROW_COUNT() and the like (scoped.go).
 	s.scoped.skipNote = true
 	defer func() { s.scoped.skipNote = false }()
+	text := unique.Make(stmtText{sql: sql, schema: s.schema})
+	prepared := text
+	if variant != "" {
+		prepared = unique.Make(stmtText{sql: variant, schema: s.schema})
+	}
+	state := s.state()
 	return s.exchange(s.route(plan), func(bc *BackendConn) (protocol.RelayResult, error) {
-		bc.ResetSeq()
-		if err := bc.WritePacketFlush(p); err != nil {
-			return protocol.RelayResult{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
-		}
-		first, err := bc.ReadPacket()
+		key := stmtKey{text: prepared, state: state}
+		bc.makeRoom(key, s.env.config().Proxy.BackendStatementCache)
+		first, err := prepareText(bc, p)
 		if err != nil {
-			return protocol.RelayResult{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+			return protocol.RelayResult{}, err
 		}
 		s.client.SetSeq(clientSeq)
 		if protocol.IsErr(first) {
@@ -162,8 +173,12 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		s.nextStmtID++
 		st := s.newStmt()
 		st.id, st.sql, st.plan, st.params, st.columns = s.nextStmtID, sql, plan, int(ok.Params), int(ok.Columns)
-		st.shard, st.shardSchema = tpl, s.schema
-		bc.setStmt(stmtKey{id: st.id, text: variant}, backendStmt{id: ok.StatementID})
+		st.shard, st.schema, st.text = tpl, s.schema, text
+		st.state, st.vars = state, append(st.vars[:0], s.vars...)
+		if variant != "" {
+			st.variant, st.variantText = variant, prepared
+		}
+		bc.addStmt(key, ok.StatementID)
 		s.stmts[st.id] = st
 		protocol.SetStmtID(first, st.id)
 		if err := s.client.WritePacket(first); err != nil {
@@ -176,58 +191,154 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	}, nil)
 }
 
-// prepareOn prepares st on bc, as the physical text when text is not ""
-// (sharding), when bc does not have it yet; the server's metadata is read
-// and dropped (the client has it already).
-func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt, text string) (backendStmt, error) {
-	key := stmtKey{id: st.id, text: text}
-	if bs, ok := bc.stmts[key]; ok {
+// prepareText sends the client's COM_STMT_PREPARE p to bc and returns the
+// first packet of the answer. When the server has reached its
+// max_prepared_stmt_count, bc's cached statements are closed and p is
+// sent once more: they are sluice's, and a server would have prepared it.
+func prepareText(bc *BackendConn, p []byte) ([]byte, error) {
+	for try := 0; ; try++ {
+		bc.ResetSeq()
+		if err := bc.WritePacketFlush(p); err != nil {
+			return nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		first, err := bc.ReadPacket()
+		if err != nil || try > 0 || !protocol.IsErr(first) {
+			if err != nil {
+				err = fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+			}
+			return first, err
+		}
+		if e, _ := protocol.ParseErr(first); !bc.evictAllFor(e) {
+			return first, nil
+		}
+	}
+}
+
+// prepareOn returns st as prepared on bc, preparing it there first (as
+// the physical text variant when that is not "") when bc has not cached
+// it yet; the server's metadata is read and dropped (the client has it
+// already).
+func (s *Session) prepareOn(bc *BackendConn, st *preparedStmt, variant string) (*backendStmt, error) {
+	key := stmtKey{text: stmtHandle(st, variant), state: st.state}
+	if bs := bc.stmts.get(key); bs != nil {
 		return bs, nil
 	}
+	switched, err := s.prepareState(bc, st)
+	if err != nil {
+		return nil, err
+	}
+	if !switched {
+		// Prepared under the session's current state instead (see
+		// prepareState), it is cached as that.
+		key.state = s.state()
+		if bs := bc.stmts.get(key); bs != nil {
+			return bs, nil
+		}
+	}
+	bs, err := s.prepareUnder(bc, st, variant, key)
+	if switched {
+		if e := s.stateBack(bc, st); e != nil && err == nil {
+			return nil, e
+		}
+	}
+	return bs, err
+}
+
+// prepareUnder prepares st on bc in st's schema and caches it as key.
+// When the server has reached its max_prepared_stmt_count, bc's cached
+// statements are closed and the prepare is tried once more: they are
+// sluice's, and a server would have prepared the client's statement.
+func (s *Session) prepareUnder(bc *BackendConn, st *preparedStmt, variant string, key stmtKey) (*backendStmt, error) {
 	sql := st.sql
-	if text != "" {
-		sql = text
+	if variant != "" {
+		sql = variant
 	}
-	bc.ResetSeq()
-	if err := bc.WritePacketFlush(append([]byte{protocol.ComStmtPrepare}, sql...)); err != nil {
-		return backendStmt{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
-	}
-	first, err := bc.ReadPacket()
+	bc.makeRoom(key, s.env.config().Proxy.BackendStatementCache)
+	restore, err := s.prepareSchema(bc, st)
 	if err != nil {
-		return backendStmt{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		return nil, err
 	}
-	if protocol.IsErr(first) {
-		e, _ := protocol.ParseErr(first)
-		return backendStmt{}, e
+	var ok protocol.PrepareOK
+	for try := 0; ; try++ {
+		bc.ResetSeq()
+		if err := bc.WritePacketFlush(bc.command(protocol.ComStmtPrepare, sql)); err != nil {
+			bc.broken = true
+			return nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		first, err := bc.ReadPacket()
+		if err != nil {
+			bc.broken = true
+			return nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		if protocol.IsErr(first) {
+			e, _ := protocol.ParseErr(first)
+			if try == 0 && bc.evictAllFor(e) {
+				continue
+			}
+			if err := s.schemaBack(bc, restore); err != nil {
+				return nil, err
+			}
+			return nil, e
+		}
+		if ok, err = protocol.ParsePrepareOK(first); err != nil {
+			bc.broken = true
+			return nil, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+		}
+		break
 	}
-	ok, err := protocol.ParsePrepareOK(first)
-	if err != nil {
-		return backendStmt{}, fmt.Errorf("%w: %w", protocol.ErrBackendIO, err)
+	if err := protocol.DiscardPackets(bc.Conn, ok.PrepareMetadataPackets(false)); err != nil {
+		bc.broken = true
+		return nil, err
 	}
-	if int(ok.Params) != st.params || st.shard != nil && text != "" && int(ok.Columns) != st.columns {
+	if err := s.schemaBack(bc, restore); err != nil {
+		return nil, err
+	}
+	if int(ok.Params) != st.params || st.shard != nil && variant != "" && int(ok.Columns) != st.columns {
 		// The statement means something else here (a table changed):
 		// executing it with the client's parameters would be wrong. Under
 		// sharding another physical text (the rules changed) must also
 		// give the result columns the client was told of.
-		s.closeOn(bc, ok.StatementID)
-		return backendStmt{}, protocol.ERNeedReprepare.New("Prepared statement needs to be re-prepared: %s %s has %d parameters and %d result columns for it, the client prepared %d and %d",
+		bc.closeStmt(ok.StatementID)
+		return nil, protocol.ERNeedReprepare.New("Prepared statement needs to be re-prepared: %s %s has %d parameters and %d result columns for it, the client prepared %d and %d",
 			bc.backend.Role, bc.backend.Address, ok.Params, ok.Columns, st.params, st.columns)
 	}
-	if err := protocol.DiscardPackets(bc.Conn, ok.PrepareMetadataPackets(false)); err != nil {
-		return backendStmt{}, err
-	}
-	bs := backendStmt{id: ok.StatementID}
-	bc.setStmt(key, bs)
-	return bs, nil
+	return bc.addStmt(key, ok.StatementID), nil
 }
 
-// closeOn sends COM_STMT_CLOSE for a backend statement id (no answer comes).
-func (s *Session) closeOn(bc *BackendConn, backendID uint32) {
-	b := binary.LittleEndian.AppendUint32(bc.command(protocol.ComStmtClose, ""), backendID)
-	bc.ResetSeq()
-	if err := bc.WritePacketFlush(b); err != nil {
-		bc.broken = true
+// prepareSchema makes st's schema bc's current one for preparing it, when
+// the session has moved to another since it prepared st: unqualified
+// tables keep naming the schema of the PREPARE, as on a server. It returns
+// the schema to go back to, or "".
+func (s *Session) prepareSchema(bc *BackendConn, st *preparedStmt) (string, error) {
+	if st.schema == "" || bc.schema == st.schema {
+		return "", nil
 	}
+	back := bc.schema
+	if err := bc.simpleCommand(bc.command(protocol.ComInitDB, st.schema), protocol.ResponseSingle); err != nil {
+		var se *protocol.SQLError
+		if st.plan.NoTables && errors.As(err, &se) && !bc.broken {
+			// The schema is gone (or closed to the service account),
+			// and the statement names no table: a server runs it all
+			// the same.
+			return "", nil
+		}
+		return "", err
+	}
+	bc.schema = st.schema
+	return back, nil
+}
+
+// schemaBack undoes prepareSchema.
+func (s *Session) schemaBack(bc *BackendConn, back string) error {
+	if back == "" {
+		return nil
+	}
+	if err := bc.simpleCommand(bc.command(protocol.ComInitDB, back), protocol.ResponseSingle); err != nil {
+		bc.broken = true // its schema is not the session's
+		return err
+	}
+	bc.schema = back
+	return nil
 }
 
 // lookupStmt finds the client's statement of a command packet, answering
@@ -254,12 +365,20 @@ func (s *Session) comStmtExecute(p []byte) error {
 		return err
 	}
 	s.rec.plan, s.rec.sql = st.plan, st.sql
+	defer s.catalogFence(st.plan)()
 	// Executions count in SHOW QUERY DIGESTS under the prepared text's
 	// digest, as text statements do.
 	s.beginStatement(st.plan)
 	s.info.setTextString(st.sql)
 	if e := st.longDataErr; e != nil {
 		st.clearLongData()
+		return s.client.WriteErr(e)
+	}
+	if e := s.allowedPrepared(st.plan); e != nil {
+		// Grants changed since the PREPARE (MariaDB checks each
+		// execution).
+		st.clearLongData()
+		s.noteResult(protocol.RelayResult{Err: e})
 		return s.client.WriteErr(e)
 	}
 	ex, err := protocol.ParseExecute(p, st.params, st.types, st.hasLongData)
@@ -271,10 +390,9 @@ func (s *Session) comStmtExecute(p []byte) error {
 		st.types = append(st.types[:0], ex.Types...)
 		st.typesVersion++
 	}
-	if st.cursor != nil {
-		// A new execute closes the statement's open cursor.
-		st.cursor = nil
-	}
+	// A new execute closes the statement's open cursor (the server does
+	// when it runs the statement again).
+	s.endCursor(st, true)
 	defer st.clearLongData()
 	variant := ""
 	if st.shard != nil {
@@ -290,7 +408,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 			variant = part.SQL
 		}
 	}
-	if sc := st.plan.Scoped; sc != nil && sc.Uses&router.ScopedConnID != 0 && variant == "" {
+	if sc := st.plan.Scoped; sc != nil && sc.Uses&(router.ScopedConnID|router.ScopedIdentity) != 0 && variant == "" {
 		variant = s.connIDText(st)
 	}
 	var after func(*BackendConn, protocol.RelayResult)
@@ -303,6 +421,11 @@ func (s *Session) comStmtExecute(p []byte) error {
 	}
 	clientSeq := s.client.Seq()
 	err = s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
+		// Prepared first: preparing it under its own state may reset bc.
+		bs, err := s.prepareOn(bc, st, variant)
+		if err != nil {
+			return protocol.RelayResult{}, err
+		}
 		if sc := st.plan.Scoped; sc != nil && (sc.SetsLastInsertID || sc.Uses&router.ScopedLastInsertID != 0) || invisibleLID(st.plan, false) {
 			// The statement is prepared once per connection: the
 			// session's value is set on the connection instead.
@@ -310,30 +433,23 @@ func (s *Session) comStmtExecute(p []byte) error {
 				return protocol.RelayResult{}, err
 			}
 		}
-		bs, err := s.prepareOn(bc, st, variant)
-		if err != nil {
-			return protocol.RelayResult{}, err
-		}
 		if err := s.sendLongData(bc, st, bs.id); err != nil {
 			return protocol.RelayResult{}, err
 		}
 		pkt := p
-		if st.params > 0 && !ex.NewParamsBound && bs.typesVersion != st.typesVersion {
+		if st.params > 0 && !ex.NewParamsBound && (bs.typesOwner != st || bs.typesVersion != st.typesVersion) {
 			s.scratch = protocol.AppendExecuteWithTypes(s.scratch, p, ex, st.params, st.types)
 			pkt = s.scratch
 		}
 		protocol.SetStmtID(pkt, bs.id)
 		res, err := s.send(bc, pkt, clientSeq, protocol.ResponseExecute)
 		if err == nil {
-			key := stmtKey{id: st.id, text: variant}
-			if bs.typesVersion != st.typesVersion {
-				// Only a change is written back: prepareOn stored the
-				// statement, and a map write per execution costs.
-				bs.typesVersion = st.typesVersion
-				bc.setStmt(key, bs)
-			}
+			bs.typesOwner, bs.typesVersion = st, st.typesVersion
 			if res.Status&protocol.StatusCursorExists != 0 {
-				st.cursor, st.cursorKey = bc, key
+				// The session stays on bc until the cursor ends.
+				bc.detach(bs)
+				st.cursor, st.cursorStmt = bc, bs
+				s.cursors++
 			}
 		}
 		return res, err
@@ -359,7 +475,7 @@ func (s *Session) currentTemplate(st *preparedStmt) *protocol.SQLError {
 		st.shard = nil
 		return nil
 	}
-	tpl, err := rules.PrepareMode(st.shardSchema, st.sql, st.shard.Mode())
+	tpl, err := rules.PrepareMode(st.schema, st.sql, st.shard.Mode())
 	if err != nil {
 		return shardError(err)
 	}
@@ -436,15 +552,14 @@ func (s *Session) comStmtFetch(p []byte) error {
 	if bc == nil || len(p) != 9 {
 		return s.client.WriteErr(protocol.ERStmtHasNoOpenCursor.New("The statement (%d) has no open cursor.", st.id))
 	}
-	bs := bc.stmts[st.cursorKey]
-	protocol.SetStmtID(p, bs.id)
+	protocol.SetStmtID(p, st.cursorStmt.id)
 	res, err := s.send(bc, p, s.client.Seq(), protocol.ResponseRows)
 	if err != nil {
-		st.cursor = nil
+		s.endCursor(st, false)
 		return s.backendLost(bc, err, "COM_STMT_FETCH")
 	}
 	if res.Status&protocol.StatusLastRowSent != 0 || res.Err != nil {
-		st.cursor = nil
+		s.endCursor(st, true)
 	}
 	return nil
 }
@@ -457,10 +572,10 @@ func (s *Session) comStmtReset(p []byte) error {
 	}
 	st.clearLongData()
 	if bc := st.cursor; bc != nil {
-		st.cursor = nil
-		bs := bc.stmts[st.cursorKey]
-		protocol.SetStmtID(p, bs.id)
-		if _, err := s.send(bc, p, s.client.Seq(), protocol.ResponseSingle); err != nil {
+		protocol.SetStmtID(p, st.cursorStmt.id)
+		_, err := s.send(bc, p, s.client.Seq(), protocol.ResponseSingle)
+		s.endCursor(st, err == nil)
+		if err != nil {
 			return s.backendLost(bc, err, "COM_STMT_RESET")
 		}
 		return nil
@@ -468,59 +583,37 @@ func (s *Session) comStmtReset(p []byte) error {
 	return s.writeOK()
 }
 
-// comStmtClose forgets a statement and closes it on every backend connection
-// that prepared it. The protocol has no answer.
+// comStmtClose forgets a statement; the backend connections keep what they
+// prepared for it in their caches, for any session. The protocol has no
+// answer.
 func (s *Session) comStmtClose(p []byte) error {
 	st, _ := s.lookupStmt(p, false)
 	if st == nil {
 		return nil
 	}
 	delete(s.stmts, st.id)
-	defer s.freeStmt(st)
-	var conns [8]*BackendConn
-	open := conns[:0]
-	s.eachLeg(func(l *clusterLeg) { open = append(open, l.master, l.replica) })
-	for _, bc := range open {
-		if bc == nil {
-			continue
-		}
-		s.closeStmtOn(bc, st.id)
+	if bc := st.cursor; bc != nil {
+		s.endCursor(st, false)
+		s.dropIfBroken(bc)
 	}
+	s.freeStmt(st)
 	return nil
 }
 
 // forgetConn drops what the session's statements know about bc, which is
-// leaving the session (its statements die with its reset).
+// leaving the session: an open cursor there is closed.
 func (s *Session) forgetConn(bc *BackendConn) {
 	if s.diagFrom == bc {
 		s.diagFrom = nil
 	}
-
+	if s.cursors == 0 {
+		return
+	}
 	for _, st := range s.stmts {
 		if st.cursor == bc {
-			st.cursor = nil
+			s.endCursor(st, false)
 		}
 	}
-}
-
-// setStmt records a statement prepared on bc.
-func (bc *BackendConn) setStmt(key stmtKey, bs backendStmt) {
-	if bc.stmts == nil {
-		bc.stmts = make(map[stmtKey]backendStmt)
-	}
-	bc.stmts[key] = bs
-}
-
-// closeStmtOn closes every text of the client's statement id that bc has
-// prepared.
-func (s *Session) closeStmtOn(bc *BackendConn, id uint32) {
-	for key, bs := range bc.stmts {
-		if key.id == id {
-			delete(bc.stmts, key)
-			s.closeOn(bc, bs.id)
-		}
-	}
-	s.dropIfBroken(bc)
 }
 
 // newStmt takes a preparedStmt from the session's free list, or a new one.
@@ -537,7 +630,10 @@ func (s *Session) newStmt() *preparedStmt {
 // prepare (drivers that prepare, execute and close per query).
 func (s *Session) freeStmt(st *preparedStmt) {
 	if len(s.freeStmts) < 16 {
-		*st = preparedStmt{types: st.types[:0]}
+		// The versions go on from the last one: a backend statement
+		// whose types this struct bound in its last life must not pass
+		// for one bound in the next.
+		*st = preparedStmt{types: st.types[:0], typesVersion: st.typesVersion + 1}
 		s.freeStmts = append(s.freeStmts, st)
 	}
 }

@@ -311,6 +311,8 @@ type Topology struct {
 
 	cur   atomic.Pointer[Snapshot]
 	round atomic.Uint64
+	// kick asks the Prober for a round now (Kick).
+	kick chan struct{}
 
 	mu sync.Mutex
 	// changed is closed and replaced on each publish.
@@ -344,7 +346,7 @@ func NewTopology(cfg *conf.Config) *Topology {
 		c.aside, _ = NewBalancer(cc.Balance, c.Replicas)
 		s.Clusters = append(s.Clusters, c)
 	}
-	t := &Topology{}
+	t := &Topology{kick: make(chan struct{}, 1)}
 	t.cur.Store(s)
 	ch := make(chan struct{})
 	t.changed.Store(&ch)
@@ -353,6 +355,16 @@ func NewTopology(cfg *conf.Config) *Topology {
 
 // Current returns the current snapshot.
 func (t *Topology) Current() *Snapshot { return t.cur.Load() }
+
+// Kick asks the Prober to start a probe round now rather than at its next
+// tick (a DDL just changed what the masters' probes read). It never
+// blocks; kicks while one is pending are one.
+func (t *Topology) Kick() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
 
 // Round returns how many probe rounds have finished: a round ends when
 // every backend has finished a probe (and its agent poll) started in it.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -177,6 +176,9 @@ func (p *Prober) Run(ctx context.Context) {
 			case <-t.C:
 				tick++
 				break wait
+			case <-p.Topology.kick: // a round now; the ticker keeps its pace
+				tick++
+				break wait
 			}
 		}
 	}
@@ -212,6 +214,14 @@ type worker struct {
 	// schemas is the last schema list read (a master's), kept the same
 	// way.
 	schemas Schemas
+	// funcsDigest and schemasDigest are the server's digests of those
+	// catalogs when they were read (catalogSigQuery), "" when unknown.
+	funcsDigest, schemasDigest string
+	// objs is the last catalog of views and routines read (a master's),
+	// objsSig the server's digest of its views and of its routines when
+	// it was read (catalogSigQuery).
+	objs    *Objects
+	objsSig [2]string
 }
 
 // run probes each time it is triggered, reporting each finished probe with
@@ -386,21 +396,33 @@ func (w *worker) dial(ctx context.Context) error {
 	return nil
 }
 
-// read runs the probe's statements within Timeout.
+// mariadbVars and mysqlVars read a server's state: read_only, the GTIDs
+// it executed and applied, sql_mode and (MariaDB) Threads_running.
+const (
+	mariadbVars = "SELECT @@global.read_only, @@global.gtid_current_pos, @@global.gtid_slave_pos, @@global.sql_mode," +
+		" (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'THREADS_RUNNING')"
+	mysqlVars = "SELECT @@global.read_only, @@global.gtid_executed, @@global.gtid_executed, @@global.sql_mode"
+)
+
+// threadsRunning is the Threads_running status v less the probe's own
+// statement, which is one of them.
+func threadsRunning(v string) int {
+	n, _ := strconv.Atoi(v)
+	return max(n-1, 0)
+}
+
+// read runs the probe's statements within Timeout. The first one's answer
+// is the proof of life (no ping before it): each round trip a probe makes
+// is CPU sluice spends twice a second per backend.
 func (w *worker) read() (*Status, error) {
 	c := w.conn
 	if err := c.SetDeadline(time.Now().Add(w.p.Timeout)); err != nil {
 		return nil, err
 	}
-	if err := c.Ping(); err != nil {
-		return nil, fmt.Errorf("ping: %w", err)
-	}
 	st := &Status{Version: w.version, Flavor: flavorOf(w.version), SecondsBehind: -1}
-	vars := "SELECT @@global.read_only, @@global.gtid_current_pos, @@global.gtid_slave_pos, @@global.sql_mode"
-	replStatus := "SHOW ALL SLAVES STATUS"
+	vars, replStatus := mariadbVars, "SHOW ALL SLAVES STATUS"
 	if st.Flavor == FlavorMySQL {
-		vars = "SELECT @@global.read_only, @@global.gtid_executed, @@global.gtid_executed, @@global.sql_mode"
-		replStatus = "SHOW SLAVE STATUS"
+		vars, replStatus = mysqlVars, "SHOW SLAVE STATUS"
 		if n, err := c.CompareServerVersion("8.0.22"); err == nil && n >= 0 {
 			replStatus = "SHOW REPLICA STATUS"
 		}
@@ -420,6 +442,10 @@ func (w *worker) read() (*Status, error) {
 	if m, err := r.GetString(0, 3); err == nil {
 		st.SQLMode, st.SQLModeKnown = m, true
 	}
+	if vars == mariadbVars {
+		running, _ := r.GetString(0, 4)
+		st.ThreadsRunning = threadsRunning(running)
+	}
 
 	r, err = c.Execute(replStatus)
 	var refused *mysql.MyError
@@ -434,100 +460,21 @@ func (w *worker) read() (*Status, error) {
 		readReplication(r.Resultset, st)
 	}
 
-	r, err = c.Execute("SHOW GLOBAL STATUS LIKE 'Threads_running'")
-	if err != nil {
-		return nil, fmt.Errorf("%w: SHOW GLOBAL STATUS: %w", errProbe, err)
-	}
-	if r.Resultset != nil && r.RowNumber() == 1 {
-		v, _ := r.GetString(0, 1)
-		n, _ := strconv.Atoi(v)
-		// The probe's own SHOW STATUS is one of them.
-		st.ThreadsRunning = max(n-1, 0)
+	if vars == mysqlVars {
+		// MySQL keeps its status out of information_schema.
+		r, err = c.Execute("SHOW GLOBAL STATUS LIKE 'Threads_running'")
+		if err != nil {
+			return nil, fmt.Errorf("%w: SHOW GLOBAL STATUS: %w", errProbe, err)
+		}
+		if r.Resultset != nil && r.RowNumber() == 1 {
+			v, _ := r.GetString(0, 1)
+			st.ThreadsRunning = threadsRunning(v)
+		}
 	}
 	if w.b.Role == RoleMaster {
-		w.readFunctions(c, st)
-		w.readSchemas(c, st)
+		w.readCatalogs(c, st)
 	}
 	return st, nil
-}
-
-// readSchemas fills st.Schemas with the schemas the service account sees
-// (SHOW DATABASES). Like readFunctions it never fails the probe: a refusal
-// leaves Schemas nil, a failure keeps the last list read.
-func (w *worker) readSchemas(c *client.Conn, st *Status) {
-	r, err := c.Execute("SHOW DATABASES")
-	var refused *mysql.MyError
-	switch {
-	case errors.As(err, &refused):
-		w.schemas = nil
-		return
-	case err != nil:
-		st.Schemas = w.schemas
-		w.closeConn()
-		return
-	}
-	if r.Resultset == nil {
-		return
-	}
-	same := w.schemas != nil && len(w.schemas) == r.RowNumber()
-	for row := 0; same && row < r.RowNumber(); row++ {
-		v, _ := r.GetString(row, 0)
-		same = w.schemas.Has(v)
-	}
-	if !same {
-		l := make(Schemas, r.RowNumber())
-		for row := range r.RowNumber() {
-			l[row], _ = r.GetString(row, 0)
-		}
-		slices.Sort(l)
-		w.schemas = l
-	}
-	st.Schemas = w.schemas
-}
-
-// functionsQuery lists the stored functions and what each declares it does
-// with data.
-const functionsQuery = "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, SQL_DATA_ACCESS FROM information_schema.ROUTINES WHERE ROUTINE_TYPE = 'FUNCTION'"
-
-// readFunctions fills st.Functions from the server's stored functions. It
-// never fails the probe, which is about the server's health: a server that
-// refuses the query leaves Functions nil (every function unknown), and one
-// that fails to answer keeps the last catalog read (the control connection
-// is dialled again next time).
-func (w *worker) readFunctions(c *client.Conn, st *Status) {
-	r, err := c.Execute(functionsQuery)
-	var refused *mysql.MyError
-	switch {
-	case errors.As(err, &refused):
-		w.funcs, w.funcsSig = nil, ""
-		return
-	case err != nil:
-		st.Functions = w.funcs
-		w.closeConn()
-		return
-	}
-	if r.Resultset == nil {
-		return
-	}
-	var sig strings.Builder
-	for row := range r.RowNumber() {
-		for col := range 3 {
-			v, _ := r.GetString(row, col)
-			sig.WriteString(v)
-			sig.WriteByte(0)
-		}
-	}
-	if w.funcs == nil || sig.String() != w.funcsSig {
-		f := make(Functions, r.RowNumber())
-		for row := range r.RowNumber() {
-			schema, _ := r.GetString(row, 0)
-			name, _ := r.GetString(row, 1)
-			access, _ := r.GetString(row, 2)
-			f[FunctionKey{Schema: schema, Name: strings.ToLower(name)}] = access
-		}
-		w.funcs, w.funcsSig = f, sig.String()
-	}
-	st.Functions = w.funcs
 }
 
 // readReplication fills st's replication fields from SHOW ALL SLAVES

@@ -68,6 +68,16 @@ type Status struct {
 	// nil on replicas and when the server would not say. Shared between
 	// Statuses: must not be modified.
 	Schemas Schemas
+	// Objects are a master's views and stored routines with their
+	// definitions (readObjects); nil on replicas and when the server
+	// would not say. The same pointer is shared by the Statuses of
+	// successive probes while the catalog is unchanged, so a reader may
+	// cache what it derives from it by the pointer. Must not be modified.
+	Objects *Objects
+	// ObjectsAt is when the query that settled Objects was sent (its
+	// digest, or the full read): every view or routine created before it
+	// is in Objects. Zero when Objects was not read by this probe.
+	ObjectsAt time.Time
 
 	// Lag is the replication lag the prober estimates; -1 when unknown
 	// (not replicating). See LagNote for how it was found.

@@ -166,11 +166,7 @@ func (c *Conn) Idle() {
 	if !c.lean {
 		return
 	}
-	if c.bw != nil && c.bw.Buffered() == 0 {
-		c.bw.Reset(nil)
-		writerPool.Put(c.bw)
-		c.bw = nil
-	}
+	c.ReleaseWriter()
 	if c.br != nil && c.br.Buffered() == 0 && c.firstOff == c.firstN {
 		c.br.Reset(nil)
 		readerPool.Put(c.br)
@@ -178,6 +174,19 @@ func (c *Conn) Idle() {
 	}
 	if cap(c.buf) > 4096 {
 		c.buf = nil
+	}
+}
+
+// ReleaseWriter gives a lean connection's empty write buffer back to its
+// pool, as Idle does, and keeps the read buffer: a packet just read (which
+// may live in it) stays valid. A login calls it before it waits on its
+// client or for its turn at the auth server, so a storm of logins does not
+// hold a 16 KiB buffer each while it waits.
+func (c *Conn) ReleaseWriter() {
+	if c.lean && c.bw != nil && c.bw.Buffered() == 0 {
+		c.bw.Reset(nil)
+		writerPool.Put(c.bw)
+		c.bw = nil
 	}
 }
 
@@ -197,6 +206,13 @@ func (c *Conn) Seq() uint8 { return c.seq }
 
 // SetSeq sets the sequence id of the next packet.
 func (c *Conn) SetSeq(s uint8) { c.seq = s }
+
+// Await waits for the peer's next bytes. A lean connection waiting for a
+// command holds no buffer, and a caller that awaits from a shallow frame
+// keeps its goroutine's stack small while it idles (ReadPacket awaits too,
+// deeper). It does nothing when bytes are already buffered or the
+// connection is not lean.
+func (c *Conn) Await() error { return c.await() }
 
 // ResetSeq starts a new command: the next packet has sequence id 0.
 func (c *Conn) ResetSeq() { c.seq = 0 }

@@ -73,10 +73,30 @@ var (
 	// CRSSLConnection: TLS towards a backend or the auth server failed.
 	CRSSLConnection = kind(2026, "HY000", "CR_SSL_CONNECTION_ERROR")
 
-	ERConCount       = kind(1040, "08004", "ER_CON_COUNT_ERROR")
-	ERHandshake      = kind(1043, "08S01", "ER_HANDSHAKE_ERROR")
-	ERAccessDenied   = kind(1045, "28000", "ER_ACCESS_DENIED_ERROR")
-	ERNoDB           = kind(1046, "3D000", "ER_NO_DB_ERROR")
+	ERConCount     = kind(1040, "08004", "ER_CON_COUNT_ERROR")
+	ERHandshake    = kind(1043, "08S01", "ER_HANDSHAKE_ERROR")
+	ERAccessDenied = kind(1045, "28000", "ER_ACCESS_DENIED_ERROR")
+	ERNoDB         = kind(1046, "3D000", "ER_NO_DB_ERROR")
+	// The privilege errors of the grants check: database, table, column,
+	// "you need the X privilege", routine.
+	ERDBAccessDenied       = kind(1044, "42000", "ER_DBACCESS_DENIED_ERROR")
+	ERTableAccessDenied    = kind(1142, "42000", "ER_TABLEACCESS_DENIED_ERROR")
+	ERColumnAccessDenied   = kind(1143, "42000", "ER_COLUMNACCESS_DENIED_ERROR")
+	ERSpecificAccessDenied = kind(1227, "42000", "ER_SPECIFIC_ACCESS_DENIED_ERROR")
+	ERProcAccessDenied     = kind(1370, "42000", "ER_PROCACCESS_DENIED_ERROR")
+	// ERSPDoesNotExist: SHOW CREATE PROCEDURE of a routine the account
+	// may not see, as MariaDB hides it.
+	ERSPDoesNotExist = kind(1305, "42000", "ER_SP_DOES_NOT_EXIST")
+	// ERViewNoExplain: EXPLAIN of a view without SHOW VIEW or the rights
+	// on its tables; ERViewInvalid: an INVOKER view the session lacks the
+	// rights to read through.
+	ERViewNoExplain = kind(1345, "HY000", "ER_VIEW_NO_EXPLAIN")
+	ERViewInvalid   = kind(1356, "HY000", "ER_VIEW_INVALID")
+	// ERBinlogCreateRoutineNeedSuper: CREATE FUNCTION without SUPER while
+	// the server logs binary.
+	ERBinlogCreateRoutineNeedSuper = kind(1419, "HY000", "ER_BINLOG_CREATE_ROUTINE_NEED_SUPER")
+	// ERInvalidRole: SET ROLE of a role not granted.
+	ERInvalidRole    = kind(1959, "OP000", "ER_INVALID_ROLE")
 	ERUnknownCommand = kind(1047, "08S01", "ER_UNKNOWN_COM_ERROR")
 	// ERBadNull: a NULL shard key.
 	ERBadNull      = kind(1048, "23000", "ER_BAD_NULL_ERROR")

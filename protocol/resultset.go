@@ -15,6 +15,10 @@ const binaryCharset = 63
 // AppendColumnDef appends a ColumnDefinition41 payload for a computed column
 // (no schema or table) named name.
 func AppendColumnDef(b []byte, name string, typ byte, flags uint16, length uint32) []byte {
+	return appendColumnDef(b, name, typ, flags, length, binaryCharset)
+}
+
+func appendColumnDef(b []byte, name string, typ byte, flags uint16, length uint32, charset uint16) []byte {
 	b = AppendLenEncString(b, []byte("def"))
 	b = AppendLenEncString(b, nil) // schema
 	b = AppendLenEncString(b, nil) // table
@@ -22,7 +26,7 @@ func AppendColumnDef(b []byte, name string, typ byte, flags uint16, length uint3
 	b = AppendLenEncString(b, []byte(name))
 	b = AppendLenEncString(b, nil) // original name
 	b = append(b, 0x0c)
-	b = binary.LittleEndian.AppendUint16(b, binaryCharset)
+	b = binary.LittleEndian.AppendUint16(b, charset)
 	b = binary.LittleEndian.AppendUint32(b, length)
 	b = append(b, typ)
 	b = binary.LittleEndian.AppendUint16(b, flags)
@@ -52,6 +56,36 @@ func WriteSingleValue(c *Conn, scratch []byte, name string, typ byte, flags uint
 	}
 	if err := c.WritePacket(b); err != nil {
 		return b, err
+	}
+	b = AppendEOF(b[:0], 0, status)
+	return b, c.WritePacketFlush(b)
+}
+
+// utf8mb3Charset is utf8mb3_general_ci, the collation of the text columns
+// MariaDB's SHOW statements return.
+const utf8mb3Charset = 33
+
+// WriteTextColumn answers a command with a text result set of one
+// VARCHAR column (utf8mb3, as SHOW statements' columns are) named name,
+// one row per value, ended with status, and flushes.
+func WriteTextColumn(c *Conn, scratch []byte, name string, length uint32, values []string, status uint16) ([]byte, error) {
+	b := append(scratch[:0], 1)
+	if err := c.WritePacket(b); err != nil {
+		return b, err
+	}
+	b = appendColumnDef(b[:0], name, TypeVarString, 0, length, utf8mb3Charset)
+	if err := c.WritePacket(b); err != nil {
+		return b, err
+	}
+	b = AppendEOF(b[:0], 0, status)
+	if err := c.WritePacket(b); err != nil {
+		return b, err
+	}
+	for _, v := range values {
+		b = AppendLenEncString(b[:0], []byte(v))
+		if err := c.WritePacket(b); err != nil {
+			return b, err
+		}
 	}
 	b = AppendEOF(b[:0], 0, status)
 	return b, c.WritePacketFlush(b)

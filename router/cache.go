@@ -20,7 +20,9 @@ const evictSample = 8
 // cache is a bounded map from an exact key to an immutable value, safe for concurrent use.
 //
 // It is split into shards chosen by a seeded hash of the key; each shard is a plain map
-// under a sync.RWMutex. A lookup takes the read lock, so concurrent hits on one shard do not
+// under a sync.RWMutex, keyed by that hash (so a lookup hashes the text once, not twice)
+// and checked against the entry's own key. Two texts of one 64-bit hash share a slot: the
+// later one replaces the earlier, which is then a miss like any evicted text. A lookup takes the read lock, so concurrent hits on one shard do not
 // serialize, and costs no allocation. Each entry carries a "used" bit, set (once) by lookups.
 // When a shard is full, an insert evicts with a sampled second-chance sweep: it looks at up
 // to evictSample entries from a random position of the map (Go randomizes where iteration
@@ -39,7 +41,7 @@ type cache[V any] struct {
 
 type cacheShard[V any] struct {
 	mu    sync.RWMutex
-	m     map[string]*cacheEntry[V]
+	m     map[uint64]*cacheEntry[V]
 	limit int
 	_     [64]byte // keep neighbouring shards' locks off one cache line
 }
@@ -66,26 +68,34 @@ func newCache[V any](entries int) *cache[V] {
 			limit++
 		}
 		c.shards[i].limit = limit
-		c.shards[i].m = make(map[string]*cacheEntry[V], limit)
+		c.shards[i].m = make(map[uint64]*cacheEntry[V], limit)
 	}
 	return c
 }
 
 // get returns the value stored under key. It does not allocate.
 func (c *cache[V]) get(key string) (V, bool) {
-	s := &c.shards[maphash.String(c.seed, key)&c.mask]
+	h := maphash.String(c.seed, key)
+	s := &c.shards[h&c.mask]
 	s.mu.RLock()
-	e := s.m[key]
+	e := s.m[h]
 	s.mu.RUnlock()
+	if e != nil && e.key != key {
+		e = nil
+	}
 	return e.load()
 }
 
 // getBytes is get for a key held in a byte slice. It does not allocate.
 func (c *cache[V]) getBytes(key []byte) (V, bool) {
-	s := &c.shards[maphash.Bytes(c.seed, key)&c.mask]
+	h := maphash.Bytes(c.seed, key)
+	s := &c.shards[h&c.mask]
 	s.mu.RLock()
-	e := s.m[string(key)] // the compiler does not allocate for this conversion
+	e := s.m[h]
 	s.mu.RUnlock()
+	if e != nil && e.key != string(key) { // no allocation for this conversion
+		e = nil
+	}
 	return e.load()
 }
 
@@ -104,21 +114,22 @@ func (e *cacheEntry[V]) load() (V, bool) {
 // text compute equal values, so the first one stays). The caller must own key: the cache
 // keeps it.
 func (c *cache[V]) put(key string, val V) {
-	s := &c.shards[maphash.String(c.seed, key)&c.mask]
+	h := maphash.String(c.seed, key)
+	s := &c.shards[h&c.mask]
 	e := &cacheEntry[V]{key: key, val: val}
 	s.mu.Lock()
-	if _, ok := s.m[key]; !ok {
-		if len(s.m) >= s.limit {
+	if old, ok := s.m[h]; !ok || old.key != key {
+		if !ok && len(s.m) >= s.limit {
 			s.evictLocked()
 		}
-		s.m[key] = e
+		s.m[h] = e
 	}
 	s.mu.Unlock()
 }
 
 // evictLocked removes one entry; s.mu must be held for writing.
 func (s *cacheShard[V]) evictLocked() {
-	var first string
+	var first uint64
 	seen := 0
 	for k, e := range s.m {
 		if seen == 0 {
@@ -155,10 +166,14 @@ func (c *cache[V]) len() int {
 
 // getBytesKey is getBytes that also returns the cache's own copy of the key.
 func (c *cache[V]) getBytesKey(key []byte) (V, string, bool) {
-	s := &c.shards[maphash.Bytes(c.seed, key)&c.mask]
+	h := maphash.Bytes(c.seed, key)
+	s := &c.shards[h&c.mask]
 	s.mu.RLock()
-	e := s.m[string(key)]
+	e := s.m[h]
 	s.mu.RUnlock()
+	if e != nil && e.key != string(key) {
+		e = nil
+	}
 	v, ok := e.load()
 	if !ok {
 		return v, "", false

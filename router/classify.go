@@ -102,6 +102,8 @@ type analysis struct {
 	recognized bool
 	// txn: what a KindTxn statement does to the transaction.
 	txn TxnOp
+	// access: what the statement needs of the account running it.
+	access *Access
 }
 
 func (a *analysis) sameRouting(b *analysis) bool {
@@ -121,25 +123,38 @@ func (a *analysis) sameRouting(b *analysis) bool {
 func analyze(sql string, flags textFlags) analysis {
 	p := parserPool.Get().(*parser.Parser)
 	a, broken := analyzeWith(p, sql)
-	if flags&flagAmbiguousCall != 0 && a.kind == KindRead {
+	if flags&flagAmbiguousCall != 0 {
 		// `now`() or NOW () may call a stored function named now, where
-		// the parser reports the built-in: the proxy asks its catalog.
+		// the parser reports the built-in: the proxy asks its catalog
+		// (for a read's route) and the grants check asks EXECUTE of it
+		// when it exists (for any statement).
+		var maybe []Need
 		for _, name := range ambiguousCalls(sql) {
 			f := FuncRef{Name: name, Maybe: true}
-			if !slices.Contains(a.funcs, f) {
+			if a.kind == KindRead && !slices.Contains(a.funcs, f) {
 				a.funcs = append(a.funcs, f)
 			}
+			maybe = append(maybe, Need{Level: NeedRoutine, Routine: name, Function: true, Priv: PrivExecute, MaybeBuiltin: true})
+		}
+		if len(maybe) > 0 && a.access != nil {
+			a.access = a.access.join(&Access{Needs: maybe})
 		}
 	}
 	if flags&modeFlags != 0 && !broken {
 		// The server lexes the text differently under some sql_modes; see
 		// Plan.Modes.
 		a.modes, broken = modeSensitivity(p, sql, flags, &a)
+		if !broken {
+			a.access, broken = accessUnderModes(p, sql, flags, a.access)
+		}
 	}
 	if !broken {
 		parserPool.Put(p)
 	}
 	if flags&(flagConditional|flagTiDBComment|flagHazard) != 0 {
+		// What the server runs is not what the parser read: only an
+		// account that may do anything may run it.
+		a.access = unknownAccess
 		// The server may see a table the parser did not.
 		a.noTables, a.opaque = false, true
 		// The server may execute more or less than the TiDB lexer saw: never send such a
@@ -208,14 +223,61 @@ func modeSensitivity(p *parser.Parser, sql string, flags textFlags, a *analysis)
 	return 0, false
 }
 
+// accessUnderModes is a, the Access of sql read in the default sql_mode,
+// joined with its Access under every combination of the sql_mode flags the
+// text gives a reason for: a session in ANSI_QUOTES reads "c" as a column,
+// and the check must ask for whatever any reading needs. broken reports a
+// parser that panicked.
+func accessUnderModes(p *parser.Parser, sql string, flags textFlags, a *Access) (*Access, bool) {
+	var relevant LexModes
+	if flags&flagBackslash != 0 {
+		relevant |= LexNoBackslashEscapes
+	}
+	if flags&flagDoubleQuote != 0 {
+		relevant |= LexANSIQuotes
+	}
+	if flags&flagPipes != 0 {
+		relevant |= LexPipesAsConcat
+	}
+	defer p.SetSQLMode(defaultSQLMode)
+	out := a
+	for m := LexModes(1); m <= relevant; m++ {
+		if m&^relevant != 0 {
+			continue
+		}
+		p.SetSQLMode(sqlModeOf(m))
+		stmts, broken, err := parseSafe(p, sql)
+		if broken {
+			return unknownAccess, true
+		}
+		if err != nil {
+			// A reading the parser rejects is one the server may run.
+			return unknownAccess, false
+		}
+		out = out.join(accessOf(stmts))
+	}
+	return out, false
+}
+
 // analyzeWith classifies sql with p. broken reports that the parser
 // panicked and must not be used again; the text is then a parse failure.
 func analyzeWith(p *parser.Parser, sql string) (a analysis, broken bool) {
 	stmts, broken, err := parseSafe(p, sql)
 	if broken {
-		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %v", ErrParse, err), pins: pinsOfText(sql) | PinUntracked}, true
+		return analysis{kind: KindWrite, parseErr: fmt.Errorf("%w: %v", ErrParse, err), pins: pinsOfText(sql) | PinUntracked, access: unknownAccess}, true
 	}
-	return analyzeParsed(stmts, err, sql), false
+	a = analyzeParsed(stmts, err, sql)
+	switch {
+	case err == nil:
+		if a.access = accessOf(stmts); a.access.Unknown {
+			a.access = textAccess(sql)
+		}
+	case a.recognized:
+		a.access = noAccess
+	default:
+		a.access = textAccess(sql)
+	}
+	return a, false
 }
 
 // parseSafe is p.Parse that turns a panic inside the parser into an error.

@@ -206,6 +206,13 @@ type Plan struct {
 	// procedure may change any connection-scoped value.
 	Found FoundRowsEffect
 	Call  bool
+	// DDL: the text holds a statement that changes what a schema holds:
+	// CREATE, ALTER, DROP or RENAME of a database, table, view, index,
+	// sequence, routine, trigger or event, as the digest's first words
+	// say (not of a temporary table, user, role or server). Unparsed and
+	// multi-statement texts count too, so a schema mirror may run once
+	// more than needed, never less.
+	DDL bool
 	// Opaque: the proxy cannot be sure it read the text as the server
 	// will: the parser rejected it, it holds several statements, or the
 	// server may run more or less of it (executable comments, /*T! */,
@@ -232,6 +239,9 @@ type Plan struct {
 	// connection after it (RELEASE, NO RELEASE, or nothing: then the
 	// session's completion_type decides).
 	Release TxnRelease
+	// Access is what the statement needs of the account that runs it,
+	// for the grants check; never nil (Unknown when sluice cannot tell).
+	Access *Access
 }
 
 // TxnOp is what a transaction-control statement does.
@@ -416,9 +426,9 @@ const hintWindow = 4096
 // hugePlans are the plans of texts over maxParsedText, one per hint. A
 // replica hint cannot move an unclassified text off the master.
 var hugePlans = [...]*Plan{
-	HintNone:    {Kind: KindWrite, Target: TargetMaster, Hint: HintNone, Pins: PinUntracked},
-	HintMaster:  {Kind: KindWrite, Target: TargetMaster, Hint: HintMaster, Pins: PinUntracked},
-	HintReplica: {Kind: KindWrite, Target: TargetMaster, Hint: HintReplica, Pins: PinUntracked},
+	HintNone:    {Kind: KindWrite, Target: TargetMaster, Hint: HintNone, Pins: PinUntracked, Access: unknownAccess},
+	HintMaster:  {Kind: KindWrite, Target: TargetMaster, Hint: HintMaster, Pins: PinUntracked, Access: unknownAccess},
+	HintReplica: {Kind: KindWrite, Target: TargetMaster, Hint: HintReplica, Pins: PinUntracked, Access: unknownAccess},
 }
 
 func hugePlan(prefix string) *Plan { return hugePlans[leadingHint(prefix)] }
@@ -454,7 +464,8 @@ func (r *Router) miss(sql string, owned bool) *Plan {
 	}
 	if plan == nil {
 		a := analyze(sql, flags)
-		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized && a.local == LocalNone && (a.scoped == nil || a.scoped.Refs == nil) {
+		if useDigest && (a.kind == KindRead || a.kind == KindWrite) && !a.multi && a.parseErr == nil && !a.recognized && a.local == LocalNone && (a.scoped == nil || a.scoped.Refs == nil) &&
+			(a.access == nil || !a.access.literal) {
 			var dp digestPlans
 			for i := range dp {
 				a.nonASCII = i >= 3
@@ -498,8 +509,13 @@ func (a *analysis) plan(hint Hint, digest string) *Plan {
 		Hazard:          a.hazard,
 		Found:           foundRowsEffectOf(digest),
 		Call:            strings.HasPrefix(digest, "call "),
+		DDL:             changesSchema(digest),
 		Txn:             a.txn,
 		Release:         a.release,
+		Access:          a.access,
+	}
+	if p.Access == nil {
+		p.Access = unknownAccess
 	}
 	if a.kind == KindRead {
 		p.Target = TargetReplica
@@ -556,4 +572,35 @@ func foundRowsEffectOf(digest string) FoundRowsEffect {
 		}
 	}
 	return FoundFromResult
+}
+
+// changesSchema reports a digest (parser.Normalize's lower-case text)
+// holding a statement that changes what a schema holds (Plan.DDL).
+func changesSchema(digest string) bool {
+	for rest := digest; rest != ""; {
+		st, after, _ := strings.Cut(rest, ";")
+		rest = after
+		w, st := nextWord(st)
+		if w != "create" && w != "alter" && w != "drop" && w != "rename" {
+			continue
+		}
+		w, st = nextWord(st)
+		if w == "or" { // CREATE OR REPLACE
+			_, st = nextWord(st)
+			w, _ = nextWord(st)
+		}
+		switch w {
+		case "temporary", "user", "role", "server", "":
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// nextWord splits the first space-separated word off s.
+func nextWord(s string) (string, string) {
+	s = strings.TrimLeft(s, " ")
+	w, rest, _ := strings.Cut(s, " ")
+	return w, rest
 }

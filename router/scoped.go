@@ -1,6 +1,7 @@
 package router
 
 import (
+	"math/bits"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -23,7 +24,20 @@ const (
 	ScopedFoundRows
 	// ScopedConnID: CONNECTION_ID(), @@pseudo_thread_id.
 	ScopedConnID
+	// ScopedCurrentUser: CURRENT_USER(), the account the session runs as;
+	// ScopedUser: USER(), SESSION_USER(), SYSTEM_USER(), the name the
+	// client logged in with and its address; ScopedCurrentRole:
+	// CURRENT_ROLE(). The backends know only sluice's service account.
+	ScopedCurrentUser
+	ScopedUser
+	ScopedCurrentRole
 )
+
+// ScopedIdentity are the reads of who the session is.
+const ScopedIdentity = ScopedCurrentUser | ScopedUser | ScopedCurrentRole
+
+// scopedKinds is how many kinds of connection-scoped values there are.
+const scopedKinds = 7
 
 // ScopedRef is one read of a connection-scoped value in a statement's text:
 // Text[Start:End] is the call or the variable as written.
@@ -55,7 +69,7 @@ type Scoped struct {
 	Refs       []ScopedRef
 	Aliases    []ScopedAlias
 	TextRefs   bool
-	Counts     [4]int
+	Counts     [scopedKinds]int
 	// SetsLastInsertID: the statement calls LAST_INSERT_ID(expr), which
 	// sets the value on the connection that runs it (and which a later
 	// LAST_INSERT_ID() in the same statement reads).
@@ -71,8 +85,13 @@ type ScopedValues struct {
 	RowCount     int64
 	FoundRows    int64
 	ConnID       uint64
-	Skip         ScopedFunc
-	Refs         []ScopedRef
+	// CurrentUser, User and CurrentRole are the session's identity
+	// (user@host of the account, user@client address, the enabled role;
+	// RoleNone: no role enabled, NULL).
+	CurrentUser, User, CurrentRole string
+	RoleNone                       bool
+	Skip                           ScopedFunc
+	Refs                           []ScopedRef
 }
 
 // Rewrite appends to dst the text sql (of the plan this Scoped belongs to)
@@ -126,6 +145,16 @@ func (sc *Scoped) Rewrite(dst []byte, sql []byte, v *ScopedValues) ([]byte, bool
 			dst = strconv.AppendInt(dst, v.RowCount, 10)
 		case ScopedFoundRows:
 			dst = strconv.AppendInt(dst, v.FoundRows, 10)
+		case ScopedCurrentUser:
+			dst = appendQuoted(dst, v.CurrentUser)
+		case ScopedUser:
+			dst = appendQuoted(dst, v.User)
+		case ScopedCurrentRole:
+			if v.RoleNone {
+				dst = append(dst, "NULL"...)
+			} else {
+				dst = appendQuoted(dst, v.CurrentRole)
+			}
 		}
 		dst = append(dst, ',')
 		dst = append(dst, sql[r.Start:r.End]...)
@@ -134,6 +163,30 @@ func (sc *Scoped) Rewrite(dst []byte, sql []byte, v *ScopedValues) ([]byte, bool
 	}
 	aliasesUpTo(len(sql))
 	return append(dst, sql[pos:]...), true
+}
+
+// appendQuoted writes s as a string expression that reads the same under
+// every sql_mode: a literal with quotes doubled, and a backslash, which
+// NO_BACKSLASH_ESCAPES reads otherwise, as CHAR(92) in a CONCAT.
+func appendQuoted(dst []byte, s string) []byte {
+	if strings.IndexByte(s, '\\') >= 0 {
+		dst = append(dst, "CONCAT("...)
+		for i, part := range strings.Split(s, "\\") {
+			if i > 0 {
+				dst = append(dst, ",CHAR(92 USING utf8mb4),"...)
+			}
+			dst = appendQuoted(dst, part)
+		}
+		return append(dst, ')')
+	}
+	dst = append(dst, '\'')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			dst = append(dst, '\'')
+		}
+		dst = append(dst, s[i])
+	}
+	return append(dst, '\'')
 }
 
 // appendUnsigned writes v as an unsigned expression: a bare literal would
@@ -156,6 +209,12 @@ func scopedFuncOf(name []byte) ScopedFunc {
 		return ScopedFoundRows
 	case "connection_id":
 		return ScopedConnID
+	case "current_user":
+		return ScopedCurrentUser
+	case "user", "session_user", "system_user":
+		return ScopedUser
+	case "current_role":
+		return ScopedCurrentRole
 	}
 	return 0
 }
@@ -175,21 +234,13 @@ func scopedVarOf(name []byte) ScopedFunc {
 // scopedWalker counts the reads of connection-scoped values in a parse.
 type scopedWalker struct {
 	uses   ScopedFunc
-	counts [4]int
+	counts [scopedKinds]int
 	sets   bool
 	fields []*ast.SelectField
 }
 
 func scopedIndex(f ScopedFunc) int {
-	switch f {
-	case ScopedLastInsertID:
-		return 0
-	case ScopedRowCount:
-		return 1
-	case ScopedFoundRows:
-		return 2
-	}
-	return 3
+	return bits.TrailingZeros8(uint8(f))
 }
 
 func (w *scopedWalker) Enter(n ast.Node) (ast.Node, bool) {
@@ -293,8 +344,8 @@ func scopedOf(stmt ast.StmtNode, sql string) *Scoped {
 }
 
 // countScoped counts the reads of each kind.
-func countScoped(refs []ScopedRef) [4]int {
-	var n [4]int
+func countScoped(refs []ScopedRef) [scopedKinds]int {
+	var n [scopedKinds]int
 	for _, r := range refs {
 		n[scopedIndex(r.Func)]++
 	}
@@ -548,6 +599,13 @@ func (sc *scopedScanner) call(start int) {
 	}
 	end, ok := sc.emptyParens(sc.i)
 	if !ok {
+		if f == ScopedCurrentUser || f == ScopedCurrentRole {
+			if j := sc.skipSpace(sc.i); j >= len(sc.sql) || sc.sql[j] != '(' {
+				// CURRENT_USER and CURRENT_ROLE are calls without
+				// parentheses too.
+				sc.refs = append(sc.refs, ScopedRef{Start: start, End: sc.i, Func: f})
+			}
+		}
 		return
 	}
 	sc.refs = append(sc.refs, ScopedRef{Start: start, End: end, Func: f})

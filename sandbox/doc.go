@@ -17,7 +17,9 @@
 //
 // Accounts: root@localhost has an empty password and is used over the unix socket (RootDB,
 // Exec). Options.ServiceUser is created on the master with ALL PRIVILEGES and replicates to
-// every replica; Options.AppUser exists only on the auth server. Both use
+// every replica; Options.AppUser exists only on the auth server, and so does
+// Options.AuthServiceUser, sluice's own account there with AuthServiceGrants (the
+// configurations the package writes name it as [auth] service_user). All use
 // mysql_native_password and are reachable over TCP. Replicas run with read_only=1; note that
 // ALL PRIVILEGES includes READ ONLY ADMIN (SUPER on MySQL), so the service user can still write
 // to a replica.
@@ -30,6 +32,9 @@
 // that was killed comes back on the same port and data dir with Server.Start; after a failover
 // test promoted a replica, Topology.Master still names the original master and
 // WaitReplicated still waits for it.
+//
+// Options.AuthProxyProtocolNetworks starts the auth server with MariaDB's proxy_protocol_networks,
+// for tests of sluice's PROXY protocol header; connections without a header keep working.
 //
 // # Concurrency
 //

@@ -258,6 +258,15 @@ func TestTopology(t *testing.T) {
 		if err := login(ctx, topo.Auth, o.ServiceUser, o.ServicePassword); !isAccessDenied(err) {
 			t.Errorf("service user on auth: got %v, want access denied", err)
 		}
+		if err := login(ctx, topo.Auth, o.AuthServiceUser, o.AuthServicePassword); err != nil {
+			t.Errorf("auth service user on auth: %v", err)
+		}
+		if err := login(ctx, topo.Master, o.AuthServiceUser, o.AuthServicePassword); !isAccessDenied(err) {
+			t.Errorf("auth service user on the master: got %v, want access denied", err)
+		}
+		if topo.Auth.ServiceUser != o.AuthServiceUser || topo.Auth.ServicePassword != o.AuthServicePassword || topo.Master.ServiceUser != "" {
+			t.Errorf("Server.ServiceUser: auth %q, master %q; want %q on the auth server only", topo.Auth.ServiceUser, topo.Master.ServiceUser, o.AuthServiceUser)
+		}
 	})
 
 	t.Run("KillStartReplica", func(t *testing.T) {

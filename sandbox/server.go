@@ -40,6 +40,9 @@ type Server struct {
 	DataDir  string
 	Socket   string
 	ErrorLog string
+	// ServiceUser and ServicePassword are sluice's account on an auth server
+	// (Options.AuthServiceUser), set once it is created; empty on every other server.
+	ServiceUser, ServicePassword string
 
 	dir      string // instance directory holding the data dir, pid file and error log
 	pidFile  string
@@ -48,6 +51,11 @@ type Server struct {
 	tls      TLSFiles
 	bin      *serverBinary
 	logf     func(string, ...any)
+	// proxyNetworks is Options.AuthProxyProtocolNetworks on the auth server.
+	proxyNetworks string
+	// authServer: the topology's auth server, which lets accounts without SUPER create
+	// functions while its binary log is on (the mirror's stubs; see AuthServiceGrants).
+	authServer bool
 
 	life sync.Mutex // serialises Start, Stop, Kill
 
@@ -231,6 +239,9 @@ func (s *Server) args() []string {
 	if s.readOnly {
 		a = append(a, "--read-only=1")
 	}
+	if s.authServer {
+		a = append(a, "--log-bin-trust-function-creators=1")
+	}
 	if s.semiSync {
 		// Every server gets both sides' settings, so any of them can be promoted or repointed;
 		// only rpl_semi_sync_master_enabled is switched on at run time (see Options.SemiSync).
@@ -239,6 +250,9 @@ func (s *Server) args() []string {
 			"--rpl-semi-sync-master-wait-point=AFTER_SYNC",
 			"--rpl-semi-sync-master-timeout="+strconv.FormatInt(SemiSyncTimeout.Milliseconds(), 10),
 		)
+	}
+	if s.proxyNetworks != "" {
+		a = append(a, "--proxy-protocol-networks="+s.proxyNetworks)
 	}
 	if s.tls.Cert != "" {
 		a = append(a, "--ssl-ca="+s.tls.CA, "--ssl-cert="+s.tls.Cert, "--ssl-key="+s.tls.Key)

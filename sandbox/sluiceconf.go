@@ -43,9 +43,20 @@ type NamedTopology struct {
 	*Topology
 }
 
+// setsKey reports whether one of lines sets a key that starts with prefix.
+func setsKey(lines []string, prefix string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // ShardedSluiceConfig returns a sluice TOML configuration with auth as the
-// auth backend and one [[cluster]] per entry of clusters, in the order given
-// (the order [sharding] default_cluster falls back on and shard rules'
+// auth backend (and auth's service account as [auth] service_user and
+// service_password, when it has one and o.AuthKeys set no service_* key)
+// and one [[cluster]] per entry of clusters, in the order given (the order [sharding] default_cluster falls back on and shard rules'
 // clusters lists usually follow): each with that topology's master, replicas
 // and service account, and o.ClusterKeys. extra is raw TOML appended at the
 // end, for [sharding], [[shard]] and [[broadcast]] tables. auth must not be
@@ -63,6 +74,9 @@ func ShardedSluiceConfig(o SluiceOptions, auth *Server, clusters []NamedTopology
 		b.WriteString(extra + "\n")
 	}
 	fmt.Fprintf(&b, "\n[auth]\nbackend = \"mysql\"\naddress = %q\n", auth.Addr())
+	if auth.ServiceUser != "" && !setsKey(o.AuthKeys, "service_") {
+		fmt.Fprintf(&b, "service_user = %q\nservice_password = %q\n", auth.ServiceUser, auth.ServicePassword)
+	}
 	for _, k := range o.AuthKeys {
 		b.WriteString(k + "\n")
 	}

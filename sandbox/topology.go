@@ -22,6 +22,19 @@ const (
 	TestDatabase = "sluice_test"
 )
 
+// AuthServiceGrants are what the sandbox grants sluice's account on the auth server
+// (Options.AuthServiceUser): the minimum sluice needs there, as docs/operations.md lists it.
+// SELECT on mysql.* lets it read any account's grants (SHOW GRANTS FOR); the rest is what
+// [auth] mirror_schema needs to create, replace and drop the mirrored schemas, tables,
+// sequences, stub views and stub routines, and REFERENCES lets it see every table's columns in
+// information_schema.COLUMNS (it reads no row). The auth server also runs with
+// log_bin_trust_function_creators=ON, without which only an account with SUPER may create a
+// function while the binary log is on.
+var AuthServiceGrants = []string{
+	"SELECT ON mysql.*",
+	"CREATE, DROP, CREATE VIEW, CREATE ROUTINE, ALTER ROUTINE, REFERENCES ON *.*",
+}
+
 // portAttempts bounds how often an instance is retried on a new port when another process
 // grabbed the port between picking and binding it.
 const portAttempts = 5
@@ -40,6 +53,10 @@ type Options struct {
 	// AppUser/AppPassword (default "app"/"app") is the application's login: created only on
 	// the auth server, with ALL PRIVILEGES ON *.* there.
 	AppUser, AppPassword string
+	// AuthServiceUser/AuthServicePassword (default "sluice_auth"/"sluice_auth") is sluice's own account
+	// on the auth server ([auth] service_user): created only there, with AuthServiceGrants.
+	// Configurations the sandbox writes name it in [auth].
+	AuthServiceUser, AuthServicePassword string
 	// NoAuth starts the topology without its own auth server: Topology.Auth stays nil and
 	// AppUser is created nowhere. A sharded setup is several NoAuth topologies (one per
 	// cluster) that share the auth server of one more topology; see StartAll and
@@ -56,6 +73,13 @@ type Options struct {
 	// Server.Start therefore comes back with semi-sync off (the replica side stays on for
 	// every server, so a promoted replica only needs rpl_semi_sync_master_enabled=ON).
 	SemiSync bool
+	// AuthProxyProtocolNetworks, when set, starts the auth server with MariaDB's
+	// proxy_protocol_networks set to it (for example "127.0.0.0/8"): connections from those
+	// networks may open with a PROXY protocol header naming the client's address, which the
+	// server then uses for accounts' host parts. A connection from such a network without a
+	// header keeps its own address, so root and the tests still connect directly. MariaDB
+	// only; empty leaves the option unset.
+	AuthProxyProtocolNetworks string
 	// Logf receives progress messages (for example t.Logf); nil means silent. It is only
 	// called from inside Start, Topology.Stop and Server.Start.
 	Logf func(format string, args ...any)
@@ -90,6 +114,12 @@ func (o Options) withDefaults() Options {
 	if o.AppPassword == "" {
 		o.AppPassword = "app"
 	}
+	if o.AuthServiceUser == "" {
+		o.AuthServiceUser = "sluice_auth"
+	}
+	if o.AuthServicePassword == "" {
+		o.AuthServicePassword = "sluice_auth"
+	}
 	return o
 }
 
@@ -97,7 +127,10 @@ func (o Options) validate() error {
 	if o.SemiSync && o.Replicas == 0 { // after withDefaults: none asked for
 		return errors.New("sandbox: SemiSync needs at least one replica")
 	}
-	for _, u := range []string{o.ServiceUser, o.AppUser} {
+	if o.AuthServiceUser == o.AppUser {
+		return fmt.Errorf("sandbox: AuthServiceUser and AppUser are both %q (both live on the auth server)", o.AppUser)
+	}
+	for _, u := range []string{o.ServiceUser, o.AppUser, o.AuthServiceUser} {
 		switch u {
 		case "root", replUser, "mariadb.sys", "mysql.sys", "mysql.session", "mysql.infoschema":
 			return fmt.Errorf("sandbox: user name %q is reserved by the sandbox", u)
@@ -149,6 +182,9 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 	if opts.SemiSync && bin.flavor != flavorMariaDB {
 		return nil, fmt.Errorf("sandbox: SemiSync is implemented for MariaDB only (server is %s)", bin.version)
 	}
+	if opts.AuthProxyProtocolNetworks != "" && bin.flavor != flavorMariaDB {
+		return nil, fmt.Errorf("sandbox: AuthProxyProtocolNetworks needs MariaDB (server is %s)", bin.version)
+	}
 	t := &Topology{Opts: opts, bin: bin}
 	if t.Opts.BaseDir == "" {
 		d, err := os.MkdirTemp("", "sluice-sandbox-*")
@@ -191,6 +227,7 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 		s := newServer(bin, filepath.Join(t.Opts.BaseDir, name), socketDir, name, id, readOnly, logf)
 		s.tls = t.TLS
 		s.semiSync = opts.SemiSync && name != "auth"
+		s.authServer = name == "auth"
 		return s
 	}
 	t.Master = mk("master", 1, false)
@@ -199,6 +236,7 @@ func Start(ctx context.Context, opts Options) (_ *Topology, err error) {
 	}
 	if !opts.NoAuth {
 		t.Auth = mk("auth", uint32(opts.Replicas+2), false)
+		t.Auth.proxyNetworks = opts.AuthProxyProtocolNetworks
 	}
 
 	all := t.Servers()
@@ -309,8 +347,17 @@ func (t *Topology) configure(ctx context.Context) error {
 	}
 	err := parallel(others, func(_ int, s *Server) error {
 		if s == t.Auth {
-			return s.execUsers(ctx, append(createUser(f, o.AppUser, o.AppPassword, true),
-				"GRANT ALL PRIVILEGES ON *.* TO "+account(o.AppUser)))
+			stmts := append(createUser(f, o.AppUser, o.AppPassword, true),
+				"GRANT ALL PRIVILEGES ON *.* TO "+account(o.AppUser))
+			stmts = append(stmts, createUser(f, o.AuthServiceUser, o.AuthServicePassword, true)...)
+			for _, g := range AuthServiceGrants {
+				stmts = append(stmts, "GRANT "+g+" TO "+account(o.AuthServiceUser))
+			}
+			if err := s.execUsers(ctx, stmts); err != nil {
+				return err
+			}
+			s.ServiceUser, s.ServicePassword = o.AuthServiceUser, o.AuthServicePassword
+			return nil
 		}
 		return s.Exec(ctx, changeMaster(f, t.Master.Port)...)
 	})

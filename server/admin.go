@@ -69,6 +69,7 @@ func (c control) NextConnectionID() uint32       { return c.s.env.Registry().Nex
 func (c control) KillConnection(id uint32) error { return c.s.killConnection(id) }
 func (c control) KillQuery(id uint32) error      { return c.s.killQuery(id) }
 func (c control) Reload() ([]string, error)      { return c.s.Reload() }
+func (c control) FlushPrivileges()               { c.s.grants.Flush() }
 func (c control) Event(kind, cluster, backend, detail string) {
 	c.s.event(kind, cluster, backend, detail)
 }

@@ -57,7 +57,7 @@ func (a *liveAuth) ChangeUser(ctx context.Context, client *protocol.Conn, srv au
 }
 
 // newAuthenticator builds the authenticator cfg's [auth] describes.
-func newAuthenticator(cfg *conf.Config) (auth.Authenticator, error) {
+func newAuthenticator(cfg *conf.Config, cache *auth.GrantsCache) (auth.Authenticator, error) {
 	if cfg.Auth.Backend == "static" {
 		users := make(map[string]string, len(cfg.Auth.Users))
 		for _, u := range cfg.Auth.Users {
@@ -67,14 +67,42 @@ func newAuthenticator(cfg *conf.Config) (auth.Authenticator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("proxy: auth.user: %w", err)
 		}
+		for _, u := range cfg.Auth.Users {
+			if err := st.SetGrants(u.Name, u.Grants); err != nil {
+				return nil, fmt.Errorf("proxy: auth.user grants: %w", err)
+			}
+		}
 		return st, nil
 	}
 	t, required, err := dataplane.ClientTLS("auth", cfg.Auth.TLS, cfg.Auth.TLSCA, cfg.Auth.Address)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	return &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required,
-		MaxPendingHandshakes: cfg.Auth.MaxPendingHandshakes, MaxKeptConnections: cfg.Auth.MaxKeptAuthConnections}, nil
+	r := &auth.Relay{Address: cfg.Auth.Address, DialTimeout: cfg.Proxy.ConnectTimeout.Duration, TLS: t, TLSRequired: required,
+		MaxPendingHandshakes: cfg.Auth.MaxPendingHandshakes, MaxKeptConnections: cfg.Auth.MaxKeptAuthConnections,
+		MaxConcurrentLogins: cfg.Auth.MaxConcurrentLogins,
+		ProxyProtocol:       proxyProtocol(cfg.Auth)}
+	r.LearnGrants, r.KnownGrants = cfg.Auth.EnforceGrants, cache.Known
+	return r, nil
+}
+
+// proxyProtocol is the PROXY protocol version a's auth-server
+// connections start with, 0 for none.
+func proxyProtocol(a conf.Auth) int {
+	if !a.ProxyProtocol {
+		return 0
+	}
+	return a.ProxyProtocolVersion
+}
+
+// configureGrants sets the grants cache's TTL and, with auth.service_user,
+// the reader that reads an account's grants again when they expire.
+func configureGrants(c *auth.GrantsCache, cfg *conf.Config) {
+	var reader *auth.GrantsReader
+	if a := &cfg.Auth; a.Backend == "mysql" && a.ServiceUser != "" {
+		reader = &auth.GrantsReader{Address: a.Address, User: a.ServiceUser, Password: a.ServicePassword, DialTimeout: cfg.Proxy.ConnectTimeout.Duration}
+	}
+	c.Configure(cfg.Auth.GrantsTTL.Duration, reader)
 }
 
 // poolsToRebuild names the clusters whose pool settings differ between old
@@ -190,7 +218,8 @@ func (srv *Server) restartProber(h conf.Health) {
 //   - pool settings and consistency, with new pools for the clusters
 //     concerned (connections lent from the old ones close when returned);
 //   - [health] timings, by restarting the prober;
-//   - [auth], for new logins; the proxy limits and [limits] (new
+//   - [auth], for new logins (and the schema mirror, which runs again
+//     after every reload); the proxy limits and [limits] (new
 //     connections, and every session's next command); shard and broadcast
 //     rules and [sharding], for the statements that start afterwards.
 //
@@ -227,7 +256,7 @@ func (srv *Server) Reload() (changes []string, err error) {
 	}
 	var authn auth.Authenticator
 	if !reflect.DeepEqual(old.Auth, next.Auth) || old.Proxy.ConnectTimeout != next.Proxy.ConnectTimeout {
-		if authn, err = newAuthenticator(next); err != nil {
+		if authn, err = newAuthenticator(next, srv.grants); err != nil {
 			return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged: %v", err)
 		}
 	}
@@ -240,6 +269,9 @@ func (srv *Server) Reload() (changes []string, err error) {
 	if authn != nil {
 		srv.auth.cur.Store(&authn)
 	}
+	configureGrants(srv.grants, next)
+	// Accounts' grants are read again at each session's next statement.
+	srv.grants.Flush()
 	// Key columns' types before the rules route a statement.
 	srv.settleShardKeys(set.Rules())
 	srv.env.SetShards(set)
@@ -263,6 +295,10 @@ func (srv *Server) Reload() (changes []string, err error) {
 		old.Health.FailuresBeforeDown != next.Health.FailuresBeforeDown {
 		srv.restartProber(next.Health)
 	}
+
+	// The auth server's schemas are mirrored again with the new settings
+	// (a DBA's nudge after DDL that did not pass through sluice).
+	srv.mirror.request()
 
 	changes = append(diff.Strings(), notes...)
 	summary := fmt.Sprintf("%d changes applied, %d need a restart", len(diff)-diff.NeedRestart(), diff.NeedRestart())

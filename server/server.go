@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/admin"
+	"github.com/sluice-proxy/sluice/auth"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/dataplane"
 	"github.com/sluice-proxy/sluice/health"
@@ -54,10 +55,14 @@ type Server struct {
 	log *zap.Logger
 	// auth delegates to the authenticator of the live configuration.
 	auth *liveAuth
-	topo *health.Topology
+	// grants caches accounts' privileges ([auth] enforce_grants).
+	grants *auth.GrantsCache
+	topo   *health.Topology
 	// shardKeys caches what the masters taught about key columns' collations.
 	shardKeys shardKeyState
 	reload    reloader
+	// mirror runs [auth] mirror_schema in the background (mirror.go).
+	mirror *schemaMirror
 
 	ln          net.Listener
 	metricsAddr net.Addr
@@ -79,6 +84,8 @@ type Server struct {
 	digests *observe.Digests
 
 	// Graceful shutdown (shutdown.go): unready turns /readyz to 503;
+	// logins hands memory back to the OS after a storm of logins.
+	logins loginBurst
 	// sessionEnded wakes Shutdown when a session ends while draining.
 	unready      atomic.Bool
 	sessionEnded chan struct{}
@@ -89,7 +96,8 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	if len(cfg.Clusters) == 0 {
 		return nil, errors.New("proxy: no cluster configured")
 	}
-	a, err := newAuthenticator(cfg)
+	grantsCache := &auth.GrantsCache{}
+	a, err := newAuthenticator(cfg, grantsCache)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +115,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		cancel:  cancel,
 		metrics: observe.NewMetrics(),
 		digests: observe.NewDigests(),
+		grants:  grantsCache,
 
 		sessionEnded: make(chan struct{}, 1),
 	}
@@ -116,8 +125,10 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	}, []string{"cluster", "backend", "to"})
 	s.metrics.Reg.MustRegister(s.stateChanges)
 	s.auth.cur.Store(&a)
+	configureGrants(s.grants, cfg)
+	s.mirror = newSchemaMirror(s)
 	s.env, err = dataplane.NewEnv(cfg, dataplane.Options{Log: log, Ctx: ctx, Host: host{s}, Auth: s.auth, Topo: s.topo,
-		Metrics: s.metrics, Digests: s.digests, TLS: stls})
+		Metrics: s.metrics, Digests: s.digests, TLS: stls, Grants: s.grants, SchemaChanged: s.mirror.request})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -251,6 +262,11 @@ func (srv *Server) Start() error {
 	srv.runProber(prober)
 	srv.wg.Add(1)
 	go func() { defer srv.wg.Done(); srv.env.WatchStalls() }()
+	// The schema mirror's first run, in the background: listeners do not
+	// wait for it, and it retries while a server cannot be reached.
+	srv.mirror.request()
+	srv.wg.Add(1)
+	go func() { defer srv.wg.Done(); srv.mirror.loop(srv.ctx) }()
 	if srv.cfg.Proxy.EventLoop {
 		// Last, so no earlier failure leaves loops behind.
 		if err := srv.startLoops(); err != nil {
@@ -331,13 +347,16 @@ func (srv *Server) Serve() error {
 	}
 }
 
+// serveConn logs the client of nc in on the accepting goroutine, then has
+// its commands served by an event loop or by a fresh goroutine (which so
+// starts with a small stack; see dataplane's Session.login).
 func (srv *Server) serveConn(nc net.Conn) {
 	reg := srv.env.Registry()
 	sess := dataplane.NewSession(srv.env, reg.NewID(), nc)
-	counted, onLoop := false, false
+	counted, handedOff := false, false
 	defer func() {
-		if onLoop {
-			return // the loop's task ends the session
+		if handedOff {
+			return // the loop's task or the serving goroutine ends the session
 		}
 		if r := recover(); r != nil {
 			sess.Log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
@@ -352,13 +371,31 @@ func (srv *Server) serveConn(nc net.Conn) {
 	srv.metrics.Clients.Inc()
 	counted = true
 	start := time.Now()
-	if !sess.Start(srv.ctx) {
+	ok := sess.Start(srv.ctx)
+	srv.logins.loginEnded()
+	if !ok {
 		return
 	}
-	if onLoop = srv.serveOnLoop(sess, start); onLoop {
+	if handedOff = srv.serveOnLoop(sess, start); handedOff {
 		return
 	}
+	handedOff = true
+	go srv.serveSession(sess, start)
+}
+
+// serveSession serves a logged-in session's commands until it ends.
+func (srv *Server) serveSession(sess *dataplane.Session, start time.Time) {
+	defer srv.sessionOver(sess)
 	sess.ServeAll(start)
+}
+
+// sessionOver ends a session served by serveSession, logging a panic that
+// ended it.
+func (srv *Server) sessionOver(sess *dataplane.Session) {
+	if r := recover(); r != nil {
+		sess.Log().Error("session panicked", zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+	}
+	srv.endSession(sess, true)
 }
 
 // endSession releases what a session held once it has ended, on whichever

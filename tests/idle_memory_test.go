@@ -47,6 +47,14 @@ func TestIdleClientsMemory(t *testing.T) {
 		// readiness logins still being torn down.
 		fmt.Sprintf("max_client_connections = %d", clients+100))
 	p := startSluiceProcess(t, bin, cfg)
+	// sluice serves with the runtime's small goroutine stacks, which it
+	// re-executes itself to get (cmd/sluice/stacks.go): an idle session's
+	// goroutine then holds 2 KiB of stack, not 4.
+	if environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.pid)); err != nil {
+		t.Fatalf("reading sluice's environment: %v", err)
+	} else if !bytes.Contains(environ, []byte("adaptivestackstart=0")) {
+		t.Errorf("sluice runs without GODEBUG adaptivestackstart=0: its idle sessions keep bigger stacks")
+	}
 
 	// Warm-up: a few sessions run statements on the replicas and on the
 	// master, so the pools, the plan cache and the runtime are set up

@@ -266,9 +266,11 @@ backend = "static"
   [[auth.user]]
   name = "svc_a"
   password_hash = %q
+  grants = ["GRANT ALL PRIVILEGES ON *.* TO CURRENT_USER"]
   [[auth.user]]
   name = "svc_b"
   password_hash = %q
+  grants = ["GRANT ALL PRIVILEGES ON *.* TO CURRENT_USER"]
 
 [[cluster]]
 name = "main"

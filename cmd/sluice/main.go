@@ -31,39 +31,55 @@ import (
 var version = "dev"
 
 func main() {
+	if len(os.Args) < 2 || !isHelp(os.Args[1]) && !isVersion(os.Args[1]) {
+		cmd, _ := command(os.Args[1:])
+		execWithSmallStacks(cmd)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	cmd := "run"
+// command splits the subcommand (run when none is named) from its
+// arguments.
+func command(args []string) (string, []string) {
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+		return args[0], args[1:]
 	}
+	return "run", args
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		usage(stdout)
+		return exitOK
+	}
+	if len(args) > 0 && isVersion(args[0]) {
+		fmt.Fprintln(stdout, versionLine())
+		return exitOK
+	}
+	cmd, args := command(args)
 	switch cmd {
 	case "run":
-		return runProxy(args, stderr)
+		return runProxy(args, stdout, stderr)
 	case "check-config":
 		return checkConfig(args, stdout, stderr)
 	case "sandbox":
 		return runSandbox(args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "sluice", version)
-		return 0
-	case "help":
-		usage(stdout)
-		return 0
 	}
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n", cmd)
 	usage(stderr)
-	return 2
+	return exitUsage
 }
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  sluice [run] -config sluice.toml   serve MySQL clients
-  sluice check-config FILE           validate a configuration and print its topology
-  sluice sandbox [-replicas N]       local MariaDB master, replicas and auth server with sluice in front
-  sluice version                     print the version
+  sluice [run] [-config sluice.toml]  serve MySQL clients
+  sluice check-config FILE            validate a configuration and print its topology
+  sluice sandbox [flags]              local MariaDB master, replicas and auth server with sluice in front
+  sluice version                      print the version, the commit and the Go version
+  sluice help                         print this
+
+Each command takes -h for its flags. Exit status: 0 done, 1 a runtime failure (a bad
+configuration file, a port in use), 2 bad arguments.
 `)
 }
 
@@ -86,36 +102,46 @@ func startCPUProfile(path string) (func(), error) {
 }
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	usageOf(fs, "sluice check-config FILE")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	args = fs.Args()
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "usage: sluice check-config FILE")
-		return 2
+		return exitUsage
 	}
 	cfg, err := conf.Load(args[0])
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return exitError
 	}
 	fmt.Fprint(stdout, cfg.Describe())
 	// Unsafe but valid settings are warnings: the file still works.
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
-	return 0
+	return exitOK
 }
 
-func runProxy(args []string, stderr io.Writer) int {
+func runProxy(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	usageOf(fs, "sluice [run] [-config sluice.toml] [-cpuprofile FILE]")
 	path := fs.String("config", "sluice.toml", "configuration file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice run: unexpected argument %q (flags only; see sluice run -h)\n", fs.Arg(0))
+		return exitUsage
 	}
 	if *cpuProfile != "" {
 		stopProfile, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
-			return 1
+			return exitError
 		}
 		// Deferred first, so it runs last: the profile covers the
 		// shutdown too, and is complete when the process exits.
@@ -124,24 +150,24 @@ func runProxy(args []string, stderr io.Writer) int {
 	cfg, err := conf.Load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return exitError
 	}
 	level := zap.NewAtomicLevel()
 	log, err := newLeveledLogger(cfg.Proxy.LogLevel, false, level)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return exitError
 	}
 	defer log.Sync()
 	admin.Version = version
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
-		return 1
+		return exitError
 	}
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", zap.Error(err))
-		return 1
+		return exitError
 	}
 	fields := []zap.Field{zap.String("listen", srv.Addr().String()), zap.String("version", version)}
 	if a := srv.MetricsAddr(); a != nil {
@@ -175,7 +201,7 @@ wait:
 		log.Warn("shutdown", zap.Error(err))
 	}
 	log.Info("sluice stopped")
-	return 0
+	return exitOK
 }
 
 // reload applies the configuration file again (SIGHUP) and logs the

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/sluice-proxy/sluice/admin"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/sandbox"
 	"github.com/sluice-proxy/sluice/server"
@@ -19,35 +22,51 @@ import (
 // Ctrl-C.
 func runSandbox(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	usageOf(fs, "sluice sandbox [-replicas N] [-listen ADDR] [-admin-listen ADDR] [-metrics-listen ADDR] [-log-level LEVEL]")
 	replicas := fs.Int("replicas", 2, "number of replicas")
 	listen := fs.String("listen", "127.0.0.1:6033", "sluice client listen address")
+	adminListen := fs.String("admin-listen", "127.0.0.1:6032", `admin port address ("" for none)`)
+	metricsListen := fs.String("metrics-listen", "127.0.0.1:6070", `metrics, health and status address ("" for none)`)
 	logLevel := fs.String("log-level", "info", "log level")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
+	if fs.NArg() > 0 || *replicas < 0 {
+		fmt.Fprintln(stderr, "sluice sandbox: takes flags only, and -replicas must be >= 0 (see sluice sandbox -h)")
+		return exitUsage
+	}
+	// sluice's ports are checked before any server starts: a sandbox that
+	// fails on a taken port after starting four servers wastes a minute.
+	for _, p := range []struct{ flag, addr string }{{"-listen", *listen}, {"-admin-listen", *adminListen}, {"-metrics-listen", *metricsListen}} {
+		if err := portFree(p.addr); err != nil {
+			fmt.Fprintf(stderr, "sluice sandbox: %s %s: %v (choose another address with %s)\n", p.flag, p.addr, err, p.flag)
+			return exitError
+		}
+	}
+	admin.Version = version
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintln(stdout, "starting MariaDB master, replicas and auth server...")
 	topo, err := sandbox.Start(ctx, sandbox.Options{Replicas: *replicas})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice sandbox:", err)
-		return 1
+		return exitError
 	}
 	defer topo.Stop()
 	// A throwaway local topology: the admin account gets a fixed password
 	// so the admin port can be tried at once.
-	text := topo.SluiceConfig(*listen, fmt.Sprintf("log_level = %q", *logLevel)) +
+	text := topo.SluiceConfig(*listen, fmt.Sprintf("log_level = %q", *logLevel),
+		fmt.Sprintf("admin_listen = %q", *adminListen), fmt.Sprintf("metrics_listen = %q", *metricsListen)) +
 		fmt.Sprintf("\n[admin]\nuser = \"admin\"\npassword = %q\n", sandboxAdminPassword)
 	cfg, err := conf.Parse([]byte(text))
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice sandbox:", err)
-		return 1
+		return exitError
 	}
 	log, err := newLogger(cfg.Proxy.LogLevel, true)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice sandbox:", err)
-		return 1
+		return exitError
 	}
 	srv, err := server.New(cfg, log)
 	if err == nil {
@@ -55,7 +74,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice sandbox:", err)
-		return 1
+		return exitError
 	}
 	defer srv.Close()
 	host, port := splitAddr(srv.Addr().String())
@@ -77,11 +96,31 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "\nCtrl-C stops sluice and the servers and removes their data.")
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping...")
-	return 0
+	return exitOK
 }
 
 // sandboxAdminPassword is the admin port's password in `sluice sandbox`.
 const sandboxAdminPassword = "admin"
+
+// portFree reports an error when addr ("" or port 0: nothing to check)
+// cannot be listened on now.
+func portFree(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, port := splitAddr(addr); port == "0" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		var se *os.SyscallError
+		if errors.As(err, &se) {
+			return se.Err
+		}
+		return err
+	}
+	return ln.Close()
+}
 
 func splitAddr(a string) (string, string) {
 	for i := len(a) - 1; i >= 0; i-- {

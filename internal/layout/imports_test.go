@@ -20,15 +20,18 @@ var (
 	// utilities any package may import.
 	utilities = []string{"internal/mono", "internal/failpoint", "internal/promtest", "health/loadavg"}
 	// foundation packages import only each other (and utilities).
-	foundation = []string{"conf", "protocol", "router", "shard", "auth", "health"}
+	foundation = []string{"conf", "protocol", "router", "shard", "auth", "auth/grants", "health"}
 	// foundationDeps are the arrows inside the foundation.
 	foundationDeps = map[string][]string{
 		"conf":     nil,
 		"protocol": nil,
 		"router":   {"conf"},
 		"shard":    {"conf", "protocol", "router"},
-		"auth":     {"conf", "protocol"},
-		"health":   {"conf", "protocol"},
+		"auth":     {"conf", "protocol", "auth/grants"},
+		// What an account may do is checked against what the router says
+		// a statement needs.
+		"auth/grants": {"protocol", "router"},
+		"health":      {"conf", "protocol"},
 	}
 	// leaves import the foundation only: never each other.
 	leaves = []string{"internal/evloop", "policy", "observe"}
