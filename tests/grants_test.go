@@ -46,6 +46,21 @@ func grantsTable(t *testing.T) {
 	}
 }
 
+// onEveryReplica waits until every replica has the table or view name:
+// a statement made through sluice reaches the replicas a little later, and
+// the read after it may go to one of them.
+func onEveryReplica(t *testing.T, name string) {
+	t.Helper()
+	ctx := ctxT(t)
+	for _, r := range env.topo.Replicas {
+		db := mustRoot(t, r)
+		eventually(t, ctx, name+" on "+r.Addr(), func() error {
+			var n int
+			return db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE CONCAT(TABLE_SCHEMA, '.', TABLE_NAME) = ? HAVING COUNT(*) = 1", name).Scan(&n)
+		})
+	}
+}
+
 // openAs opens a pool of name's sessions at addr (sluice, or a server
 // directly).
 func openAs(t *testing.T, addr, name, db string) *sql.DB {
@@ -316,6 +331,7 @@ func TestGrantsDefinerViewReadsWithCreatorsRights(t *testing.T) {
 	c := conn(t, openAs(t, env.addr, "g_definer", ""))
 	mustExecC(t, c, "SET ROLE g_def_power")
 	mustExecC(t, c, "CREATE VIEW gd_db.dv AS SELECT id FROM sluice_test.g_land")
+	onEveryReplica(t, "gd_db.dv")
 	const want = "1356 View 'gd_db.dv' references invalid table(s) or column(s) or function(s) or definer/invoker of view lack rights to use them"
 	if got := answer(c, "SELECT * FROM gd_db.dv"); got != want {
 		t.Fatalf("reading the view its creator may read only through a role:\n got %s\nwant %s", got, want)
@@ -323,6 +339,7 @@ func TestGrantsDefinerViewReadsWithCreatorsRights(t *testing.T) {
 	// The creator's own rights do cover a view of what it may read itself.
 	mustExec(t, mroot, "CREATE TABLE IF NOT EXISTS gd_db.own (id INT)")
 	mustExecC(t, c, "CREATE VIEW gd_db.ov AS SELECT id FROM gd_db.own")
+	onEveryReplica(t, "gd_db.ov")
 	if got := answer(c, "SELECT * FROM gd_db.ov"); got != "ok" {
 		t.Fatalf("reading a view of the creator's own table: %s", got)
 	}
