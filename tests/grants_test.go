@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sluice-proxy/sluice/sandbox"
 )
@@ -248,8 +251,9 @@ func TestGrantsRevokeWithinTTL(t *testing.T) {
 	mustExec(t, root, "GRANT SELECT ON mysql.* TO 'g_service'@'%'")
 	t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS 'g_service'@'%'") })
 	const ttl = 2 * time.Second
-	srv, err := startProxyWith(env.topo, sandbox.SluiceOptions{AuthKeys: []string{
-		`service_user = "g_service"`, `service_password = "g-service-pw"`, fmt.Sprintf("grants_ttl = %q", ttl.String())}})
+	core, logs := observer.New(zapcore.WarnLevel)
+	srv, err := startProxyLogging(env.topo, sandbox.SluiceOptions{AuthKeys: []string{
+		`service_user = "g_service"`, `service_password = "g-service-pw"`, fmt.Sprintf("grants_ttl = %q", ttl.String())}}, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,18 +278,26 @@ func TestGrantsRevokeWithinTTL(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // a client polling; not a wait for state
 		}
 	}
+	// within is the documented bound: grants_ttl, plus a second for each
+	// time sluice could not read the grants (it keeps the old ones and
+	// tries again a second later, with a warning), plus 1s of slack for
+	// the read itself on a loaded machine.
+	within := func(step string, d time.Duration) {
+		t.Helper()
+		failed := logs.FilterMessageSnippet("could not read the account's grants again").TakeAll()
+		for _, e := range failed {
+			t.Logf("%s: sluice warned: %s %v", step, e.Message, e.ContextMap())
+		}
+		bound := ttl + time.Second + time.Duration(len(failed))*time.Second
+		t.Logf("%s reached the open session after %v (grants_ttl %v, %d failed reads)", step, d.Round(time.Millisecond), ttl, len(failed))
+		if d > bound {
+			t.Errorf("%s took %v, more than grants_ttl %v + %d failed reads' retry seconds (+1s of slack)", step, d, ttl, len(failed))
+		}
+	}
 	mustExec(t, root, "REVOKE SELECT ON sluice_test.* FROM 'revoked'@'%'")
-	d := took("REVOKE", "1142 SELECT command denied to user 'revoked'@'127.0.0.1' for table `sluice_test`.`g_land`")
-	t.Logf("REVOKE reached the open session after %v (grants_ttl %v)", d.Round(time.Millisecond), ttl)
-	if d > ttl+time.Second {
-		t.Errorf("REVOKE took %v, more than grants_ttl %v (+1s of slack)", d, ttl)
-	}
+	within("REVOKE", took("REVOKE", "1142 SELECT command denied to user 'revoked'@'127.0.0.1' for table `sluice_test`.`g_land`"))
 	mustExec(t, root, "GRANT SELECT ON sluice_test.* TO 'revoked'@'%'")
-	d = took("GRANT", "ok")
-	t.Logf("GRANT reached the open session after %v", d.Round(time.Millisecond))
-	if d > ttl+time.Second {
-		t.Errorf("GRANT took %v, more than grants_ttl %v (+1s of slack)", d, ttl)
-	}
+	within("GRANT", took("GRANT", "ok"))
 }
 
 // TestGrantsNewInvokerViewAtOnce: an SQL SECURITY INVOKER view is read

@@ -65,15 +65,20 @@ func startProxy(topo *sandbox.Topology, proxyKeys ...string) (*server.Server, er
 // startProxyWith starts an in-process sluice on free ports with o's extra
 // configuration lines.
 func startProxyWith(topo *sandbox.Topology, o sandbox.SluiceOptions) (*server.Server, error) {
+	log := zap.NewNop()
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		log, _ = zap.NewDevelopment()
+	}
+	return startProxyLogging(topo, o, log)
+}
+
+// startProxyLogging is startProxyWith logging to log.
+func startProxyLogging(topo *sandbox.Topology, o sandbox.SluiceOptions, log *zap.Logger) (*server.Server, error) {
 	o.Listen = "127.0.0.1:0"
 	o.ProxyKeys = append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, o.ProxyKeys...)
 	cfg, err := conf.Parse([]byte(topo.SluiceConfigWith(o)))
 	if err != nil {
 		return nil, err
-	}
-	log := zap.NewNop()
-	if os.Getenv("SLUICE_TEST_LOG") != "" {
-		log, _ = zap.NewDevelopment()
 	}
 	srv, err := server.New(cfg, log)
 	if err != nil {
