@@ -558,13 +558,32 @@ func defaults() *Config {
 
 // Load reads the configuration file at path and parses it like Parse. A
 // relative password_file is taken relative to the directory of path. The
-// returned Config has Path set to path.
+// returned Config has Path set to path. A configuration with problems gives
+// an error listing all of them, one per line, each starting with path.
 func Load(path string) (*Config, error) {
+	return LoadWith(path, LoadOptions{})
+}
+
+// LoadOptions change what Load does; the zero value is Load.
+type LoadOptions struct {
+	// SkipSecrets leaves every password_env and password_file unread:
+	// the passwords they name stay empty and cannot fail the load. It is
+	// for checking a file whose secrets exist only where it is deployed,
+	// never for running sluice.
+	SkipSecrets bool
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, o LoadOptions) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	c, err := parse(data, filepath.Dir(path))
+	c, err := parse(data, secretSource{dir: filepath.Dir(path), skip: o.SkipSecrets})
+	if l, ok := err.(*errorList); ok {
+		l.file = path
+		return nil, l
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -575,9 +594,10 @@ func Load(path string) (*Config, error) {
 // Parse builds a Config from the TOML text in data: it applies defaults,
 // decodes data over them, rejects unknown keys, resolves secrets and
 // validates the result. A relative password_file is taken relative to the
-// working directory.
+// working directory. The error lists every problem found, one per line, in
+// file order.
 func Parse(data []byte) (*Config, error) {
-	return parse(data, "")
+	return parse(data, secretSource{})
 }
 
 // DefaultCluster returns the name of the cluster that holds unsharded
