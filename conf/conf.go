@@ -4,8 +4,10 @@
 //
 // Loading follows one fixed order: defaults are set, the file is decoded over
 // them, unknown keys are rejected, secrets are resolved from environment
-// variables or files, and the result is validated. Every error names the key
-// it is about, and the line when the TOML library can tell it.
+// variables or files, and the result is validated. Every step runs even when
+// an earlier one found problems (only a syntax error stops the load), so one
+// load reports all of them. Every error names the key it is about, and the
+// line when the TOML library can tell it.
 //
 // The package does no I/O beyond reading the configuration file and the
 // secret files and environment variables it names. A *Config is a plain

@@ -139,3 +139,28 @@ func join(parts ...[]string) []string {
 	}
 	return out
 }
+
+// TestMessagePath: the key a validation or secret message is about is read
+// from its start, in each form those messages take; a message that starts
+// otherwise gives a path that names no key.
+func TestMessagePath(t *testing.T) {
+	tests := []struct{ msg, want string }{
+		{`proxy.listen: "x" is not host:port`, "proxy.listen"},
+		{`health.timeout must be > 0 (got 0s)`, "health.timeout"},
+		{`auth.backend = "static" needs at least one [[auth.user]]`, "auth.backend"},
+		{`admin.password and admin.password_env are both set; set at most one of them`, "admin.password"},
+		{`cluster[0] ("main"): master is required`, "cluster[0].master"},
+		{`cluster[0]: name is required`, "cluster[0].name"},
+		{`cluster[2] ("a"): replica[1].weight must be >= 1 (got 0)`, "cluster[2].replica[1].weight"},
+		{`cluster[0] ("main"): password_env: environment variable "X" is not set`, "cluster[0].password_env"},
+		{`shard[0] (pay.orders): clusters: no [[cluster]] is named "db9"`, "shard[0].clusters"},
+		{`limits.user[1] ("app"): max_connections must be >= 0`, "limits.user[1].max_connections"},
+		{`cluster: at least one [[cluster]] is required`, "cluster"},
+		{`... and 3 more unknown keys`, ""},
+	}
+	for _, tt := range tests {
+		if got := messagePath(tt.msg); got != tt.want {
+			t.Errorf("messagePath(%q) = %q, want %q", tt.msg, got, tt.want)
+		}
+	}
+}

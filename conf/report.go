@@ -58,6 +58,11 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
+// maxPlaced bounds the problems found after decoding that are given a line:
+// each costs up to a decode of the whole file per part of its key, and a
+// file with more problems than this needs rewriting more than line numbers.
+const maxPlaced = 50
+
 // placeProblems gives each problem found after decoding (secrets and
 // validation) the line of the key it names, where the toml library can tell
 // it, and leaves out those about a value at or under one of the paths in
@@ -70,7 +75,11 @@ func placeProblems(text string, raw map[string]any, problems []error, dropped []
 		if slices.ContainsFunc(dropped, func(d string) bool { return under(path, d) }) {
 			continue
 		}
-		out = append(out, &lineError{line: pathLine(text, raw, path), msg: msg, err: p})
+		e := &lineError{msg: msg, err: p}
+		if len(out) < maxPlaced {
+			e.line = pathLine(text, raw, path)
+		}
+		out = append(out, e)
 	}
 	return out
 }
