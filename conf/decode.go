@@ -48,7 +48,11 @@ func parse(data []byte, src secretSource) (*Config, error) {
 	c := defaults()
 	md, err := toml.Decode(typed, c)
 	if err != nil {
-		return nil, &errorList{errs: sortByLine(append(errs, decodeError(err)))}
+		e := decodeError(err)
+		if le, ok := e.(*lineError); ok && typed != text {
+			le.line = 0 // a line of the re-encoded text, not of the file
+		}
+		return nil, &errorList{errs: sortByLine(append(errs, e))}
 	}
 	errs = append(errs, unknownKeys(text, &md, raw)...)
 	applyElementDefaults(c, raw)
@@ -58,11 +62,11 @@ func parse(data []byte, src secretSource) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		later = append(later, unjoin(err)...)
 	}
-	skip := make([]string, len(dropped))
+	reported := make([]string, len(dropped))
 	for i, p := range dropped {
-		skip[i] = p.at
+		reported[i] = p.at
 	}
-	errs = append(errs, placeProblems(text, raw, later, skip)...)
+	errs = append(errs, placeProblems(text, raw, later, reported)...)
 	if len(errs) > 0 {
 		return nil, &errorList{errs: sortByLine(errs)}
 	}
