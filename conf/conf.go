@@ -4,8 +4,10 @@
 //
 // Loading follows one fixed order: defaults are set, the file is decoded over
 // them, unknown keys are rejected, secrets are resolved from environment
-// variables or files, and the result is validated. Every error names the key
-// it is about, and the line when the TOML library can tell it.
+// variables or files, and the result is validated. Every step runs even when
+// an earlier one found problems (only a syntax error stops the load), so one
+// load reports all of them. Every error names the key it is about, and the
+// line when the TOML library can tell it.
 //
 // The package does no I/O beyond reading the configuration file and the
 // secret files and environment variables it names. A *Config is a plain
@@ -558,13 +560,32 @@ func defaults() *Config {
 
 // Load reads the configuration file at path and parses it like Parse. A
 // relative password_file is taken relative to the directory of path. The
-// returned Config has Path set to path.
+// returned Config has Path set to path. A configuration with problems gives
+// an error listing all of them, one per line, each starting with path.
 func Load(path string) (*Config, error) {
+	return LoadWith(path, LoadOptions{})
+}
+
+// LoadOptions change what Load does; the zero value is Load.
+type LoadOptions struct {
+	// SkipSecrets leaves every password_env and password_file unread:
+	// the passwords they name stay empty and cannot fail the load. It is
+	// for checking a file whose secrets exist only where it is deployed,
+	// never for running sluice.
+	SkipSecrets bool
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, o LoadOptions) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	c, err := parse(data, filepath.Dir(path))
+	c, err := parse(data, secretSource{dir: filepath.Dir(path), skip: o.SkipSecrets})
+	if l, ok := err.(*errorList); ok {
+		l.file = path
+		return nil, l
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -575,9 +596,10 @@ func Load(path string) (*Config, error) {
 // Parse builds a Config from the TOML text in data: it applies defaults,
 // decodes data over them, rejects unknown keys, resolves secrets and
 // validates the result. A relative password_file is taken relative to the
-// working directory.
+// working directory. The error lists every problem found, one per line, in
+// file order.
 func Parse(data []byte) (*Config, error) {
-	return parse(data, "")
+	return parse(data, secretSource{})
 }
 
 // DefaultCluster returns the name of the cluster that holds unsharded

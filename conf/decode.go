@@ -10,8 +10,16 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// parse is Parse with the directory that relative secret files are read from.
-func parse(data []byte, dir string) (*Config, error) {
+// parse is Parse with the directory that relative secret files are read
+// from and whether secrets are resolved at all.
+//
+// It reports every problem it can find in one pass: only a syntax error,
+// after which nothing of the document is known, stops it. Values of the
+// wrong type or form are dropped after being reported, so that the rest of
+// the document is still decoded, checked for unknown keys and validated;
+// validation problems about a dropped value are left out, since the value's
+// own report already says what is wrong with it.
+func parse(data []byte, src secretSource) (*Config, error) {
 	text := string(data)
 
 	// A generic decode first: it reports syntax errors, and its maps let
@@ -20,29 +28,47 @@ func parse(data []byte, dir string) (*Config, error) {
 	var raw map[string]any
 	rawMD, err := toml.Decode(text, &raw)
 	if err != nil {
-		return nil, syntaxError(err)
+		return nil, &errorList{errs: []error{syntaxError(err)}}
 	}
-	if err := checkValues(text, &rawMD, raw); err != nil {
-		return nil, err
-	}
+	errs, dropped := checkValues(text, &rawMD, raw)
 
+	typed := text
+	if len(dropped) > 0 {
+		// The typed decode stops at its first error, so it reads the
+		// document without the values already reported.
+		for _, p := range dropped {
+			p.drop()
+		}
+		var b strings.Builder
+		if err := toml.NewEncoder(&b).Encode(raw); err != nil {
+			return nil, &errorList{errs: append(errs, fmt.Errorf("re-encode the values left: %w", err))}
+		}
+		typed = b.String()
+	}
 	c := defaults()
-	md, err := toml.Decode(text, c)
+	md, err := toml.Decode(typed, c)
 	if err != nil {
-		return nil, decodeError(err)
+		e := decodeError(err)
+		if le, ok := e.(*lineError); ok && typed != text {
+			le.line = 0 // a line of the re-encoded text, not of the file
+		}
+		return nil, &errorList{errs: sortByLine(append(errs, e))}
 	}
-	if err := unknownKeys(text, &md, raw); err != nil {
-		return nil, err
-	}
+	errs = append(errs, unknownKeys(text, &md, raw)...)
 	applyElementDefaults(c, raw)
 	c.normalize()
 
-	errs := c.resolveSecrets(dir)
+	later := c.resolveSecrets(src)
 	if err := c.Validate(); err != nil {
-		errs = append(errs, err)
+		later = append(later, unjoin(err)...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	reported := make([]string, len(dropped))
+	for i, p := range dropped {
+		reported[i] = p.at
+	}
+	errs = append(errs, placeProblems(text, raw, later, reported)...)
+	if len(errs) > 0 {
+		return nil, &errorList{errs: sortByLine(errs)}
 	}
 	return c, nil
 }
@@ -122,7 +148,7 @@ func tooMany(n int, what string) error {
 // unknownKeys reports every key of the document that does not belong to the
 // schema, one line each, in file order. A whole unknown table is reported
 // once, not once per key inside it.
-func unknownKeys(text string, md *toml.MetaData, raw map[string]any) error {
+func unknownKeys(text string, md *toml.MetaData, raw map[string]any) []error {
 	undecoded := md.Undecoded()
 	if len(undecoded) == 0 {
 		return nil
@@ -171,7 +197,7 @@ outer:
 		}
 		errs = append(errs, e)
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // lineProbe stands in for an unknown key when asking the toml library where

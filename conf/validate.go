@@ -231,7 +231,7 @@ func clusterLabel(i int, name string) string {
 
 func (c *Config) validateClusters(p *problems) {
 	if len(c.Clusters) == 0 {
-		p.add("at least one [[cluster]] is required")
+		p.add("cluster: at least one [[cluster]] is required")
 		return
 	}
 	names := make(map[string]int, len(c.Clusters))

@@ -2,7 +2,6 @@ package conf
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -17,6 +16,19 @@ type valueProblem struct {
 	key  toml.Key // dotted key without array indices, as the toml library knows it
 	path string   // the key with array indices, as error messages print it
 	msg  string
+	// at is what drop removes: path, or the whole array when path is one
+	// of its elements.
+	at string
+	// drop removes the value from the generically decoded document, so
+	// that the rest of the document can still be decoded and checked.
+	drop func()
+}
+
+// holder is where a value sits in the generically decoded document: the
+// path of the table key holding it and a func that deletes that key.
+type holder struct {
+	path string
+	drop func()
 }
 
 // checkValues walks the generically decoded document along the schema and
@@ -26,11 +38,14 @@ type valueProblem struct {
 // nor, for a type mismatch, the problem in a DBA's words. Values are not
 // repeated in type errors, since a misplaced value may be a password. Keys
 // outside the schema are left to unknownKeys.
-func checkValues(text string, md *toml.MetaData, raw map[string]any) error {
+//
+// The problems come back as errors, in file order, and as the values they
+// are about; the caller drops those from raw to decode the rest.
+func checkValues(text string, md *toml.MetaData, raw map[string]any) ([]error, []valueProblem) {
 	var found []valueProblem
 	checkTable(raw, reflect.TypeOf(Config{}), nil, "", &found)
 	if len(found) == 0 {
-		return nil
+		return nil, nil
 	}
 	// Maps are walked in random order; report in file order.
 	index := newKeyIndex(md)
@@ -51,7 +66,7 @@ func checkValues(text string, md *toml.MetaData, raw map[string]any) error {
 		}
 		errs = append(errs, e)
 	}
-	return errors.Join(errs...)
+	return errs, found
 }
 
 // checkTable checks the keys of table m against struct type t.
@@ -66,14 +81,15 @@ func checkTable(m map[string]any, t reflect.Type, key toml.Key, path string, fou
 		if path != "" {
 			subPath = path + "." + subPath
 		}
-		checkValue(v, f.Type, sub, subPath, found)
+		h := holder{path: subPath, drop: func() { delete(m, k) }}
+		checkValue(v, f.Type, sub, subPath, h, found)
 	}
 }
 
 // checkValue checks one value against the Go type it decodes into.
-func checkValue(v any, t reflect.Type, key toml.Key, path string, found *[]valueProblem) {
+func checkValue(v any, t reflect.Type, key toml.Key, path string, h holder, found *[]valueProblem) {
 	bad := func(msg string) {
-		*found = append(*found, valueProblem{key: key, path: path, msg: msg})
+		*found = append(*found, valueProblem{key: key, path: path, msg: msg, at: h.path, drop: h.drop})
 	}
 	mismatch := func() {
 		bad(fmt.Sprintf("want %s, got %s", describeType(t), describeValue(v)))
@@ -112,7 +128,7 @@ func checkValue(v any, t reflect.Type, key toml.Key, path string, found *[]value
 			return
 		}
 		for i, e := range elems {
-			checkValue(e, t.Elem(), key, fmt.Sprintf("%s[%d]", path, i), found)
+			checkValue(e, t.Elem(), key, fmt.Sprintf("%s[%d]", path, i), h, found)
 		}
 	case t.Kind() == reflect.String:
 		if _, ok := v.(string); !ok {

@@ -36,7 +36,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"run"}, []string{"-config", "-cpuprofile"}},
 		{nil, []string{"-config"}},
-		{[]string{"check-config"}, []string{"sluice check-config FILE"}},
+		{[]string{"check-config"}, []string{"sluice check-config [-skip-secrets] FILE", "-skip-secrets"}},
 		{[]string{"sandbox"}, []string{"-replicas", "-listen", "-admin-listen", "-metrics-listen", "-log-level"}},
 	}
 	for _, sc := range subcommands {
