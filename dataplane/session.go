@@ -173,6 +173,9 @@ func (s *Session) start(ctx context.Context) bool {
 			result = "blocked"
 		}
 		s.env.metrics.Logins.WithLabelValues(result).Inc()
+		if errors.Is(err, auth.ErrAuthServerUnreachable) {
+			s.env.metrics.AuthUnreachable.Inc()
+		}
 		s.env.metrics.LoginFailed(err, s.client.SentErr)
 		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
 		return false

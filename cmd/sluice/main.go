@@ -165,6 +165,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", zap.Error(err))
 		return exitError
 	}
+	srv.SetBuildInfo(version, buildCommit())
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", zap.Error(err))
 		return exitError
