@@ -177,7 +177,9 @@ func (s *Session) start(ctx context.Context) bool {
 			s.env.metrics.AuthUnreachable.Inc()
 		}
 		s.env.metrics.LoginFailed(err, s.client.SentErr)
-		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
+		// s.log() carries the user once it is known; a failure before the
+		// handshake response has none to log.
+		s.log().Info("login failed", zap.Error(err))
 		return false
 	}
 	s.env.metrics.Logins.WithLabelValues("ok").Inc()

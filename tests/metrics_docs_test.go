@@ -104,6 +104,46 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 }
 
+// labelCount is how many times a log entry carries the field key,
+// whether from the session's child logger or the call itself.
+func labelCount(e observer.LoggedEntry, key string) int {
+	n := 0
+	for _, f := range e.Context {
+		if f.Key == key {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLoginFailedLogLine: a refused login is logged once, as "login
+// failed", with the user exactly once (the session's fields already held
+// it, and the line added it again: JSON with a duplicate key).
+func TestLoginFailedLogLine(t *testing.T) {
+	srv, logs := startLoggedProxy(t, nil)
+	err := loginOnce(t, srv.Addr().String(), env.topo.Opts.AppUser, "not-the-password", "")
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1045 {
+		t.Fatalf("login with a wrong password: %v, want 1045", err)
+	}
+	var lines []observer.LoggedEntry
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if lines = logs.FilterMessage("login failed").All(); len(lines) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d \"login failed\" lines, want 1", len(lines))
+	}
+	if n := labelCount(lines[0], "user"); n != 1 {
+		t.Fatalf("\"login failed\" carries \"user\" %d times, want once: %v", n, lines[0].Context)
+	}
+	if u := lines[0].ContextMap()["user"]; u != env.topo.Opts.AppUser {
+		t.Fatalf("\"login failed\" names user %v, want %q", u, env.topo.Opts.AppUser)
+	}
+}
+
 // TestAuthServerUnreachableCounted: a login that cannot reach the auth
 // server is counted in sluice_auth_server_unreachable_total (what the
 // SluiceAuthServerUnreachable alert watches) and as a login error.
