@@ -1,6 +1,9 @@
 package server
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -137,4 +140,37 @@ func TestBuildInfo(t *testing.T) {
 	check("dev", "unknown")
 	srv.SetBuildInfo("v1.2.0-3-gabcdef0", "abcdef0123")
 	check("v1.2.0-3-gabcdef0", "abcdef0123")
+}
+
+// TestDocsNameOnlyListedMetrics: a metric named in code style anywhere in
+// the documentation (a section on failover or the login backoff, the
+// README) is one the Metrics tables list, which TestMetricsAtStart holds
+// equal to what sluice exports; a renamed metric cannot linger in prose.
+func TestDocsNameOnlyListedMetrics(t *testing.T) {
+	documented, err := promtest.DocumentedMetrics("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../README.md", "../bench/README.md")
+	named := regexp.MustCompile("`(sluice_[a-z0-9_]+)")
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range named.FindAllStringSubmatch(string(b), -1) {
+			seen++
+			if !documented[m[1]] {
+				t.Errorf("%s names metric %s, which the Metrics tables of docs/operations.md do not list", f, m[1])
+			}
+		}
+	}
+	if seen <= len(documented) {
+		t.Fatalf("found %d metric names in the docs, fewer than the %d listed: is the pattern broken?", seen, len(documented))
+	}
 }
