@@ -26,8 +26,9 @@ master = "127.0.0.1:2"
 `
 
 // TestBadReloadLogsOneLine: a SIGHUP reload of a broken file is logged by
-// the production logger as plain JSON lines naming the key and line, with
-// no Go stack trace (zap's production default adds one to every error).
+// the production logger as one JSON line naming the key and line, with no
+// Go stack trace (zap's production default adds one to every error) and
+// no second line from the server saying the same.
 func TestBadReloadLogsOneLine(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sluice.toml")
@@ -68,8 +69,10 @@ func TestBadReloadLogsOneLine(t *testing.T) {
 	}
 	defer f.Close()
 	var reloadErr map[string]any
+	lines := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
+		lines++
 		var line map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("not a JSON log line (a stack trace?): %q", sc.Text())
@@ -83,6 +86,9 @@ func TestBadReloadLogsOneLine(t *testing.T) {
 	}
 	if reloadErr == nil {
 		t.Fatal(`no "SIGHUP: configuration not reloaded" line`)
+	}
+	if lines != 1 {
+		t.Errorf("the failed reload took %d log lines, want 1", lines)
 	}
 	if reloadErr["level"] != "error" {
 		t.Errorf("the failed reload is logged at %v, want error", reloadErr["level"])
