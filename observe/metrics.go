@@ -145,8 +145,8 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// LoginResults are the result label values of sluice_logins_total.
-var LoginResults = []string{"ok", "denied", "error", "blocked"}
+// loginResults are the result label values of sluice_logins_total.
+var loginResults = []string{"ok", "denied", "error", "blocked"}
 
 // watchedCodes are the client error codes whose series exist from start,
 // so that the alert rules and dashboards that rate() them see a 0 rather
@@ -162,7 +162,7 @@ var watchedCodes = []uint16{1040, 1045, 1226, 2003, 2013}
 // when something happens cannot be told apart from one that is missing,
 // and rate() or increase() over its first sample misses the first event.
 func (m *Metrics) initLabels() {
-	for _, r := range LoginResults {
+	for _, r := range loginResults {
 		m.Logins.WithLabelValues(r)
 	}
 	for _, role := range []string{"master", "replica"} {
