@@ -43,7 +43,7 @@ BENCH_QUICK ?=
 BENCH_ROUNDS ?= 1
 SAVE ?=
 
-.PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill chaos
+.PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill chaos test-rules
 
 all: build
 
@@ -99,9 +99,18 @@ e2e:
 	$(GO) test -race -count=1 -timeout 15m ./tests/...
 	SLUICE_SANDBOX_PROXY_KEYS='event_loop = true' $(GO) test -race -count=1 -timeout 15m ./tests/...
 
-test: deps-test vet unit fuzz e2e
+test: deps-test vet test-rules unit fuzz e2e
 	$(MAKE) soak SOAK=$(SOAK_CI) SOAK_TIMEOUT=15m
 	$(MAKE) chaos CHAOS_ITERATIONS=$(CHAOS_CI) CHAOS_TIMEOUT=15m
+
+# The Prometheus alert rules: promtool (Debian's prometheus package, which
+# deps-test installs) checks deploy/prometheus-rules.yml and fires each alert
+# from the made-up series of deploy/prometheus-rules.test.yml. That the rules
+# name only metrics and labels sluice exports is TestAlertRulesUseExportedMetrics
+# (server), run by unit.
+test-rules:
+	promtool check rules deploy/prometheus-rules.yml
+	promtool test rules deploy/prometheus-rules.test.yml
 
 # The soak: sluice as a process of its own in front of a sandbox topology;
 # workers connect, log in, query and disconnect as fast as they can while 8

@@ -71,6 +71,7 @@ func (p *Port) run(a *session, cmd adminCommand) (*adminResult, string, error) {
 		a.log.Warn("admin: reload")
 		changes, err := p.ctl.Reload()
 		if err != nil {
+			a.log.Warn("admin: reload failed; the running configuration is unchanged", zap.Error(err))
 			return nil, "", err
 		}
 		r := &adminResult{cols: []string{"change"}}

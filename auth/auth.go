@@ -21,6 +21,13 @@ import (
 // already received the ERR packet; the session must close.
 var ErrAccessDenied = errors.New("access denied")
 
+// ErrAuthServerUnreachable reports a login that could not reach the auth
+// server: no connection to it, or no greeting from it. The client has
+// received a 2003 naming the auth server. It is told apart from other
+// login errors so that an unreachable auth server can be counted (and
+// alerted on) apart from clients that break their handshakes.
+var ErrAuthServerUnreachable = errors.New("auth server unreachable")
+
 // ErrHandshake reports a client that broke the handshake protocol. The client
 // has received an ERR packet where that was still possible.
 var ErrHandshake = errors.New("bad handshake")

@@ -202,7 +202,7 @@ func (r *Relay) connect(ctx context.Context, client *protocol.Conn, srv Server) 
 	if err != nil {
 		_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 			"sluice: cannot reach the auth server %s: %v", r.Address, err))
-		return nil, nil, fmt.Errorf("dialing auth server %s: %w", r.Address, err)
+		return nil, nil, fmt.Errorf("dialing auth server %s: %w: %w", r.Address, ErrAuthServerUnreachable, err)
 	}
 	// The auth leg lives for one login: a lean connection borrows its
 	// write buffer from the shared pool instead of allocating 32 KiB of
@@ -229,7 +229,7 @@ func (r *Relay) connect(ctx context.Context, client *protocol.Conn, srv Server) 
 		upstream.Close()
 		_ = client.WriteErr(protocol.CRCouldNotConnect.New(
 			"sluice: auth server %s sent no greeting: %v", r.Address, err))
-		return nil, nil, fmt.Errorf("reading auth server greeting: %w", err)
+		return nil, nil, fmt.Errorf("reading auth server greeting: %w: %w", ErrAuthServerUnreachable, err)
 	}
 	ag, err := protocol.ParseGreeting(p)
 	if err != nil {

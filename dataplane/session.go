@@ -173,8 +173,13 @@ func (s *Session) start(ctx context.Context) bool {
 			result = "blocked"
 		}
 		s.env.metrics.Logins.WithLabelValues(result).Inc()
+		if errors.Is(err, auth.ErrAuthServerUnreachable) {
+			s.env.metrics.AuthUnreachable.Inc()
+		}
 		s.env.metrics.LoginFailed(err, s.client.SentErr)
-		s.log().Info("login failed", zap.String("user", s.user), zap.Error(err))
+		// s.log() carries the user once it is known; a failure before the
+		// handshake response has none to log.
+		s.log().Info("login failed", zap.Error(err))
 		return false
 	}
 	s.env.metrics.Logins.WithLabelValues("ok").Inc()

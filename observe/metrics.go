@@ -64,6 +64,11 @@ type Metrics struct {
 	// ReplicaRefusals counts statements a read-only replica connection
 	// refused with 1792 and the master ran instead, by cluster.
 	ReplicaRefusals *prometheus.CounterVec
+	// AuthUnreachable counts logins that could not reach the auth server
+	// (no connection, or no greeting from it).
+	AuthUnreachable prometheus.Counter
+	// build is the sluice_build_info collector (SetBuild).
+	build *buildInfo
 
 	// stmt and observe are the resolved children, by route and kind;
 	// nil for routes the Server cannot take (shard and scatter without
@@ -123,15 +128,65 @@ func NewMetrics() *Metrics {
 			Name: "sluice_replica_write_refusals_total",
 			Help: "Statements sluice sent to a replica that its read-only connection refused as a write (error 1792), re-run on the master, by cluster.",
 		}, []string{"cluster"}),
+		AuthUnreachable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_auth_server_unreachable_total",
+			Help: "Client logins that could not reach the auth server (no connection to it, or no greeting from it); each also counts as a login error.",
+		}),
+		build:     newBuildInfo(),
 		errByCode: make(map[uint16]prometheus.Counter),
 	}
 	m.Reg.MustRegister(m.Clients, m.Logins, m.statements, m.latency, m.errors, m.BackendErrs, m.Pins, m.bytes, m.ReplicaRefusals,
+		m.AuthUnreachable, m.build,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.AddRoutes(RouteMaster, RouteReplica)
 	m.toBackend = m.bytes.WithLabelValues("to_backend")
 	m.toClient = m.bytes.WithLabelValues("to_client")
+	m.initLabels()
 	return m
 }
+
+// loginResults are the result label values of sluice_logins_total.
+var loginResults = []string{"ok", "denied", "error", "blocked"}
+
+// watchedCodes are the client error codes whose series exist from start,
+// so that the alert rules and dashboards that rate() them see a 0 rather
+// than nothing before the first such error: 1040 (no free connection or
+// too many clients), 1045 (access denied), 1226 (rate limit refusal),
+// 2003 (auth server or master unreachable), 2013 (backend connection
+// lost). Other codes appear with their first error: there are too many to
+// export them all at 0.
+var watchedCodes = []uint16{1040, 1045, 1226, 2003, 2013}
+
+// initLabels creates the series whose label values are known before the
+// first event, so each exists at 0 from start: a counter that appears only
+// when something happens cannot be told apart from one that is missing,
+// and rate() or increase() over its first sample misses the first event.
+func (m *Metrics) initLabels() {
+	for _, r := range loginResults {
+		m.Logins.WithLabelValues(r)
+	}
+	for _, role := range []string{"master", "replica"} {
+		m.BackendErrs.WithLabelValues(role)
+	}
+	for _, name := range router.PinNames {
+		m.Pins.WithLabelValues(name)
+	}
+	for _, code := range watchedCodes {
+		m.errByCode[code] = m.errors.WithLabelValues(strconv.Itoa(int(code)))
+	}
+}
+
+// AddClusters creates the per-cluster series of clusters at 0; the Server
+// calls it with the configured clusters before serving.
+func (m *Metrics) AddClusters(clusters ...string) {
+	for _, c := range clusters {
+		m.ReplicaRefusals.WithLabelValues(c)
+	}
+}
+
+// SetBuild sets the version and commit sluice_build_info reports; the
+// binary's main calls it with the values the build stamped.
+func (m *Metrics) SetBuild(version, commit string) { m.build.set(version, commit) }
 
 // AddRoutes resolves the statement children of routes; the Server calls
 // it before serving, so the data plane reads them without a lock.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/observe"
 	"go.uber.org/zap"
 )
@@ -68,4 +69,40 @@ func (srv *Server) initMetrics() {
 	// Always: a reload may add shard rules to a running sluice.
 	srv.metrics.AddRoutes(observe.RouteShard, observe.RouteScatter)
 	srv.SetSlowQueryLog(srv.cfg.Proxy.SlowQueryThreshold.Duration, srv.cfg.Proxy.LogSQL)
+	srv.initSeries()
+}
+
+// failoverOutcomes are the outcome label values of sluice_failovers_total.
+var failoverOutcomes = []string{string(health.OutcomePromoted), string(health.OutcomeFollowed),
+	string(health.OutcomeSwitchover), "failed", "switchover_failed", "refused_divergent"}
+
+// initSeries creates at 0 the series of the configured clusters and
+// backends, so an alert on increase() sees the first failover or state
+// change, and an absent series means a missing metric, not a quiet one.
+// Backends a reload adds get theirs with their first event.
+func (srv *Server) initSeries() {
+	for _, cc := range srv.cfg.Clusters {
+		srv.metrics.AddClusters(cc.Name)
+		for _, o := range failoverOutcomes {
+			srv.failover.total.WithLabelValues(cc.Name, o)
+		}
+		addrs := []string{cc.Master}
+		for _, r := range cc.Replicas {
+			addrs = append(addrs, r.Address)
+		}
+		for _, a := range addrs {
+			for _, st := range allStates {
+				srv.stateChanges.WithLabelValues(cc.Name, a, st.String())
+			}
+		}
+	}
+	for _, r := range []string{"ok", "error"} {
+		srv.mirror.runs.WithLabelValues(r)
+	}
+}
+
+// SetBuildInfo sets the version and commit that sluice_build_info
+// reports: the values the binary was stamped with at build time.
+func (srv *Server) SetBuildInfo(version, commit string) {
+	srv.metrics.SetBuild(version, commit)
 }

@@ -240,7 +240,8 @@ func (srv *Server) Reload() (changes []string, err error) {
 	}
 	file, err := conf.Load(old.Path)
 	if err != nil {
-		srv.log.Warn("configuration reload failed; the running configuration is unchanged", zap.Error(err))
+		// Not logged here: the caller logs the failure once, as it
+		// happened to it (SIGHUP, admin RELOAD CONFIG).
 		return nil, protocol.ERUnknownError.New("sluice: reload failed, running configuration unchanged: %v", oneLine(err))
 	}
 	diff := conf.Diff(old, file)

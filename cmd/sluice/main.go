@@ -178,6 +178,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", zap.Error(err))
 		return exitError
 	}
+	srv.SetBuildInfo(version, buildCommit())
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", zap.Error(err))
 		return exitError
@@ -240,17 +241,30 @@ func newLogger(level string, console bool) (*zap.Logger, error) {
 // newLeveledLogger is newLogger with an atomic level the caller may change
 // later (a reload of proxy.log_level).
 func newLeveledLogger(level string, console bool, atom zap.AtomicLevel) (*zap.Logger, error) {
+	zc, err := loggerConfig(level, console, atom)
+	if err != nil {
+		return nil, err
+	}
+	return zc.Build()
+}
+
+// loggerConfig is the zap configuration of newLeveledLogger, writing to
+// stderr.
+func loggerConfig(level string, console bool, atom zap.AtomicLevel) (zap.Config, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
-		return nil, fmt.Errorf("proxy.log_level: %w", err)
+		return zap.Config{}, fmt.Errorf("proxy.log_level: %w", err)
 	}
 	atom.SetLevel(lvl)
 	zc := zap.NewProductionConfig()
 	if console {
 		zc = zap.NewDevelopmentConfig()
-		zc.DisableStacktrace = true
 	}
+	// An error line says what failed and why; a Go stack trace on it (zap's
+	// default at error level) tells an operator nothing and buries the
+	// message, as it did on a bad reload. Panics log their own stack.
+	zc.DisableStacktrace = true
 	zc.Level = atom
 	zc.Sampling = nil
-	return zc.Build()
+	return zc, nil
 }

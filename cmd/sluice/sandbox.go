@@ -70,6 +70,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 	}
 	srv, err := server.New(cfg, log)
 	if err == nil {
+		srv.SetBuildInfo(version, buildCommit())
 		err = srv.Start()
 	}
 	if err != nil {
