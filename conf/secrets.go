@@ -16,6 +16,9 @@ func (c *Config) resolveSecrets(dir string) []error {
 	if err := resolveSecret("admin.", &c.Admin.Password, c.Admin.PasswordEnv, c.Admin.PasswordFile, dir); err != nil {
 		errs = append(errs, err)
 	}
+	if err := resolveSecret("proxy.metrics_", &c.Proxy.MetricsPassword, c.Proxy.MetricsPasswordEnv, c.Proxy.MetricsPasswordFile, dir); err != nil {
+		errs = append(errs, err)
+	}
 	if err := resolveSecret("auth.service_", &c.Auth.ServicePassword, c.Auth.ServicePasswordEnv, c.Auth.ServicePasswordFile, dir); err != nil {
 		errs = append(errs, err)
 	}
