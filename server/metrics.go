@@ -28,6 +28,11 @@ func (srv *Server) serveMetrics(ctx context.Context, addr string) (net.Addr, err
 		}
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	if x := srv.cfg.Proxy; x.MetricsUser != "" && x.MetricsPassword == "" {
+		// Basic auth with an empty password lets in whoever guesses the
+		// user: refuse to start rather than look protected.
+		return nil, fmt.Errorf("metrics_user %q: the password from metrics_password_env or metrics_password_file is empty", x.MetricsUser)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

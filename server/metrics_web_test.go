@@ -133,3 +133,13 @@ func TestMetricsListenerBadCert(t *testing.T) {
 		t.Errorf("err = %v, want it to name %s", err, want)
 	}
 }
+
+// TestMetricsListenerEmptyPassword: a metrics_user whose password came out
+// empty stops the listener from starting instead of taking any password.
+func TestMetricsListenerEmptyPassword(t *testing.T) {
+	srv := offlineServer(t, "", 1)
+	srv.cfg.Proxy.MetricsUser = "ops"
+	if _, err := srv.serveMetrics(context.Background(), "127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("err = %v, want the empty password named", err)
+	}
+}
