@@ -72,7 +72,10 @@ func TestStatusPage(t *testing.T) {
 	screenshot(t, browser, "status-page-up.png")
 
 	admin := adminDB(t, srv)
-	t.Run("API matches SHOW", func(t *testing.T) { apiMatchesShow(t, base, admin) })
+	t.Run("API matches SHOW", func(t *testing.T) { apiMatchesShow(t, base, admin, false) })
+	// The tables below the picture: the session, its digest.
+	pageShows(t, browser, `document.getElementById("session-count").textContent === "(1)" &&
+		document.querySelector("#digests tbody").textContent.includes("select ?")`, "one session and the digest select ?")
 
 	start := time.Now()
 	if err := topo.Replicas[1].Kill(); err != nil {
@@ -83,7 +86,30 @@ func TestStatusPage(t *testing.T) {
 	if same, err := chromedp.Run(browser, chromedp.Evaluate[bool](`window.sluiceLoadedOnce === true`)); err != nil || !same {
 		t.Errorf("the page was reloaded (marker gone: %v, %v)", same, err)
 	}
+	pageShows(t, browser, `[...document.querySelectorAll("#events .kind")].some(e => e.textContent === "backend_down") &&
+		document.getElementById("error").hidden`, "the backend_down event and no error")
 	screenshot(t, browser, "status-page-replica-down.png")
+	t.Run("API matches SHOW after the kill", func(t *testing.T) { apiMatchesShow(t, base, admin, true) })
+}
+
+// pageShows polls the page until the JavaScript condition cond is true,
+// and fails after 5 s naming what, described, was missing.
+func pageShows(t *testing.T, browser context.Context, cond, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok, err := chromedp.Run(browser, chromedp.Evaluate[bool](cond))
+		if err != nil {
+			t.Fatalf("reading the page: %v", err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page does not show %s", what)
+		}
+		time.Sleep(50 * time.Millisecond) // the poll interval of a deadline loop
+	}
 }
 
 // startBrowser starts headless Chromium for the test and returns a tab's
@@ -277,9 +303,10 @@ func api(t *testing.T, base, path string) map[string][]map[string]string {
 // apiMatchesShow compares each API table with its SHOW command. Probes
 // change load and lag while the test reads, so "the same moment" is a SHOW
 // before and after the API read that agree with each other: the API must
-// then agree with them too. A session's time grows while it is idle, so it
-// is checked to lie between the two SHOWs instead.
-func apiMatchesShow(t *testing.T, base string, admin *sql.DB) {
+// then agree with them too. A session's time grows while it runs, so it is
+// checked to lie between the two SHOWs instead. Every table must have rows,
+// but the events before anything happened.
+func apiMatchesShow(t *testing.T, base string, admin *sql.DB, withEvents bool) {
 	for _, tc := range []struct{ path, key, cmd, growing string }{
 		{"/api/v1/clusters", "clusters", "SHOW CLUSTERS", ""},
 		{"/api/v1/clusters", "backends", "SHOW BACKENDS", ""},
@@ -294,7 +321,7 @@ func apiMatchesShow(t *testing.T, base string, admin *sql.DB) {
 			before := show(t, admin, tc.cmd)
 			got := api(t, base, tc.path)[tc.key]
 			after := show(t, admin, tc.cmd)
-			if len(after) == 0 && tc.key != "events" {
+			if len(after) == 0 && (tc.key != "events" || withEvents) {
 				t.Fatalf("%s is empty: nothing to compare", tc.cmd)
 			}
 			if err := between(before, got, after, tc.growing); err == nil {
