@@ -92,7 +92,7 @@ func Diff(old, new *Config) Changes {
 	same(d, "proxy.admin_listen", op.AdminListen, np.AdminListen, restart)
 	same(d, "proxy.metrics_listen", op.MetricsListen, np.MetricsListen, restart)
 	same(d, "proxy.metrics_user", op.MetricsUser, np.MetricsUser, restart)
-	same(d, "proxy.metrics_password", op.MetricsPassword, np.MetricsPassword, restart)
+	secret(d, "proxy.metrics_password", op.MetricsPassword, np.MetricsPassword, restart)
 	same(d, "proxy.metrics_tls_cert", op.MetricsTLSCert, np.MetricsTLSCert, restart)
 	same(d, "proxy.metrics_tls_key", op.MetricsTLSKey, np.MetricsTLSKey, restart)
 	same(d, "proxy.log_level", op.LogLevel, np.LogLevel, live)

@@ -63,6 +63,9 @@ func TestMetricsAccess(t *testing.T) {
 	if d.NeedRestart() != 4 {
 		t.Errorf("Diff = %q, want the user, password, cert and key as 4 restart changes", d.Strings())
 	}
+	if all := strings.Join(d.Strings(), "\n"); strings.Contains(all, "s3cret") || !strings.Contains(all, "proxy.metrics_password: changed") {
+		t.Errorf("Diff = %q, want the password change without the password", d.Strings())
+	}
 	if live := Live(mustParse(t, base), c); live.Proxy.MetricsUser != "" || live.Proxy.MetricsTLSCert != "" {
 		t.Errorf("Live took the metrics user %q and cert %q from the file; they need a restart", live.Proxy.MetricsUser, live.Proxy.MetricsTLSCert)
 	}
