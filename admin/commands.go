@@ -20,32 +20,32 @@ import (
 // run carries out one parsed admin command. It returns a result set,
 // or nil and the info text of an OK packet; errors are *protocol.SQLError
 // naming what failed.
-func (p *Port) run(a *session, cmd adminCommand) (*adminResult, string, error) {
+func (p *Port) run(a *session, cmd adminCommand) (*Table, string, error) {
 	switch cmd.kind {
 	case adminHelp:
-		r := &adminResult{cols: []string{"command", "description"}}
+		r := &Table{Columns: []string{"command", "description"}}
 		for _, c := range adminCommands {
-			r.rows = append(r.rows, []string{c[0], c[1]})
+			r.Rows = append(r.Rows, []string{c[0], c[1]})
 		}
 		return r, "", nil
 	case adminShowBackends:
-		return p.showBackends(), "", nil
+		return ShowBackends(p.ctl), "", nil
 	case adminShowClusters:
-		return p.showClusters(), "", nil
+		return ShowClusters(p.ctl), "", nil
 	case adminShowPools:
-		return p.showPools(), "", nil
+		return ShowPools(p.ctl), "", nil
 	case adminShowSessions:
-		return p.showSessions(), "", nil
+		return ShowSessions(p.ctl), "", nil
 	case adminShowDigests:
-		return p.showDigests(cmd.limit), "", nil
+		return ShowDigests(p.ctl, cmd.limit), "", nil
 	case adminShowShards:
 		return p.showShards(), "", nil
 	case adminShowEvents:
-		return p.showEvents(), "", nil
+		return ShowEvents(p.ctl), "", nil
 	case adminShowConfig:
-		r := &adminResult{cols: []string{"config"}}
+		r := &Table{Columns: []string{"config"}}
 		for _, l := range strings.Split(strings.TrimRight(p.ctl.Config().Describe(), "\n"), "\n") {
-			r.rows = append(r.rows, []string{l})
+			r.Rows = append(r.Rows, []string{l})
 		}
 		return r, "", nil
 	case adminShowVersion:
@@ -74,9 +74,9 @@ func (p *Port) run(a *session, cmd adminCommand) (*adminResult, string, error) {
 			a.log.Warn("admin: reload failed; the running configuration is unchanged", zap.Error(err))
 			return nil, "", err
 		}
-		r := &adminResult{cols: []string{"change"}}
+		r := &Table{Columns: []string{"change"}}
 		for _, c := range changes {
-			r.rows = append(r.rows, []string{c})
+			r.Rows = append(r.Rows, []string{c})
 		}
 		return r, "", nil
 	case adminFlushPrivileges:
@@ -96,10 +96,12 @@ func backendRole(c *health.Cluster, b *health.Backend) string {
 	return b.Role.String()
 }
 
-func (p *Port) showBackends() *adminResult {
-	r := &adminResult{cols: []string{"cluster", "address", "role", "state", "weight", "load", "lag",
+// ShowBackends builds SHOW BACKENDS: every backend the prober watches, by
+// cluster, with its state, weight, load, lag and pool use.
+func ShowBackends(ctl Control) *Table {
+	r := &Table{Columns: []string{"cluster", "address", "role", "state", "weight", "load", "lag",
 		"conn_open", "conn_in_use", "queries", "last_error"}}
-	for _, c := range p.ctl.Topology().Current().Clusters {
+	for _, c := range ctl.Topology().Current().Clusters {
 		for _, b := range c.Watched() {
 			load, lag := "", ""
 			if st := b.Status(); st != nil {
@@ -109,20 +111,22 @@ func (p *Port) showBackends() *adminResult {
 				}
 			}
 			open, queries := "", ""
-			if pi, ok := p.ctl.Pool(b.Address); ok {
+			if pi, ok := ctl.Pool(b.Address); ok {
 				open = strconv.Itoa(pi.Open)
 				queries = strconv.FormatUint(pi.Queries, 10)
 			}
-			r.rows = append(r.rows, []string{c.Name, b.Address, backendRole(c, b), b.State().String(),
+			r.Rows = append(r.Rows, []string{c.Name, b.Address, backendRole(c, b), b.State().String(),
 				strconv.Itoa(b.CurrentWeight()), load, lag, open, strconv.FormatInt(b.InUse(), 10), queries, b.LastError()})
 		}
 	}
 	return r
 }
 
-func (p *Port) showClusters() *adminResult {
-	r := &adminResult{cols: []string{"cluster", "master", "master_state", "replicas", "fenced", "balance", "epoch", "writes_refused"}}
-	snap := p.ctl.Topology().Current()
+// ShowClusters builds SHOW CLUSTERS: one row per cluster of the current
+// topology snapshot.
+func ShowClusters(ctl Control) *Table {
+	r := &Table{Columns: []string{"cluster", "master", "master_state", "replicas", "fenced", "balance", "epoch", "writes_refused"}}
+	snap := ctl.Topology().Current()
 	for _, c := range snap.Clusters {
 		names := func(bs []*health.Backend) string {
 			l := make([]string, len(bs))
@@ -131,40 +135,45 @@ func (p *Port) showClusters() *adminResult {
 			}
 			return strings.Join(l, ", ")
 		}
-		r.rows = append(r.rows, []string{c.Name, c.Master.Address, c.Master.State().String(), names(c.Replicas),
+		r.Rows = append(r.Rows, []string{c.Name, c.Master.Address, c.Master.State().String(), names(c.Replicas),
 			names(c.Fenced), c.Balance, strconv.FormatUint(snap.Epoch, 10), c.WritesRefused})
 	}
 	return r
 }
 
-func (p *Port) showPools() *adminResult {
-	r := &adminResult{cols: []string{"cluster", "address", "role", "size", "open", "idle", "in_use", "closed", "wait_timeout"}}
-	for _, c := range p.ctl.Topology().Current().Clusters {
+// ShowPools builds SHOW POOLS: the data connection pool of every backend
+// that has one.
+func ShowPools(ctl Control) *Table {
+	r := &Table{Columns: []string{"cluster", "address", "role", "size", "open", "idle", "in_use", "closed", "wait_timeout"}}
+	for _, c := range ctl.Topology().Current().Clusters {
 		for _, b := range c.Watched() {
-			pi, ok := p.ctl.Pool(b.Address)
+			pi, ok := ctl.Pool(b.Address)
 			if !ok {
 				continue
 			}
-			r.rows = append(r.rows, []string{c.Name, b.Address, backendRole(c, b), strconv.Itoa(pi.Size), strconv.Itoa(pi.Open),
+			r.Rows = append(r.Rows, []string{c.Name, b.Address, backendRole(c, b), strconv.Itoa(pi.Size), strconv.Itoa(pi.Open),
 				strconv.Itoa(pi.Idle), strconv.FormatInt(b.InUse(), 10), strconv.Itoa(pi.Closed), pi.WaitTimeout.String()})
 		}
 	}
 	return r
 }
 
-func (p *Port) showSessions() *adminResult {
-	r := &adminResult{cols: []string{"id", "user", "client", "schema", "backend", "state", "time", "digest", "pinned"}}
-	for _, v := range p.ctl.Sessions() {
-		r.rows = append(r.rows, []string{strconv.FormatUint(uint64(v.ID), 10), v.User, v.Client, v.Schema, v.Backend, v.State,
+// ShowSessions builds SHOW SESSIONS: the logged-in client sessions.
+func ShowSessions(ctl Control) *Table {
+	r := &Table{Columns: []string{"id", "user", "client", "schema", "backend", "state", "time", "digest", "pinned"}}
+	for _, v := range ctl.Sessions() {
+		r.Rows = append(r.Rows, []string{strconv.FormatUint(uint64(v.ID), 10), v.User, v.Client, v.Schema, v.Backend, v.State,
 			strconv.FormatFloat(v.Time.Seconds(), 'f', 3, 64), v.Digest, v.Pins})
 	}
 	return r
 }
 
-func (p *Port) showDigests(limit int) *adminResult {
-	r := &adminResult{cols: []string{"digest", "count", "total_ms", "avg_ms", "max_ms", "rows", "errors", "route"}}
+// ShowDigests builds SHOW QUERY DIGESTS: the busiest statement digests,
+// largest total time first, at most limit of them (< 0: all).
+func ShowDigests(ctl Control, limit int) *Table {
+	r := &Table{Columns: []string{"digest", "count", "total_ms", "avg_ms", "max_ms", "rows", "errors", "route"}}
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
-	for _, d := range p.ctl.Digests().Snapshot(limit) {
+	for _, d := range ctl.Digests().Snapshot(limit) {
 		avg := time.Duration(0)
 		if d.Count > 0 {
 			avg = d.Total / time.Duration(d.Count)
@@ -173,21 +182,21 @@ func (p *Port) showDigests(limit int) *adminResult {
 		if digest == "" {
 			digest = "(unparsed)"
 		}
-		r.rows = append(r.rows, []string{digest, strconv.FormatUint(d.Count, 10), ms(d.Total), ms(avg), ms(d.Max),
+		r.Rows = append(r.Rows, []string{digest, strconv.FormatUint(d.Count, 10), ms(d.Total), ms(avg), ms(d.Max),
 			strconv.FormatUint(d.Rows, 10), strconv.FormatUint(d.Errors, 10), observe.DigestRouteNames(d.Routes)})
 	}
 	return r
 }
 
-func (p *Port) showShards() *adminResult {
-	r := &adminResult{cols: []string{"schema", "table", "key", "algorithm", "clusters", "tables_per_cluster", "physical_tables"}}
+func (p *Port) showShards() *Table {
+	r := &Table{Columns: []string{"schema", "table", "key", "algorithm", "clusters", "tables_per_cluster", "physical_tables"}}
 	for _, sh := range p.ctl.Config().Shards {
 		n := max(sh.TablesPerCluster, 1)
 		phys := sh.Table
 		if n > 1 {
 			phys = fmt.Sprintf("%s_0 .. %s_%d", sh.Table, sh.Table, n-1)
 		}
-		r.rows = append(r.rows, []string{sh.Schema, sh.Table, sh.Key, sh.Algorithm, strings.Join(sh.Clusters, ","),
+		r.Rows = append(r.Rows, []string{sh.Schema, sh.Table, sh.Key, sh.Algorithm, strings.Join(sh.Clusters, ","),
 			strconv.Itoa(n), phys})
 	}
 	all := make([]string, len(p.ctl.Config().Clusters))
@@ -195,21 +204,22 @@ func (p *Port) showShards() *adminResult {
 		all[i] = c.Name
 	}
 	for _, b := range p.ctl.Config().Broadcast {
-		r.rows = append(r.rows, []string{b.Schema, b.Table, "", "broadcast", strings.Join(all, ","), "1", b.Table})
+		r.Rows = append(r.Rows, []string{b.Schema, b.Table, "", "broadcast", strings.Join(all, ","), "1", b.Table})
 	}
 	return r
 }
 
-func (p *Port) showEvents() *adminResult {
-	r := &adminResult{cols: []string{"time", "kind", "cluster", "backend", "epoch", "detail"}}
-	for _, e := range p.ctl.Events().List() {
-		r.rows = append(r.rows, []string{e.At.UTC().Format("2006-01-02 15:04:05.000"), e.Kind, e.Cluster, e.Backend,
+// ShowEvents builds SHOW EVENTS: the event timeline, oldest first.
+func ShowEvents(ctl Control) *Table {
+	r := &Table{Columns: []string{"time", "kind", "cluster", "backend", "epoch", "detail"}}
+	for _, e := range ctl.Events().List() {
+		r.Rows = append(r.Rows, []string{e.At.UTC().Format("2006-01-02 15:04:05.000"), e.Kind, e.Cluster, e.Backend,
 			strconv.FormatUint(e.Epoch, 10), e.Detail})
 	}
 	return r
 }
 
-func (p *Port) showVersion() *adminResult {
+func (p *Port) showVersion() *Table {
 	v := Version
 	if v == "dev" {
 		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
@@ -220,7 +230,7 @@ func (p *Port) showVersion() *adminResult {
 	if advertised == "" {
 		advertised = "(not learnt yet)"
 	}
-	return &adminResult{cols: []string{"sluice", "go", "server_version"}, rows: [][]string{{v, runtime.Version(), advertised}}}
+	return &Table{Columns: []string{"sluice", "go", "server_version"}, Rows: [][]string{{v, runtime.Version(), advertised}}}
 }
 
 // findBackend returns the backend at addr in the current snapshot and its

@@ -285,10 +285,12 @@ type session struct {
 	buf  []byte
 }
 
-// adminResult is a result set the admin port builds: every value is text.
-type adminResult struct {
-	cols []string
-	rows [][]string
+// Table is a result set as the admin port shows it: column names and rows
+// of text. The SHOW functions build one for the admin port and for the
+// status page's JSON alike, so both show the same data.
+type Table struct {
+	Columns []string
+	Rows    [][]string
 }
 
 func (a *session) ok(info string) error {
@@ -306,12 +308,12 @@ func (a *session) ok(info string) error {
 // by every client (binary columns may be printed in hex).
 const utf8Charset = 33
 
-func (a *session) write(r adminResult) error {
-	b := protocol.AppendLenEncInt(a.buf[:0], uint64(len(r.cols)))
+func (a *session) write(r Table) error {
+	b := protocol.AppendLenEncInt(a.buf[:0], uint64(len(r.Columns)))
 	if err := a.c.WritePacket(b); err != nil {
 		return err
 	}
-	for _, name := range r.cols {
+	for _, name := range r.Columns {
 		cd := protocol.ColumnDef{Name: []byte(name), Charset: utf8Charset, Length: 1024, Type: protocol.TypeVarString}
 		b = cd.Append(b[:0])
 		if err := a.c.WritePacket(b); err != nil {
@@ -322,8 +324,8 @@ func (a *session) write(r adminResult) error {
 	if err := a.c.WritePacket(b); err != nil {
 		return err
 	}
-	vals := make([][]byte, len(r.cols))
-	for _, row := range r.rows {
+	vals := make([][]byte, len(r.Columns))
+	for _, row := range r.Rows {
 		for i := range vals {
 			vals[i] = nil
 			if i < len(row) {
@@ -344,7 +346,7 @@ func (a *session) write(r adminResult) error {
 func (a *session) query(q string) error {
 	if isVersionCommentQuery(q) {
 		// The mysql and mariadb CLIs ask this once they are connected.
-		return a.write(adminResult{cols: []string{"@@version_comment"}, rows: [][]string{{"sluice admin"}}})
+		return a.write(Table{Columns: []string{"@@version_comment"}, Rows: [][]string{{"sluice admin"}}})
 	}
 	cmd, err := parseAdmin(q)
 	if err != nil {

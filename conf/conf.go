@@ -82,6 +82,19 @@ type Proxy struct {
 	// MetricsListen is the host:port serving /metrics and /healthz;
 	// "" switches the listener off.
 	MetricsListen string `toml:"metrics_listen"`
+	// MetricsUser, when set, puts the metrics listener (the status page,
+	// its API, /metrics and /readyz; not /healthz, which liveness probes
+	// read) behind HTTP basic auth: this user, and the password from
+	// MetricsPasswordEnv or MetricsPasswordFile, never the file itself.
+	MetricsUser         string `toml:"metrics_user"`
+	MetricsPasswordEnv  string `toml:"metrics_password_env"`
+	MetricsPasswordFile string `toml:"metrics_password_file"`
+	// MetricsPassword is the resolved password of MetricsUser.
+	MetricsPassword string `toml:"-"`
+	// MetricsTLSCert and MetricsTLSKey are PEM files of the metrics
+	// listener's certificate and key; with both set it serves HTTPS only.
+	MetricsTLSCert string `toml:"metrics_tls_cert"`
+	MetricsTLSKey  string `toml:"metrics_tls_key"`
 	// LogLevel is one of debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 	// Threads is how many threads run Go code at once (GOMAXPROCS); 0

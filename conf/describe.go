@@ -39,6 +39,12 @@ func (c *Config) Describe() string {
 	if x.StateDir != "" {
 		line("  state_dir %s", x.StateDir)
 	}
+	if x.MetricsUser != "" {
+		line("  metrics basic auth: user %q, %s", x.MetricsUser, passwordSource("", x.MetricsPasswordEnv, x.MetricsPasswordFile))
+	}
+	if x.MetricsTLSCert != "" {
+		line("  metrics tls: cert %s, key %s", x.MetricsTLSCert, x.MetricsTLSKey)
+	}
 	if x.TLSCert != "" {
 		line("  tls to clients: cert %s, key %s, require_tls %v", x.TLSCert, x.TLSKey, x.RequireTLS)
 	}

@@ -70,7 +70,8 @@ func (cs Changes) NeedRestart() int {
 // [[limits.user]] (new connections and the next statement of every
 // session).
 //
-// Restart: the listeners (listen, admin_listen, metrics_listen), client TLS
+// Restart: the listeners (listen, admin_listen, metrics_listen, and the
+// metrics listener's metrics_user, its password and metrics_tls_*), client TLS
 // (tls_cert, tls_key, require_tls), local_infile (it is offered in the
 // greeting), threads, state_dir, [admin], and of a cluster its name (a
 // cluster added or removed), master, service account and TLS: these are
@@ -90,6 +91,10 @@ func Diff(old, new *Config) Changes {
 	same(d, "proxy.listen", op.Listen, np.Listen, restart)
 	same(d, "proxy.admin_listen", op.AdminListen, np.AdminListen, restart)
 	same(d, "proxy.metrics_listen", op.MetricsListen, np.MetricsListen, restart)
+	same(d, "proxy.metrics_user", op.MetricsUser, np.MetricsUser, restart)
+	secret(d, "proxy.metrics_password", op.MetricsPassword, np.MetricsPassword, restart)
+	same(d, "proxy.metrics_tls_cert", op.MetricsTLSCert, np.MetricsTLSCert, restart)
+	same(d, "proxy.metrics_tls_key", op.MetricsTLSKey, np.MetricsTLSKey, restart)
 	same(d, "proxy.log_level", op.LogLevel, np.LogLevel, live)
 	same(d, "proxy.threads", op.Threads, np.Threads, restart)
 	same(d, "proxy.event_loop", op.EventLoop, np.EventLoop, restart)
@@ -368,6 +373,9 @@ func Live(running, file *Config) *Config {
 	op.Threads, op.LocalInfile, op.StateDir = rp.Threads, rp.LocalInfile, rp.StateDir
 	op.EventLoop = rp.EventLoop
 	op.TLSCert, op.TLSKey, op.RequireTLS = rp.TLSCert, rp.TLSKey, rp.RequireTLS
+	op.MetricsUser, op.MetricsPassword, op.MetricsPasswordEnv, op.MetricsPasswordFile =
+		rp.MetricsUser, rp.MetricsPassword, rp.MetricsPasswordEnv, rp.MetricsPasswordFile
+	op.MetricsTLSCert, op.MetricsTLSKey = rp.MetricsTLSCert, rp.MetricsTLSKey
 	out.Admin = running.Admin
 	if file.Sharding.DefaultCluster == "" {
 		// The first cluster of file, which running's order may not have

@@ -46,6 +46,9 @@ func (c *Config) resolveSecrets(src secretSource) []error {
 	if err := resolveSecret("admin.", &c.Admin.Password, c.Admin.PasswordEnv, c.Admin.PasswordFile, src); err != nil {
 		errs = append(errs, err)
 	}
+	if err := resolveSecret("proxy.metrics_", &c.Proxy.MetricsPassword, c.Proxy.MetricsPasswordEnv, c.Proxy.MetricsPasswordFile, src); err != nil {
+		errs = append(errs, err)
+	}
 	if err := resolveSecret("auth.service_", &c.Auth.ServicePassword, c.Auth.ServicePasswordEnv, c.Auth.ServicePasswordFile, src); err != nil {
 		errs = append(errs, err)
 	}

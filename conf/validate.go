@@ -81,6 +81,7 @@ func (c *Config) validateProxy(p *problems) {
 	if x.RequireTLS && x.TLSCert == "" {
 		p.add("proxy.require_tls needs proxy.tls_cert and proxy.tls_key")
 	}
+	c.validateMetricsAccess(p)
 	if x.Threads < 0 || x.Threads > MaxThreads {
 		p.add("proxy.threads must be between 0 (one per CPU) and %d (got %d)", MaxThreads, x.Threads)
 	}
@@ -644,4 +645,22 @@ func oneOf(values []string) string {
 		return q[0]
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// validateMetricsAccess checks the metrics listener's basic auth and TLS
+// keys: a user needs a password source and the other way round (half of
+// the pair would leave the page open while the DBA thinks it is closed),
+// and the certificate and key go together.
+func (c *Config) validateMetricsAccess(p *problems) {
+	x := &c.Proxy
+	hasPassword := x.MetricsPasswordEnv != "" || x.MetricsPasswordFile != ""
+	if x.MetricsUser != "" && !hasPassword {
+		p.add("proxy.metrics_user needs proxy.metrics_password_env or proxy.metrics_password_file")
+	}
+	if x.MetricsUser == "" && hasPassword {
+		p.add("proxy.metrics_password_env and proxy.metrics_password_file need proxy.metrics_user")
+	}
+	if (x.MetricsTLSCert == "") != (x.MetricsTLSKey == "") {
+		p.add("proxy.metrics_tls_cert and proxy.metrics_tls_key must be set together")
+	}
 }

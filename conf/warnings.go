@@ -11,7 +11,8 @@ import (
 // unsafe, one sentence each, for `sluice check-config` to print. Today they
 // are listeners that accept connections from other hosts without TLS: the
 // client port without proxy.tls_cert / tls_key, and the admin and metrics
-// ports (which have no TLS) on any address that is not loopback; and
+// ports on any address that is not loopback (the admin port has no TLS; the
+// metrics port is not warned about with both basic auth and TLS); and
 // auth.enforce_grants = false. The
 // function does no I/O: a host name other than "localhost" is taken to be
 // reachable from other hosts.
@@ -26,9 +27,9 @@ func (c *Config) Warnings() []string {
 		out = append(out, fmt.Sprintf("proxy.admin_listen %q accepts admin logins from other hosts without TLS "+
 			"(the admin port has no TLS; listen on 127.0.0.1 and reach it through SSH or a local agent)", x.AdminListen))
 	}
-	if x.MetricsListen != "" && !IsLoopbackListen(x.MetricsListen) {
+	if x.MetricsListen != "" && !IsLoopbackListen(x.MetricsListen) && (x.MetricsUser == "" || x.MetricsTLSCert == "") {
 		out = append(out, fmt.Sprintf("proxy.metrics_listen %q serves /metrics to other hosts without TLS or authentication "+
-			"(listen on 127.0.0.1, or make sure a firewall limits who can reach it)", x.MetricsListen))
+			"(listen on 127.0.0.1, set proxy.metrics_user and proxy.metrics_tls_cert/key, or make sure a firewall limits who can reach it)", x.MetricsListen))
 	}
 	if !c.Auth.EnforceGrants {
 		out = append(out, "auth.enforce_grants = false: every logged-in user may do whatever the clusters' service accounts may, "+

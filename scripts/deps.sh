@@ -5,7 +5,8 @@
 # PHP with PDO MySQL and mysqli, PyMySQL, MySQLdb (mysqlclient, on MariaDB
 # Connector/C), sysbench, Node.js with npm, and the
 # Node package of tests/testdata/clients/node (mysql2, pinned by its lock file),
-# and promtool (Debian's prometheus package) for the alert rules.
+# promtool (Debian's prometheus package) for the alert rules,
+# and Chromium for the status page's browser test (tests/web).
 # The bench mode (for `make bench`) adds sysbench and HAProxy to the server
 # packages.
 # It is quiet and does nothing when everything is there.
@@ -43,6 +44,8 @@ if [ "$what" = test ]; then
   command -v npm >/dev/null || need+=(npm)
   # promtool checks and unit-tests deploy/prometheus-rules.yml (make test-rules).
   command -v promtool >/dev/null || need+=(prometheus)
+  # Headless Chromium for the status page's browser test (tests/web).
+  command -v chromium >/dev/null || need+=(chromium)
 fi
 if [ "$what" = bench ]; then
   command -v sysbench >/dev/null || need+=(sysbench)

@@ -2,24 +2,44 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluice-proxy/sluice/admin/web"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/observe"
 	"go.uber.org/zap"
 )
 
-// serveMetrics serves /metrics, /healthz and /readyz on addr until ctx
-// ends.
+// serveMetrics serves /metrics, /healthz, /readyz, the status page and its
+// API on addr until ctx ends, over TLS when [proxy] metrics_tls_cert is
+// set. The certificate is loaded here so a bad one stops the start.
 func (srv *Server) serveMetrics(ctx context.Context, addr string) (net.Addr, error) {
+	var tlsConf *tls.Config
+	if x := srv.cfg.Proxy; x.MetricsTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(x.MetricsTLSCert, x.MetricsTLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("metrics_tls_cert: %w", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if x := srv.cfg.Proxy; x.MetricsUser != "" && x.MetricsPassword == "" {
+		// Basic auth with an empty password lets in whoever guesses the
+		// user: refuse to start rather than look protected.
+		return nil, fmt.Errorf("metrics_user %q: the password from metrics_password_env or metrics_password_file is empty", x.MetricsUser)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
 	}
 	hs := &http.Server{Handler: srv.metricsHandler(), ReadHeaderTimeout: 5 * time.Second}
 	srv.wg.Add(2)
@@ -39,12 +59,18 @@ func (srv *Server) serveMetrics(ctx context.Context, addr string) (net.Addr, err
 	return ln.Addr(), nil
 }
 
-// metricsHandler routes the metrics listener's paths.
+// metricsHandler routes the metrics listener's paths, behind basic auth
+// when [proxy] metrics_user is set (all but /healthz, which liveness probes
+// read without credentials and which tells nothing).
 func (srv *Server) metricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(srv.metrics.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", srv.serveReadyz)
+	web.Register(mux, control{srv})
+	if x := srv.cfg.Proxy; x.MetricsUser != "" {
+		return web.BasicAuth(x.MetricsUser, x.MetricsPassword, mux, "/healthz")
+	}
 	return mux
 }
 

@@ -86,6 +86,9 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		ah, ap := splitAddr(a.String())
 		fmt.Fprintf(stdout, "  admin: mariadb -h%s -P%s -uadmin -p%s -e 'SHOW BACKENDS'\n", ah, ap, sandboxAdminPassword)
 	}
+	if a := srv.MetricsAddr(); a != nil {
+		fmt.Fprintf(stdout, "  status page: http://%s/\n", a)
+	}
 	fmt.Fprintln(stdout)
 	fmt.Fprintf(stdout, "master   %s (root over socket %s)\n", topo.Master.Addr(), topo.Master.Socket)
 	for _, r := range topo.Replicas {
