@@ -4,7 +4,8 @@
 # Debian's packages, and for the client-compatibility matrix (tests/matrix_test.go)
 # PHP with PDO MySQL and mysqli, PyMySQL, MySQLdb (mysqlclient, on MariaDB
 # Connector/C), sysbench, Node.js with npm, and the
-# Node package of tests/testdata/clients/node (mysql2, pinned by its lock file).
+# Node package of tests/testdata/clients/node (mysql2, pinned by its lock file),
+# and podman with runc for the image's test (deploy/image).
 # The bench mode (for `make bench`) adds sysbench and HAProxy to the server
 # packages.
 # It is quiet and does nothing when everything is there.
@@ -40,6 +41,10 @@ if [ "$what" = test ]; then
   command -v sysbench >/dev/null || need+=(sysbench)
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
+  command -v podman >/dev/null || need+=(podman)
+  # The image's test runs containers with runc: crun refuses a machine whose
+  # cgroup v1 controllers have a cgroup v2 hierarchy beside them (hybrid).
+  command -v runc >/dev/null || need+=(runc)
 fi
 if [ "$what" = bench ]; then
   command -v sysbench >/dev/null || need+=(sysbench)
