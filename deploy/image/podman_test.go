@@ -85,6 +85,17 @@ func (p *podman) run(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// logs returns the container's output, both streams (sluice logs to
+// standard error), its last tail lines ("-1" for every line).
+func (p *podman) logs(container, tail string) string {
+	cmd := exec.Command("podman", append(slices.Clone(p.global), "logs", "--tail", tail, container)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(podman logs: %v)\n%s", err, out)
+	}
+	return string(out)
+}
+
 func (p *podman) must(args ...string) string {
 	p.t.Helper()
 	out, err := p.run(args...)
@@ -192,25 +203,10 @@ func TestImageServesSandbox(t *testing.T) {
 			t.Errorf("stopping the sandbox: %v", err)
 		}
 	})
-	addrs := freeAddrs(t, 3)
-	listen, adminListen, metricsListen := addrs[0], addrs[1], addrs[2]
-	const adminPassword = "image-admin-secret"
-	cfg := topo.SluiceConfig(listen,
-		fmt.Sprintf("admin_listen = %q", adminListen),
-		fmt.Sprintf("metrics_listen = %q", metricsListen),
-		fmt.Sprintf("state_dir = %q", StateDir),
-	) + "\n[admin]\npassword_env = \"SLUICE_ADMIN_PASSWORD\"\n"
-	cfgFile := filepath.Join(t.TempDir(), "sluice.toml")
-	// Readable by the image's user, which is not the file's owner.
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
 	container := "sluice-image-test-" + strconv.Itoa(os.Getpid())
 	t.Cleanup(func() {
 		if t.Failed() {
-			logs, _ := pm.run("logs", "--tail", "40", container)
-			t.Logf("sluice's last log lines in the container:\n%s", logs)
+			t.Logf("sluice's last log lines in the container:\n%s", pm.logs(container, "40"))
 		}
 		if _, err := pm.run("rm", "-f", "-t", "0", container); err != nil {
 			t.Errorf("cleanup: %v", err)
@@ -219,21 +215,11 @@ func TestImageServesSandbox(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	pm.must("run", "-d", "--name", container,
-		// The sandbox is on the host's loopback.
-		"--network", "host",
-		"--cgroup-parent", pm.cgroupParent,
-		// podman's default limits for root are above what a process
-		// without CAP_SYS_RESOURCE (this machine's root) may set; the
-		// test needs few of either.
-		"--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
-		"-e", "SLUICE_ADMIN_PASSWORD="+adminPassword,
-		"-v", cfgFile+":"+ConfigPath+":ro",
-		ref)
+	const adminPassword = "image-admin-secret"
+	listen, adminListen := runSluice(t, ctx, pm, topo, ref, container, adminPassword)
 
 	o := topo.Opts
 	app := openDB(t, listen, o.AppUser, o.AppPassword, sandbox.TestDatabase)
-	waitServing(t, ctx, app)
 	t.Run("ReadsAndWrites", func(t *testing.T) { readsAndWrites(t, ctx, app, topo) })
 
 	admin := openDB(t, adminListen, "admin", adminPassword, "")
@@ -249,12 +235,15 @@ func TestImageServesSandbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var uids []string // real, effective, saved, filesystem
 		for l := range strings.Lines(string(status)) {
 			if ids, ok := strings.CutPrefix(l, "Uid:"); ok {
-				if f := strings.Fields(ids); f[0] != strconv.Itoa(UID) || f[1] != strconv.Itoa(UID) {
-					t.Errorf("sluice in the container runs with uids %v, want %d", f, UID)
-				}
+				uids = strings.Fields(ids)
 			}
+		}
+		want := strconv.Itoa(UID)
+		if len(uids) != 4 || slices.ContainsFunc(uids, func(u string) bool { return u != want }) {
+			t.Errorf("sluice in the container (pid %s) runs with uids %q, want %s", pid, uids, want)
 		}
 	})
 	t.Run("WritesItsStateDir", func(t *testing.T) {
@@ -344,17 +333,93 @@ func openDB(t *testing.T, addr, user, password, db string) *sql.DB {
 	return d
 }
 
-// waitServing polls until sluice in the container answers a query.
-func waitServing(t *testing.T, ctx context.Context, db *sql.DB) {
+// runSluice runs the image as container in front of topo, with a
+// configuration mounted on the image's path and the admin password in the
+// environment, and returns the client and admin addresses once sluice
+// answers there. The ports are picked free and bound by sluice a moment
+// later; when another process took one in between, sluice exits at once
+// and runSluice tries again with new ones.
+func runSluice(t *testing.T, ctx context.Context, pm *podman, topo *sandbox.Topology, ref, container, adminPassword string) (string, string) {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addrs := freeAddrs(t, 3)
+		listen, adminListen, metricsListen := addrs[0], addrs[1], addrs[2]
+		cfg := topo.SluiceConfig(listen,
+			fmt.Sprintf("admin_listen = %q", adminListen),
+			fmt.Sprintf("metrics_listen = %q", metricsListen),
+			fmt.Sprintf("state_dir = %q", StateDir),
+		) + "\n[admin]\npassword_env = \"SLUICE_ADMIN_PASSWORD\"\n"
+		cfgFile := filepath.Join(t.TempDir(), "sluice.toml")
+		// Readable by the image's user, which is not the file's owner.
+		if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pm.must("run", "-d", "--name", container,
+			// The sandbox is on the host's loopback.
+			"--network", "host",
+			// A file podman logs reads; there is no journald here.
+			"--log-driver", "k8s-file",
+			"--cgroup-parent", pm.cgroupParent,
+			"--ulimit", "nofile="+limit(t, syscall.RLIMIT_NOFILE),
+			"--ulimit", "nproc="+limit(t, rlimitNproc),
+			"-e", "SLUICE_ADMIN_PASSWORD="+adminPassword,
+			"-v", cfgFile+":"+ConfigPath+":ro",
+			ref)
+		o := topo.Opts
+		err := waitServing(ctx, pm, container, listen, o.AppUser, o.AppPassword)
+		if err == nil {
+			return listen, adminListen
+		}
+		logs := pm.logs(container, "-1")
+		if attempt < 3 && strings.Contains(logs, "address already in use") {
+			t.Logf("attempt %d: a port was taken before sluice bound it; trying new ones", attempt)
+			pm.must("rm", "-f", "-t", "0", container)
+			continue
+		}
+		t.Fatalf("%v; its log:\n%s", err, logs)
+	}
+}
+
+// rlimitNproc is Linux's RLIMIT_NPROC, which package syscall does not name.
+const rlimitNproc = 6
+
+// limit is a soft:hard value for podman's --ulimit: 4096, or this
+// process's hard limit when lower. podman's defaults for root are above
+// what a process without CAP_SYS_RESOURCE (this machine's root) may set,
+// and sluice under test needs few descriptors and threads.
+func limit(t *testing.T, resource int) string {
+	t.Helper()
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(resource, &l); err != nil {
+		t.Fatal(err)
+	}
+	n := min(l.Max, 4096)
+	return fmt.Sprintf("%d:%d", n, n)
+}
+
+// waitServing polls until sluice in the container answers a query at
+// addr, and fails when the container stops or 60 s pass first.
+func waitServing(ctx context.Context, pm *podman, container, addr, user, password string) error {
+	c := mysql.NewConfig()
+	c.Net, c.Addr, c.User, c.Passwd = "tcp", addr, user, password
+	c.Timeout = 5 * time.Second
+	conn, err := mysql.NewConnector(c)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		err := db.PingContext(ctx)
 		if err == nil {
-			return
+			return nil
+		}
+		if running, _ := pm.run("inspect", "--format", "{{.State.Running}}", container); running != "true" {
+			return fmt.Errorf("the container stopped before sluice served (%v)", err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sluice in the container did not answer within 60s: %v", err)
+			return fmt.Errorf("sluice in the container did not answer within 60s: %w", err)
 		}
 		time.Sleep(100 * time.Millisecond) // a poll interval, not a wait for a state
 	}
