@@ -43,7 +43,13 @@ BENCH_QUICK ?=
 BENCH_ROUNDS ?= 1
 SAVE ?=
 
-.PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill chaos test-rules
+# `make image`: the example configuration the image installs as
+# /etc/sluice/sluice.toml, and the image's creation time (the commit's, so
+# that the same commit gives the same image digest).
+IMAGE_CONFIG ?= $(firstword $(wildcard deploy/sluice.toml) conf/testdata/sluice.toml)
+IMAGE_CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
+
+.PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill chaos image test-image test-rules
 
 all: build
 
@@ -99,7 +105,7 @@ e2e:
 	$(GO) test -race -count=1 -timeout 15m ./tests/...
 	SLUICE_SANDBOX_PROXY_KEYS='event_loop = true' $(GO) test -race -count=1 -timeout 15m ./tests/...
 
-test: deps-test vet test-rules unit fuzz e2e
+test: deps-test vet test-rules unit fuzz e2e test-image
 	$(MAKE) soak SOAK=$(SOAK_CI) SOAK_TIMEOUT=15m
 	$(MAKE) chaos CHAOS_ITERATIONS=$(CHAOS_CI) CHAOS_TIMEOUT=15m
 
@@ -111,6 +117,22 @@ test: deps-test vet test-rules unit fuzz e2e
 test-rules:
 	promtool check rules deploy/prometheus-rules.yml
 	promtool test rules deploy/prometheus-rules.test.yml
+
+# The OCI image of sluice, built without a container daemon (deploy/image,
+# go-containerregistry): a static binary stamped like build's on an empty
+# base, as an OCI layout in dist/oci and a tarball `podman load` and
+# `docker load` read (see docs/operations.md).
+image:
+	mkdir -p dist/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o dist/image/sluice ./cmd/sluice
+	$(GO) run ./deploy/image -binary dist/image/sluice -config $(IMAGE_CONFIG) -version '$(VERSION)' -revision '$(COMMIT)' \
+		-created '$(IMAGE_CREATED)' -layout dist/oci -archive dist/sluice_$(VERSION)_image.tar
+
+# The image's tests: its config and files, a reproducible digest, and the
+# image loaded into podman (Debian's, with runc) and run in front of a
+# sandbox topology. Uses a podman storage of its own and removes it.
+test-image:
+	$(GO) test -count=1 -timeout 15m ./deploy/image
 
 # The soak: sluice as a process of its own in front of a sandbox topology;
 # workers connect, log in, query and disconnect as fast as they can while 8
@@ -153,4 +175,4 @@ chaos:
 	SLUICE_CHAOS_ITERATIONS='$(CHAOS_ITERATIONS)' SLUICE_CHAOS_SEED='$(CHAOS_SEED)' $(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./tests/chaos
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -5,8 +5,9 @@
 # PHP with PDO MySQL and mysqli, PyMySQL, MySQLdb (mysqlclient, on MariaDB
 # Connector/C), sysbench, Node.js with npm, and the
 # Node package of tests/testdata/clients/node (mysql2, pinned by its lock file),
-# promtool (Debian's prometheus package) for the alert rules,
-# and Chromium for the status page's browser test (tests/web).
+# promtool (Debian's prometheus package) for the alert rules, Chromium for the
+# status page's browser test (tests/web), and podman with runc for the image's
+# test (deploy/image).
 # The bench mode (for `make bench`) adds sysbench and HAProxy to the server
 # packages.
 # It is quiet and does nothing when everything is there.
@@ -46,6 +47,10 @@ if [ "$what" = test ]; then
   command -v promtool >/dev/null || need+=(prometheus)
   # Headless Chromium for the status page's browser test (tests/web).
   command -v chromium >/dev/null || need+=(chromium)
+  command -v podman >/dev/null || need+=(podman)
+  # The image's test runs containers with runc: crun refuses a machine whose
+  # cgroup v1 controllers have a cgroup v2 hierarchy beside them (hybrid).
+  command -v runc >/dev/null || need+=(runc)
 fi
 if [ "$what" = bench ]; then
   command -v sysbench >/dev/null || need+=(sysbench)

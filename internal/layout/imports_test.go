@@ -69,6 +69,10 @@ func allowed(pkg string) ([]string, bool) {
 		return base, true
 	case pkg == "bench" || strings.HasPrefix(pkg, "bench/"):
 		return slices.Concat(base, []string{"sandbox"}), true
+	case strings.HasPrefix(pkg, "deploy/"):
+		// Build programs for the shipped artifacts (the OCI image); their
+		// tests run sluice against a sandbox.
+		return slices.Concat(base, []string{"sandbox"}), true
 	case pkg == "internal/layout" || pkg == "tests" || strings.HasPrefix(pkg, "tests/"):
 		return nil, true // tests may import anything
 	}
