@@ -4,7 +4,8 @@
 # Debian's packages, and for the client-compatibility matrix (tests/matrix_test.go)
 # PHP with PDO MySQL and mysqli, PyMySQL, MySQLdb (mysqlclient, on MariaDB
 # Connector/C), sysbench, Node.js with npm, and the
-# Node package of tests/testdata/clients/node (mysql2, pinned by its lock file).
+# Node package of tests/testdata/clients/node (mysql2, pinned by its lock file),
+# and systemd-analyze (package systemd) for the Debian package's test.
 # The bench mode (for `make bench`) adds sysbench and HAProxy to the server
 # packages.
 # It is quiet and does nothing when everything is there.
@@ -40,6 +41,8 @@ if [ "$what" = test ]; then
   command -v sysbench >/dev/null || need+=(sysbench)
   command -v node >/dev/null || need+=(nodejs)
   command -v npm >/dev/null || need+=(npm)
+  # make test-deb verifies the packaged units offline (no running systemd needed).
+  command -v systemd-analyze >/dev/null || need+=(systemd)
 fi
 if [ "$what" = bench ]; then
   command -v sysbench >/dev/null || need+=(sysbench)
