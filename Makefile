@@ -2,6 +2,12 @@ GO      ?= go
 BIN     ?= bin/sluice
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+# The commit's time (Unix seconds): the files' time inside the .deb and the
+# date of an untagged package version (see deploy/deb/main.go).
+COMMIT_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# Where make package writes dist/sluice_<debian version>_amd64.deb.
+DIST ?= dist
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./protocol/... ./auth/... ./router/... ./shard/... ./health/... ./server/... ./dataplane/... ./admin/... ./observe/... ./policy/... ./internal/... ./sandbox/...
 # How much `make fuzz` fuzzes each target, and at most how much it spends
@@ -46,16 +52,32 @@ SAVE ?=
 # `make image`: the example configuration the image installs as
 # /etc/sluice/sluice.toml, and the image's creation time (the commit's, so
 # that the same commit gives the same image digest).
-IMAGE_CONFIG ?= $(firstword $(wildcard deploy/sluice.toml) conf/testdata/sluice.toml)
+IMAGE_CONFIG ?= deploy/sluice.toml
 IMAGE_CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill chaos image test-image test-rules
+.PHONY: all build run test unit fuzz e2e soak vet fmt deps deps-test clean microbench bench failover-drill chaos image test-image test-rules package test-deb
 
 all: build
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN) ./cmd/sluice
-	$(GO) build -o bin/sluice-agent ./cmd/sluice-agent
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice-agent ./cmd/sluice-agent
+
+# The Debian package: static binaries with the version stamped, the example
+# configuration as /etc/sluice/sluice.toml, the systemd units; built by
+# deploy/deb with nfpm. Prints the package's path.
+package:
+	@mkdir -p $(DIST)/bin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/bin/sluice ./cmd/sluice
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/bin/sluice-agent ./cmd/sluice-agent
+	$(GO) run ./deploy/deb -version '$(VERSION)' -commit '$(COMMIT)' -epoch '$(COMMIT_EPOCH)' -bin $(DIST)/bin -out $(DIST)
+
+# Builds the package, installs it with dpkg, verifies the units with
+# systemd-analyze, serves a sandbox topology with the installed binary and
+# purges it (root and dpkg needed; deploy/deb/package_test.go). Not part of
+# ./tests/...: it changes the machine's installed packages.
+test-deb:
+	$(GO) test -count=1 -timeout 15m -v ./deploy/deb
 
 deps:
 	bash scripts/deps.sh server
@@ -105,7 +127,7 @@ e2e:
 	$(GO) test -race -count=1 -timeout 15m ./tests/...
 	SLUICE_SANDBOX_PROXY_KEYS='event_loop = true' $(GO) test -race -count=1 -timeout 15m ./tests/...
 
-test: deps-test vet test-rules unit fuzz e2e test-image
+test: deps-test vet test-rules unit fuzz e2e test-image test-deb
 	$(MAKE) soak SOAK=$(SOAK_CI) SOAK_TIMEOUT=15m
 	$(MAKE) chaos CHAOS_ITERATIONS=$(CHAOS_CI) CHAOS_TIMEOUT=15m
 
@@ -123,10 +145,10 @@ test-rules:
 # base, as an OCI layout in dist/oci and a tarball `podman load` and
 # `docker load` read (see docs/operations.md).
 image:
-	mkdir -p dist/image
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o dist/image/sluice ./cmd/sluice
-	$(GO) run ./deploy/image -binary dist/image/sluice -config $(IMAGE_CONFIG) -version '$(VERSION)' -revision '$(COMMIT)' \
-		-created '$(IMAGE_CREATED)' -layout dist/oci -archive dist/sluice_$(VERSION)_image.tar
+	mkdir -p $(DIST)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/image/sluice ./cmd/sluice
+	$(GO) run ./deploy/image -binary $(DIST)/image/sluice -config $(IMAGE_CONFIG) -version '$(VERSION)' -revision '$(COMMIT)' \
+		-created '$(IMAGE_CREATED)' -layout $(DIST)/oci -archive $(DIST)/sluice_$(VERSION)_image.tar
 
 # The image's tests: its config and files, a reproducible digest, and the
 # image loaded into podman (Debian's, with runc) and run in front of a
@@ -175,4 +197,4 @@ chaos:
 	SLUICE_CHAOS_ITERATIONS='$(CHAOS_ITERATIONS)' SLUICE_CHAOS_SEED='$(CHAOS_SEED)' $(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./tests/chaos
 
 clean:
-	rm -rf bin dist
+	rm -rf bin $(DIST)

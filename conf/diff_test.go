@@ -70,7 +70,7 @@ func TestDiff(t *testing.T) {
 			c.Proxy.AdminListen = ""
 			c.Proxy.MetricsListen = "127.0.0.1:7070"
 			c.Proxy.Threads = 2
-			c.Proxy.StateDir = "/var/lib/sluice"
+			c.Proxy.StateDir = "/srv/sluice"
 			c.Proxy.TLSCert, c.Proxy.TLSKey, c.Proxy.RequireTLS = "c.pem", "k.pem", true
 			c.Proxy.LocalInfile = true
 		}, []string{
@@ -82,7 +82,7 @@ func TestDiff(t *testing.T) {
 			`needs restart: proxy.tls_cert: "" -> "c.pem"`,
 			`needs restart: proxy.tls_key: "" -> "k.pem"`,
 			"needs restart: proxy.require_tls: false -> true",
-			`needs restart: proxy.state_dir: "" -> "/var/lib/sluice"`,
+			`needs restart: proxy.state_dir: "/var/lib/sluice" -> "/srv/sluice"`,
 		}},
 		{"proxy limits", func(c *Config) {
 			c.Proxy.LogLevel = "debug"
@@ -152,14 +152,7 @@ func TestDiff(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			old, err := Load("testdata/sluice.toml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			file, err := Load("testdata/sluice.toml")
-			if err != nil {
-				t.Fatal(err)
-			}
+			old, file := loadExample(t), loadExample(t)
 			tc.edit(file)
 			got := Diff(old, file).Strings()
 			if !slices.Equal(got, tc.want) {
@@ -177,14 +170,7 @@ func TestDiff(t *testing.T) {
 }
 
 func TestLiveKeepsRestartSettings(t *testing.T) {
-	running, err := Load("testdata/sluice.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := Load("testdata/sluice.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	running, file := loadExample(t), loadExample(t)
 	file.Proxy.Listen = "127.0.0.1:7033"
 	file.Proxy.LogLevel = "debug"
 	file.Admin.User = "root"

@@ -6,8 +6,9 @@
 # Connector/C), sysbench, Node.js with npm, and the
 # Node package of tests/testdata/clients/node (mysql2, pinned by its lock file),
 # promtool (Debian's prometheus package) for the alert rules, Chromium for the
-# status page's browser test (tests/web), and podman with runc for the image's
-# test (deploy/image).
+# status page's browser test (tests/web), podman with runc for the image's
+# test (deploy/image), and systemd-analyze (package systemd) for the Debian
+# package's test.
 # The bench mode (for `make bench`) adds sysbench and HAProxy to the server
 # packages.
 # It is quiet and does nothing when everything is there.
@@ -51,6 +52,8 @@ if [ "$what" = test ]; then
   # The image's test runs containers with runc: crun refuses a machine whose
   # cgroup v1 controllers have a cgroup v2 hierarchy beside them (hybrid).
   command -v runc >/dev/null || need+=(runc)
+  # make test-deb verifies the packaged units offline (no running systemd needed).
+  command -v systemd-analyze >/dev/null || need+=(systemd)
 fi
 if [ "$what" = bench ]; then
   command -v sysbench >/dev/null || need+=(sysbench)

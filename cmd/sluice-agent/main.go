@@ -23,6 +23,14 @@ import (
 	"github.com/sluice-proxy/sluice/health/loadavg"
 )
 
+// version and commit are set at build time with -ldflags "-X
+// main.version=... -X main.commit=..." (make build, make package), as for
+// sluice.
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
@@ -34,8 +42,13 @@ func run(args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:9107", "host:port to serve GET /loadavg on")
 	path := fs.String("loadavg", "/proc/loadavg", "file to read the load averages from, in /proc/loadavg format")
 	cpus := fs.Int("cpus", 0, "CPU count to report; 0 reports the host's (runtime.NumCPU)")
+	showVersion := fs.Bool("version", false, "print the version, the commit and the Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintf(stderr, "sluice-agent %s (commit %s, %s)\n", version, commit, runtime.Version())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sluice-agent: unexpected argument %q\n", fs.Arg(0))

@@ -29,6 +29,16 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+// TestVersion: -version prints the stamped version and commit and exits 0
+// without serving.
+func TestVersion(t *testing.T) {
+	var out strings.Builder
+	code := run([]string{"-version", "-listen", "127.0.0.1:99999"}, &out)
+	if want := "sluice-agent dev (commit unknown, go"; code != 0 || !strings.HasPrefix(out.String(), want) {
+		t.Errorf("-version: status %d, %q, want 0 and %q...", code, out.String(), want)
+	}
+}
+
 // TestServesAndStops runs the agent on 127.0.0.1:0 with a chosen file and
 // CPU count, reads its report over HTTP, and stops it with SIGTERM.
 func TestServesAndStops(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -194,13 +195,23 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// The listeners accept clients and the signal handlers are in place
+	// from here on: a unit with Type=notify counts as started only now, so
+	// units ordered after it find the ports open, and a reload systemd
+	// sends from now on cannot find SIGHUP's default action (exit).
+	notifySystemd(log, daemon.SdNotifyReady, "STATUS=serving on "+srv.Addr().String())
 wait:
 	for {
 		select {
 		case <-ctx.Done():
 			break wait
 		case <-hup:
-			reload(srv, level, log)
+			notifySystemd(log, notifyReloading()...)
+			status := reload(srv, level, log)
+			// READY=1 ends the reload in systemd's view whether or not
+			// the file was applied: a refused file leaves the running
+			// configuration serving.
+			notifySystemd(log, daemon.SdNotifyReady, "STATUS="+status)
 		}
 	}
 	// Graceful: /readyz turns unready, the listener closes, work in flight
@@ -210,6 +221,7 @@ wait:
 	hard, stopHard := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopHard()
 	stop()
+	notifySystemd(log, daemon.SdNotifyStopping, "STATUS=shutting down")
 	log.Info("shutting down gracefully (a second signal stops at once)")
 	if err := srv.Shutdown(hard); err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("shutdown", zap.Error(err))
@@ -220,16 +232,18 @@ wait:
 
 // reload applies the configuration file again (SIGHUP) and logs the
 // outcome; proxy.log_level takes effect through the logger's atomic level.
-func reload(srv *server.Server, level zap.AtomicLevel, log *zap.Logger) {
+// It returns a one-line status for the service manager.
+func reload(srv *server.Server, level zap.AtomicLevel, log *zap.Logger) string {
 	changes, err := srv.Reload()
 	if err != nil {
 		log.Error("SIGHUP: configuration not reloaded", zap.Error(err))
-		return
+		return "serving; the last reload was refused (see the log)"
 	}
 	if lvl, err := zapcore.ParseLevel(srv.Config().Proxy.LogLevel); err == nil {
 		level.SetLevel(lvl)
 	}
 	log.Info("SIGHUP: configuration reloaded", zap.Strings("changes", changes))
+	return "serving; configuration reloaded"
 }
 
 // newLogger builds the process logger: JSON for servers, console text for

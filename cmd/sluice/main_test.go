@@ -43,8 +43,12 @@ func TestCheckConfigBadFiles(t *testing.T) {
 }
 
 func TestCheckConfigGoodFilePrintsTopology(t *testing.T) {
+	// The example (installed as /etc/sluice/sluice.toml) takes its
+	// secrets from these.
+	t.Setenv("SLUICE_ADMIN_PASSWORD", "a")
+	t.Setenv("SLUICE_BACKEND_PASSWORD", "b")
 	var out, errb bytes.Buffer
-	if code := run([]string{"check-config", "../../conf/testdata/sluice.toml"}, &out, &errb); code != 0 {
+	if code := run([]string{"check-config", "../../deploy/sluice.toml"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, w := range []string{"master   127.0.0.1:3306", "replica  127.0.0.1:3307", `cluster "db1"`} {

@@ -61,17 +61,14 @@ func buildSluice(out string) error {
 	return nil
 }
 
-// exampleConfig is the annotated example configuration, wherever it lives
-// now (it moves from conf/testdata to deploy).
+// exampleConfig is the annotated example configuration the image installs.
 func exampleConfig(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{"../sluice.toml", "../../conf/testdata/sluice.toml"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
+	const p = "../sluice.toml"
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no example configuration in deploy/ or conf/testdata/")
-	return ""
+	return p
 }
 
 func testSpec(t *testing.T) Spec {
