@@ -117,7 +117,8 @@ func looksLikeHash(describe string) bool {
 
 // contents lists the package's files: the two binaries, the example
 // configuration as a conffile (dpkg keeps an edited one on upgrade and
-// removes it on purge), the unit files, and the README as documentation.
+// removes it on purge), the unit files, and the README and the licence
+// (Debian's copyright file) as documentation.
 func contents(bin, root string) files.Contents {
 	file := func(src, dst string, mode os.FileMode) *files.Content {
 		return &files.Content{Source: src, Destination: dst, FileInfo: &files.ContentFileInfo{Mode: mode}}
@@ -131,6 +132,8 @@ func contents(bin, root string) files.Contents {
 		file(filepath.Join(root, "deploy/systemd/sluice.service"), "/lib/systemd/system/sluice.service", 0o644),
 		file(filepath.Join(root, "deploy/systemd/sluice-agent.service"), "/lib/systemd/system/sluice-agent.service", 0o644),
 		file(filepath.Join(root, "README.md"), "/usr/share/doc/sluice/README.md", 0o644),
+		file(filepath.Join(root, "LICENSE"), "/usr/share/doc/sluice/copyright", 0o644),
+		file(filepath.Join(root, "CHANGELOG.md"), "/usr/share/doc/sluice/CHANGELOG.md", 0o644),
 	}
 }
 
