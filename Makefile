@@ -134,8 +134,8 @@ test: deps-test vet test-rules unit fuzz e2e test-image test-deb
 # The Prometheus alert rules: promtool (Debian's prometheus package, which
 # deps-test installs) checks deploy/prometheus-rules.yml and fires each alert
 # from the made-up series of deploy/prometheus-rules.test.yml. That the rules
-# name only metrics and labels sluice exports is TestAlertRulesUseExportedMetrics
-# (server), run by unit.
+# name only metrics, labels and label values sluice exports is
+# TestAlertRulesUseExportedMetrics (server), run by unit.
 test-rules:
 	promtool check rules deploy/prometheus-rules.yml
 	promtool test rules deploy/prometheus-rules.test.yml

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -112,12 +113,18 @@ func TestMetricsListenerTLSAndAuth(t *testing.T) {
 		t.Errorf("clusters over TLS = %v, %v", body, err)
 	}
 	// Plain HTTP to the TLS listener gets Go's 400 for an HTTP request to
-	// an HTTPS server, never the page.
-	if resp, err := get("http", "/healthz", "", ""); err == nil {
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("plain HTTP to the TLS metrics listener = %d, want 400", resp.StatusCode)
-		}
+	// an HTTPS server, never the page; no answer at all fails too.
+	resp, err = get("http", "/healthz", "", "")
+	if err != nil {
+		t.Fatalf("plain HTTP to the TLS metrics listener: %v, want Go's 400 answer", err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading the answer to plain HTTP: %v", err)
+	}
+	if want := "Client sent an HTTP request to an HTTPS server"; resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), want) {
+		t.Errorf("plain HTTP to the TLS metrics listener = %d %q, want 400 %q", resp.StatusCode, page, want)
 	}
 }
 
