@@ -66,6 +66,8 @@ type Config struct {
 	Shards    []Shard     `toml:"shard"`
 	Broadcast []Broadcast `toml:"broadcast"`
 	Limits    Limits      `toml:"limits"`
+	// Rules are the [[rule]] entries, in the order they are tried.
+	Rules []Rule `toml:"rule"`
 
 	// Path is the file the configuration was loaded from; it is empty when
 	// the configuration came from Parse.

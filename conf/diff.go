@@ -68,7 +68,8 @@ func (cs Changes) NeedRestart() int {
 // shutdown_delay and shutdown_timeout (read when shutdown starts);
 // [sharding], [[shard]] and [[broadcast]]; all of [limits] and
 // [[limits.user]] (new connections and the next statement of every
-// session).
+// session); [[rule]] (the next statement of every session; a prepared
+// statement keeps the decision of its PREPARE).
 //
 // Restart: the listeners (listen, admin_listen, metrics_listen, and the
 // metrics listener's metrics_user, its password and metrics_tls_*), client TLS
@@ -169,6 +170,7 @@ func Diff(old, new *Config) Changes {
 	d.broadcast(old.Broadcast, new.Broadcast)
 	d.limits("limits.", &old.Limits.LimitValues, &new.Limits.LimitValues)
 	d.limitUsers(old.Limits.Users, new.Limits.Users)
+	d.rules(old.Rules, new.Rules)
 	return d.out
 }
 
@@ -395,4 +397,43 @@ func Live(running, file *Config) *Config {
 		out.Clusters[i] = c
 	}
 	return &out
+}
+
+// rules records each [[rule]] added, removed or changed (by name), and a
+// new order of the rules both hold; all of them are live.
+func (d *differ) rules(old, new []Rule) {
+	find := func(l []Rule, name string) *Rule {
+		for i := range l {
+			if l[i].Name == name {
+				return &l[i]
+			}
+		}
+		return nil
+	}
+	for i := range old {
+		key := fmt.Sprintf("rule %q", old[i].Name)
+		if n := find(new, old[i].Name); n == nil {
+			d.add(key, "removed", live)
+		} else if *n != old[i] {
+			d.add(key, "changed", live)
+		}
+	}
+	for _, r := range new {
+		if find(old, r.Name) == nil {
+			d.add(fmt.Sprintf("rule %q", r.Name), "added", live)
+		}
+	}
+	// The order of the rules both files hold.
+	kept := func(l, other []Rule) []string {
+		var out []string
+		for i := range l {
+			if find(other, l[i].Name) != nil {
+				out = append(out, l[i].Name)
+			}
+		}
+		return out
+	}
+	if !slices.Equal(kept(old, new), kept(new, old)) {
+		d.add("rule", "order changed", live)
+	}
 }

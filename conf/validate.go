@@ -36,6 +36,7 @@ func (c *Config) Validate() error {
 	c.validateHealth(&p)
 	c.validateShards(&p)
 	c.validateLimits(&p)
+	c.validateRules(&p)
 	return errors.Join(p...)
 }
 
