@@ -94,14 +94,15 @@ func (s *Session) comQuery(p []byte) error {
 	}
 	s.rec.plan = plan
 	s.info.setText(p[1:])
-	if plan.LoadDataLocal && !s.key.localFiles {
-		if !s.env.cfg.Proxy.LocalInfile {
-			return s.client.WriteErr(protocol.ERNotAllowedCommand.New("sluice: LOAD DATA LOCAL INFILE is disabled ([proxy] local_infile = false)"))
-		}
-		return s.client.WriteErr(protocol.ERNotAllowedCommand.New("sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)"))
+	if e := s.localInfileRefusal(plan); e != nil {
+		return s.client.WriteErr(e)
 	}
 	doubt := s.lexDoubt(plan)
 	if done, err := s.grantsGate(plan, doubt); done {
+		return err
+	}
+	rule, ruleSet, refused, err := s.applyRules(plan, p[1:])
+	if refused {
 		return err
 	}
 	if (plan.Opaque || doubt) && !answeredBySluice(plan) && router.UnsureConnectionCommand(unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)) {
@@ -141,7 +142,7 @@ func (s *Session) comQuery(p []byte) error {
 		}
 		p = q
 	}
-	target := s.route(plan)
+	target := s.ruleTarget(ruleSet, &rule, plan, s.route(plan))
 	var after func(*BackendConn, protocol.RelayResult)
 	kind := plan.Kind
 	if doubt {
@@ -196,12 +197,24 @@ func (s *Session) comQuery(p []byte) error {
 			return s.send(bc, q, clientSeq, resp)
 		}, after)
 	}
-	err := s.forward(target, p, resp, after)
+	err = s.forward(target, p, resp, after)
 	if err == nil && s.replay.quit {
 		// COMMIT / ROLLBACK RELEASE: the server ended the connection.
 		return errQuit
 	}
 	return err
+}
+
+// localInfileRefusal is the error for LOAD DATA LOCAL INFILE when sluice
+// or the client does not allow local files, else nil.
+func (s *Session) localInfileRefusal(plan *router.Plan) *protocol.SQLError {
+	if !plan.LoadDataLocal || s.key.localFiles {
+		return nil
+	}
+	if !s.env.cfg.Proxy.LocalInfile {
+		return protocol.ERNotAllowedCommand.New("sluice: LOAD DATA LOCAL INFILE is disabled ([proxy] local_infile = false)")
+	}
+	return protocol.ERNotAllowedCommand.New("sluice: LOAD DATA LOCAL INFILE needs a client that allows local files (CLIENT_LOCAL_FILES)")
 }
 
 // inTransaction reports whether the session has a transaction open on the

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-proxy/sluice/policy"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
+	"github.com/sluice-proxy/sluice/rules"
 	"github.com/sluice-proxy/sluice/shard"
 	"go.uber.org/zap"
 )
@@ -94,7 +95,9 @@ type Env struct {
 
 	// Per-user limits (limits.go): the running limit set, each user's
 	// shared state, and the limit metrics.
-	limits        atomic.Pointer[limitSet]
+	limits atomic.Pointer[limitSet]
+	// rules are the query rules in force (SetRules).
+	rules         atomic.Pointer[rules.Set]
 	users         userStates
 	rateLimited   *prometheus.CounterVec
 	queryTimeouts prometheus.Counter
@@ -165,6 +168,9 @@ func NewEnv(cfg *conf.Config, o Options) (*Env, error) {
 		e.version.Store(&v)
 	}
 	e.initLimits(cfg)
+	if err := e.SetRules(cfg); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 

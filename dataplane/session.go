@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,10 @@ type Session struct {
 	// statement, or an earlier one when the statements after it named no
 	// table and raised nothing.
 	diagFrom *BackendConn
+
+	// addr is the client's IP address once addrKnown (clientAddr).
+	addr      netip.Addr
+	addrKnown bool
 
 	schema     string
 	lastStatus uint16 // status flags of the last final OK/EOF any backend sent

@@ -248,12 +248,22 @@ func BenchmarkSession(b *testing.B) {
 		{"execute-point-select-bound", benchExecute(true), benchBinaryResult(), true, true, false, ""},
 		{"execute-point-select-unbound", benchExecute(false), benchBinaryResult(), true, true, false, ""},
 		{"execute-point-select-bound-grants", benchExecute(true), benchBinaryResult(), true, true, false, ""},
+		// rules: 20 query rules are loaded, none of which matches the
+		// statement (each match field in turn), so each is tried.
+		{"query-point-select-rules", pointSelect, benchTextResult(), true, false, false, ""},
+		{"execute-point-select-bound-rules", benchExecute(true), benchBinaryResult(), true, true, false, ""},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := benchServer(b)
 			if bc.sharded {
 				srv = offlineServerWith(b, "", 1, "[[shard]]\nschema = \"sbtest\"\ntable = \"sbtest1\"\nkey = \"id\"\n"+
 					"algorithm = \"mod\"\nclusters = [\"main\"]\ntables_per_cluster = 2\n")
+			}
+			if strings.HasSuffix(bc.name, "-rules") {
+				srv = offlineServerWith(b, "", 1, benchRules)
+				if srv.Rules().Len() != 20 {
+					b.Fatalf("%d rules loaded", srv.Rules().Len())
+				}
 			}
 			if strings.HasSuffix(bc.name, "-limited") {
 				srv = offlineServerWith(b, "", 1, "[limits]\nmax_statements_per_second = 10000000\nburst = 100000000\nquery_timeout = \"1h\"\n")
@@ -338,6 +348,23 @@ func BenchmarkSession(b *testing.B) {
 		})
 	}
 }
+
+// benchRules are 20 query rules that do not match the benchmarks'
+// statements: one per match field in turn, the last of each kind with an
+// action.
+var benchRules = func() string {
+	fields := []string{`pattern = "(?i)^UPDATE sbtest2"`, `digest = "select c from sbtest2 where id = ?"`,
+		`digest = "0123456789abcdef"`, `user = "nobody"`, `schema = "other"`, `client_address = "192.168.0.0/16"`,
+		`kind = "ddl"`, `cluster = "main"` + "\nuser = \"nobody\"", `kind = "txn"`, `pattern = "FOR UPDATE$"`}
+	var b strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&b, "[[rule]]\nname = \"r%d\"\n%s\n", i, fields[i%len(fields)])
+		if i >= 10 {
+			b.WriteString("route = \"master\"\nlog = true\n")
+		}
+	}
+	return b.String()
+}()
 
 // BenchmarkSessionPrepareExecuteClose serves the three commands the Go
 // driver sends for one db.Query with arguments (without interpolateParams):

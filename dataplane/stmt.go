@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
+	"github.com/sluice-proxy/sluice/rules"
 	"github.com/sluice-proxy/sluice/shard"
 )
 
@@ -46,6 +47,10 @@ type preparedStmt struct {
 	// cursorStmt, taken out of the connection's cache meanwhile.
 	cursor     *BackendConn
 	cursorStmt *backendStmt
+	// rule is the query rules' decision at PREPARE, ruleSet the rules it
+	// was made by; executions count it and follow its route.
+	rule    rules.Decision
+	ruleSet *rules.Set
 	// schema is the session's schema when it was prepared, which its
 	// unqualified tables keep naming, as on a server; state and vars are
 	// the session's replayed SET statements then (sql_mode, character
@@ -99,6 +104,12 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	if refused, err := s.refuseDefaultRole(plan, p[1:]); refused {
 		return err
 	}
+	// The rules decide at PREPARE; each execution counts and follows
+	// that decision.
+	rule, ruleSet := s.matchRules(plan, p[1:])
+	if rule.Err {
+		return s.client.WriteErr(ruleError(ruleSet, &rule, plan))
+	}
 	s.pin(plan.Pins &^ router.PinFoundRows) // see comQuery
 	if sc := plan.Scoped; sc != nil && sc.Uses&(router.ScopedRowCount|router.ScopedFoundRows) != 0 {
 		// The server answers these from the statement its connection
@@ -151,7 +162,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		prepared = unique.Make(stmtText{sql: variant, schema: s.schema})
 	}
 	state := s.state()
-	return s.exchange(s.route(plan), func(bc *BackendConn) (protocol.RelayResult, error) {
+	return s.exchange(s.ruleTarget(ruleSet, &rule, plan, s.route(plan)), func(bc *BackendConn) (protocol.RelayResult, error) {
 		key := stmtKey{text: prepared, state: state}
 		bc.makeRoom(key, s.env.config().Proxy.BackendStatementCache)
 		first, err := prepareText(bc, p)
@@ -174,6 +185,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 		st := s.newStmt()
 		st.id, st.sql, st.plan, st.params, st.columns = s.nextStmtID, sql, plan, int(ok.Params), int(ok.Columns)
 		st.shard, st.schema, st.text = tpl, s.schema, text
+		st.rule, st.ruleSet = rule, ruleSet
 		st.state, st.vars = state, append(st.vars[:0], s.vars...)
 		if variant != "" {
 			st.variant, st.variantText = variant, prepared
@@ -419,8 +431,13 @@ func (s *Session) comStmtExecute(p []byte) error {
 	} else if s.releases(st.plan) {
 		after = s.afterRelease
 	}
+	target := s.route(st.plan)
+	if st.rule.Matched() {
+		s.countRules(st.ruleSet, &st.rule, st.plan)
+		target = s.ruleTarget(st.ruleSet, &st.rule, st.plan, target)
+	}
 	clientSeq := s.client.Seq()
-	err = s.exchange(s.route(st.plan), func(bc *BackendConn) (protocol.RelayResult, error) {
+	err = s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
 		// Prepared first: preparing it under its own state may reset bc.
 		bs, err := s.prepareOn(bc, st, variant)
 		if err != nil {

@@ -22,8 +22,10 @@ type Decision struct {
 	ErrCode uint16
 	ErrMsg  string
 	ErrRule int16
-	// Log: a matched rule asks for the statement to be logged.
-	Log bool
+	// Log: a matched rule asks for the statement to be logged; LogRule
+	// is the first such rule's index.
+	Log     bool
+	LogRule int16
 	// matched are the indexes of the rules that matched.
 	matched [MaxRules / 64]uint64
 }
@@ -60,7 +62,9 @@ func (s *Set) Match(in *Input) Decision {
 		if r.Err && !errSet && !routeSet {
 			d.Err, d.ErrCode, d.ErrMsg, d.ErrRule, errSet = true, r.ErrCode, r.ErrMsg, int16(i), true
 		}
-		d.Log = d.Log || r.Log
+		if r.Log && !d.Log {
+			d.Log, d.LogRule = true, int16(i)
+		}
 		if !r.Continue {
 			break
 		}
