@@ -12,9 +12,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/router"
 )
 
 // run carries out one parsed admin command. It returns a result set,
@@ -40,6 +42,8 @@ func (p *Port) run(a *session, cmd adminCommand) (*Table, string, error) {
 		return ShowDigests(p.ctl, cmd.limit), "", nil
 	case adminShowShards:
 		return p.showShards(), "", nil
+	case adminShowRules:
+		return ShowRules(p.ctl), "", nil
 	case adminShowEvents:
 		return ShowEvents(p.ctl), "", nil
 	case adminShowConfig:
@@ -168,10 +172,43 @@ func ShowSessions(ctl Control) *Table {
 	return r
 }
 
+// ShowRules builds SHOW RULES: the query rules in the order they are
+// tried, each with its hits, its last hit (UTC, empty if none), its
+// actions and its match fields as the configuration gives them.
+func ShowRules(ctl Control) *Table {
+	r := &Table{Columns: []string{"name", "hits", "last_hit", "actions", "match"}}
+	set := ctl.Rules()
+	cfg := ctl.Config()
+	for i, rule := range set.Rules() {
+		last := ""
+		if t := rule.LastHit(); !t.IsZero() {
+			last = t.UTC().Format("2006-01-02 15:04:05.000")
+		}
+		match := ""
+		if i < len(cfg.Rules) && cfg.Rules[i].Name == rule.Name {
+			match = ruleMatch(&cfg.Rules[i])
+		}
+		r.Rows = append(r.Rows, []string{rule.Name, strconv.FormatUint(rule.Hits(), 10), last, rule.Actions(), match})
+	}
+	return r
+}
+
+// ruleMatch spells a rule's match fields as key=value pairs.
+func ruleMatch(c *conf.Rule) string {
+	var out []string
+	for _, f := range [][2]string{{"digest", c.Digest}, {"pattern", c.Pattern}, {"user", c.User}, {"schema", c.Schema},
+		{"client_address", c.ClientAddress}, {"kind", c.Kind}, {"cluster", c.Cluster}} {
+		if f[1] != "" {
+			out = append(out, f[0]+"="+strconv.Quote(f[1]))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // ShowDigests builds SHOW QUERY DIGESTS: the busiest statement digests,
 // largest total time first, at most limit of them (< 0: all).
 func ShowDigests(ctl Control, limit int) *Table {
-	r := &Table{Columns: []string{"digest", "count", "total_ms", "avg_ms", "max_ms", "rows", "errors", "route"}}
+	r := &Table{Columns: []string{"digest", "count", "total_ms", "avg_ms", "max_ms", "rows", "errors", "route", "digest_id"}}
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
 	for _, d := range ctl.Digests().Snapshot(limit) {
 		avg := time.Duration(0)
@@ -183,7 +220,8 @@ func ShowDigests(ctl Control, limit int) *Table {
 			digest = "(unparsed)"
 		}
 		r.Rows = append(r.Rows, []string{digest, strconv.FormatUint(d.Count, 10), ms(d.Total), ms(avg), ms(d.Max),
-			strconv.FormatUint(d.Rows, 10), strconv.FormatUint(d.Errors, 10), observe.DigestRouteNames(d.Routes)})
+			strconv.FormatUint(d.Rows, 10), strconv.FormatUint(d.Errors, 10), observe.DigestRouteNames(d.Routes),
+			router.FormatDigestID(router.DigestID(d.Digest))})
 	}
 	return r
 }

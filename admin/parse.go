@@ -22,6 +22,7 @@ const (
 	adminShowSessions
 	adminShowDigests
 	adminShowShards
+	adminShowRules
 	adminShowEvents
 	adminShowConfig
 	adminShowVersion
@@ -55,8 +56,9 @@ var adminCommands = [][2]string{
 	{"SHOW CLUSTERS", "every cluster: master, replicas, balance policy, epoch"},
 	{"SHOW POOLS", "the data connection pool of every backend"},
 	{"SHOW SESSIONS", "client sessions: id, user, client, schema, backend, state, time, digest, pins"},
-	{"SHOW QUERY DIGESTS [LIMIT n]", "statement digests by total time: count, times, rows, errors, route"},
+	{"SHOW QUERY DIGESTS [LIMIT n]", "statement digests by total time: count, times, rows, errors, route, digest_id"},
 	{"SHOW SHARDS", "the shard and broadcast rules"},
+	{"SHOW RULES", "the query rules in order: hits, last hit, actions, match fields"},
 	{"SHOW EVENTS", "failovers, fencing, reloads, backends going up/down, with time and epoch"},
 	{"SHOW CONFIG", "the running configuration, secrets redacted"},
 	{"SHOW VERSION", "the sluice version"},
@@ -208,6 +210,8 @@ func parseAdmin(q string) (adminCommand, error) {
 			}
 		case "SHARDS":
 			cmd.kind = adminShowShards
+		case "RULES":
+			cmd.kind = adminShowRules
 		case "EVENTS":
 			cmd.kind = adminShowEvents
 		case "CONFIG":

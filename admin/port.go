@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/rules"
 )
 
 // Control is what the admin port needs of the running server. Its methods
@@ -40,6 +41,8 @@ type Control interface {
 	// Digests and Events are what SHOW QUERY DIGESTS and SHOW EVENTS show.
 	Digests() *observe.Digests
 	Events() *observe.Events
+	// Rules are the query rules in force, with their counters.
+	Rules() *rules.Set
 	// Event records a SHOW EVENTS row.
 	Event(kind, cluster, backend, detail string)
 	// BackendStateChanged publishes a state change an admin command made.

@@ -168,9 +168,11 @@ func NewEnv(cfg *conf.Config, o Options) (*Env, error) {
 		e.version.Store(&v)
 	}
 	e.initLimits(cfg)
-	if err := e.SetRules(cfg); err != nil {
+	ruleSet, err := rules.Compile(cfg, nil)
+	if err != nil {
 		return nil, err
 	}
+	e.rules.Store(ruleSet)
 	return e, nil
 }
 

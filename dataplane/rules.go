@@ -7,24 +7,15 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 	"github.com/sluice-proxy/sluice/rules"
 )
 
-// SetRules compiles cfg's [[rule]] entries and makes them the ones the
-// next statement of every session is matched against; rules that keep
-// their name keep their hit counters. It fails, changing nothing, when a
-// rule does not compile (Validate accepts only rules that do).
-func (e *Env) SetRules(cfg *conf.Config) error {
-	set, err := rules.Compile(cfg, e.rules.Load())
-	if err != nil {
-		return err
-	}
-	e.rules.Store(set)
-	return nil
-}
+// SetRules makes set the query rules the next statement of every session
+// is matched against (rules.Compile keeps the hit counters of the rules
+// that keep their name).
+func (e *Env) SetRules(set *rules.Set) { e.rules.Store(set) }
 
 // Rules returns the query rules in force; safe for concurrent use.
 func (e *Env) Rules() *rules.Set { return e.rules.Load() }

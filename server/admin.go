@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/observe"
 	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/rules"
 )
 
 // startAdmin binds admin_listen and serves the admin port until the
@@ -63,6 +64,7 @@ type control struct{ s *Server }
 func (c control) Config() *conf.Config           { return c.s.config() }
 func (c control) Topology() *health.Topology     { return c.s.topo }
 func (c control) Digests() *observe.Digests      { return c.s.digests }
+func (c control) Rules() *rules.Set              { return c.s.env.Rules() }
 func (c control) Events() *observe.Events        { return &c.s.events }
 func (c control) ServerVersion() string          { return c.s.env.ServerVersion() }
 func (c control) NextConnectionID() uint32       { return c.s.env.Registry().NextConnectionID() }

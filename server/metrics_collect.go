@@ -142,3 +142,24 @@ func boolValue(b bool) float64 {
 	}
 	return 0
 }
+
+// ruleCollector exports each query rule's hits at scrape time from the
+// rules' own counters (rules.Set): every configured rule has its series
+// from start, at 0, and a rule a reload removes disappears.
+type ruleCollector struct {
+	s    *Server
+	hits *prometheus.Desc
+}
+
+func newRuleCollector(s *Server) *ruleCollector {
+	return &ruleCollector{s: s, hits: prometheus.NewDesc("sluice_rule_hits_total",
+		"Statements each query rule ([[rule]]) matched; a prepared statement counts at each execution.", []string{"rule"}, nil)}
+}
+
+func (c *ruleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.hits }
+
+func (c *ruleCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.s.env.Rules().Rules() {
+		ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(r.Hits()), r.Name)
+	}
+}

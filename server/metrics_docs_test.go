@@ -34,7 +34,9 @@ func TestMetricsAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := offlineServer(t, "", 2)
+	// Two query rules; offlineServer puts its first argument after
+	// [health], where TOML lets [[rule]] tables follow.
+	srv := offlineServer(t, "[[rule]]\nname = \"deny-drops\"\npattern = \"^DROP\"\nerror = true\n[[rule]]\nname = \"log-all\"\nlog = true\n", 2)
 	fams, err := srv.metrics.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +89,8 @@ func TestMetricsAtStart(t *testing.T) {
 		{"sluice_auth_mirror_runs_total", map[string]string{"result": "error"}},
 		{"sluice_auth_server_unreachable_total", nil},
 		{"sluice_query_timeouts_total", nil},
+		{"sluice_rule_hits_total", map[string]string{"rule": "deny-drops"}},
+		{"sluice_rule_hits_total", map[string]string{"rule": "log-all"}},
 	}
 	for _, o := range failoverOutcomes {
 		want = append(want, struct {

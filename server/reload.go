@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-proxy/sluice/dataplane"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
+	"github.com/sluice-proxy/sluice/rules"
 )
 
 // reloader is the Server's state for Reload and the prober it restarts.
@@ -221,7 +222,8 @@ func (srv *Server) restartProber(h conf.Health) {
 //   - [auth], for new logins (and the schema mirror, which runs again
 //     after every reload); the proxy limits and [limits] (new
 //     connections, and every session's next command); shard and broadcast
-//     rules and [sharding], for the statements that start afterwards.
+//     rules and [sharding], and the query rules ([[rule]]), for the
+//     statements that start afterwards.
 //
 // changes lists every difference with Change.String, those that wait for a
 // restart prefixed "needs restart: ", and notes for changes that could not
@@ -255,6 +257,10 @@ func (srv *Server) Reload() (changes []string, err error) {
 	if err != nil {
 		return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged: %v", err)
 	}
+	ruleSet, err := rules.Compile(next, srv.env.Rules())
+	if err != nil {
+		return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged: %v", err)
+	}
 	var authn auth.Authenticator
 	if !reflect.DeepEqual(old.Auth, next.Auth) || old.Proxy.ConnectTimeout != next.Proxy.ConnectTimeout {
 		if authn, err = newAuthenticator(next, srv.grants); err != nil {
@@ -277,6 +283,7 @@ func (srv *Server) Reload() (changes []string, err error) {
 	srv.settleShardKeys(set.Rules())
 	srv.env.SetShards(set)
 	srv.env.SetLimits(next)
+	srv.env.SetRules(ruleSet)
 	if v := next.Proxy.ServerVersion; v != "" {
 		srv.env.SetServerVersion(v)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/observe"
+	"github.com/sluice-proxy/sluice/rules"
 )
 
 // fakeControl is the part of admin.Control the page and the API read; the
@@ -31,6 +32,7 @@ type fakeControl struct {
 func (f *fakeControl) Config() *conf.Config         { return f.cfg }
 func (f *fakeControl) Topology() *health.Topology   { return f.topo }
 func (f *fakeControl) Digests() *observe.Digests    { return f.digests }
+func (f *fakeControl) Rules() *rules.Set            { return nil }
 func (f *fakeControl) Events() *observe.Events      { return f.events }
 func (f *fakeControl) Sessions() []admin.SessionRow { return f.sessions }
 func (f *fakeControl) Pool(addr string) (admin.PoolInfo, bool) {
