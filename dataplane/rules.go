@@ -21,9 +21,10 @@ func (e *Env) SetRules(set *rules.Set) { e.rules.Store(set) }
 func (e *Env) Rules() *rules.Set { return e.rules.Load() }
 
 // matchRules matches a statement of plan and text against the rules in
-// force and counts the hits. With none loaded, or none matching, it
+// force and, with count, counts the hits (a prepared statement counts at
+// each execution, not at PREPARE). With none loaded, or none matching, it
 // allocates nothing. set is the Set the decision's rule indexes refer to.
-func (s *Session) matchRules(plan *router.Plan, text []byte) (d rules.Decision, set *rules.Set) {
+func (s *Session) matchRules(plan *router.Plan, text []byte, count bool) (d rules.Decision, set *rules.Set) {
 	set = s.env.rules.Load()
 	if set.Len() == 0 {
 		return d, set
@@ -33,7 +34,7 @@ func (s *Session) matchRules(plan *router.Plan, text []byte) (d rules.Decision, 
 		in.Addr = s.clientAddr()
 	}
 	d = set.Match(&in)
-	if d.Matched() {
+	if count && d.Matched() {
 		s.countRules(set, &d, plan)
 	}
 	return d, set
@@ -42,7 +43,7 @@ func (s *Session) matchRules(plan *router.Plan, text []byte) (d rules.Decision, 
 // applyRules matches a text statement against the rules; refused: a rule
 // refused it, and err is what writing the error to the client returned.
 func (s *Session) applyRules(plan *router.Plan, text []byte) (d rules.Decision, set *rules.Set, refused bool, err error) {
-	d, set = s.matchRules(plan, text)
+	d, set = s.matchRules(plan, text, true)
 	if d.Err {
 		e := ruleError(set, &d, plan)
 		s.noteResult(protocol.RelayResult{Err: e})

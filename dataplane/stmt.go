@@ -106,8 +106,10 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	}
 	// The rules decide at PREPARE; each execution counts and follows
 	// that decision.
-	rule, ruleSet := s.matchRules(plan, p[1:])
+	rule, ruleSet := s.matchRules(plan, p[1:], false)
 	if rule.Err {
+		// A refused PREPARE counts once, as it never executes.
+		s.countRules(ruleSet, &rule, plan)
 		return s.client.WriteErr(ruleError(ruleSet, &rule, plan))
 	}
 	s.pin(plan.Pins &^ router.PinFoundRows) // see comQuery
