@@ -75,7 +75,8 @@ func ruleError(set *rules.Set, d *rules.Decision, plan *router.Plan) *protocol.S
 // ruleTarget applies a matched rule's route to target, where the session
 // would send a statement of plan. A master route always holds. A replica
 // route holds only for a read the session could safely run on a replica
-// (outside a transaction, without temporary tables or untracked state,
+// and that no sluice:master hint keeps on the master (outside a
+// transaction, without temporary tables or untracked state,
 // read the way the server reads it, calling no function that may write):
 // it overrides the cluster's consistency, never safety. For anything the
 // router does not classify as a read it is ignored, with a warning logged
@@ -93,7 +94,8 @@ func (s *Session) ruleTarget(set *rules.Set, d *rules.Decision, plan *router.Pla
 			return target
 		}
 		temp := s.pins&(router.PinTempTable|router.PinUntracked) != 0
-		if plan.FollowsPrevious || s.inTransaction() || temp || s.lexDoubt(plan) || s.funcsMayWrite(plan) {
+		// A sluice:master hint is the application's own word: it wins.
+		if plan.Hint == router.HintMaster || plan.FollowsPrevious || s.inTransaction() || temp || s.lexDoubt(plan) || s.funcsMayWrite(plan) {
 			return target
 		}
 		return router.TargetReplica

@@ -247,6 +247,7 @@ route = "replica"
 	cases := []ruleCase{
 		{name: "no rule: strong consistency reads on the master", sql: "SELECT @@server_id /* plain */", want: "master"},
 		{name: "route replica by pattern", sql: "SELECT @@server_id /* to-replica */", want: "replica", hits: []string{"replica-pattern"}},
+		{name: "a sluice:master hint wins over a replica rule", sql: "/* sluice:master */ SELECT @@server_id /* to-replica */", want: "master", hits: []string{"replica-pattern"}},
 		{name: "route replica by digest text", sql: "SELECT @@server_id, 1 + 1", want: "replica", hits: []string{"replica-digest"}},
 		{name: "route replica by digest text, other literals", sql: "SELECT @@server_id, 2 + 40", want: "replica", hits: []string{"replica-digest"}},
 		{name: "route replica by digest id", sql: "SELECT @@server_id, 'x' AS byid", want: "replica", hits: []string{"replica-digest-id"}},
