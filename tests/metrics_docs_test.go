@@ -55,7 +55,8 @@ func TestMetricsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := startLoggedProxy(t, nil)
+	// A query rule, so sluice_rule_hits_total has a series.
+	srv, _ := startLoggedProxy(t, func(text string) string { return text + "\n[[rule]]\nname = \"count-all\"\n" })
 	probed := func(fams metricFamilies) bool {
 		up := fams["sluice_backend_up"]
 		lag := fams["sluice_backend_replication_lag_seconds"]

@@ -263,6 +263,14 @@ route = "replica"
 	}
 	want := runRuleCases(t, srv, cases)
 
+	t.Run("SHOW QUERY DIGESTS prints the digest_id the rule names", func(t *testing.T) {
+		h, rows := adminRows(t, srv, "SHOW QUERY DIGESTS")
+		byText, _ := digestOf(t, "SELECT @@server_id, 'x' AS byid")
+		if m := rowWith(t, h, rows, "digest", byText); m["digest_id"] != digestID {
+			t.Errorf("SHOW QUERY DIGESTS: %q has digest_id %q, the rule names %q", byText, m["digest_id"], digestID)
+		}
+	})
+
 	t.Run("logged", func(t *testing.T) {
 		for _, rule := range []string{"log-cluster", "tag-continue"} {
 			n := logs.FilterMessage("query rule matched").FilterField(zap.String("rule", rule)).Len()

@@ -102,7 +102,7 @@ async function refresh() {
     drawClusters(clusters);
     drawTable("sessions", sessions.sessions, ["id", "user", "client", "schema", "backend", "state", "time", "digest", "pinned"]);
     document.getElementById("session-count").textContent = "(" + sessions.sessions.length + ")";
-    drawTable("digests", digests.digests, ["digest", "count", "total_ms", "avg_ms", "max_ms", "rows", "errors", "route"]);
+    drawTable("digests", digests.digests, ["digest", "count", "total_ms", "avg_ms", "max_ms", "rows", "errors", "route", "digest_id"]);
     drawEvents(events.events);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     err.hidden = true;
