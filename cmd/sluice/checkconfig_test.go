@@ -33,6 +33,11 @@ func TestCheckConfigExitCodes(t *testing.T) {
 	if err := os.WriteFile(good, []byte(checkConfigFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A rule that could route writes to a replica (no kind = "read").
+	replicaRule := filepath.Join(dir, "replica-rule.toml")
+	if err := os.WriteFile(replicaRule, []byte(checkConfigFile+"\n[[rule]]\nname = \"reports\"\nuser = \"reporting\"\nroute = \"replica\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	secret := filepath.Join(dir, "backend.secret")
 	const admin = "SLUICE_CHECK_CONFIG_TEST_ADMIN"
 	t.Setenv(admin, "")
@@ -66,6 +71,10 @@ func TestCheckConfigExitCodes(t *testing.T) {
 		}},
 		{name: "secrets skipped", args: []string{"-skip-secrets", good}, code: exitOK,
 			stdout: []string{"master   127.0.0.1:3306"}, stderr: []string{note + ", so secrets are not checked"}},
+		{name: "a rule that could route writes to a replica", args: []string{"-skip-secrets", replicaRule}, code: exitError, stderr: []string{
+			note + ", so secrets are not checked",
+			replicaRule + `: line 16: rule[0] ("reports"): route = "replica" needs kind = "read": without it the rule could send writes to a replica (got kind "")`,
+		}},
 		{name: "every problem", args: []string{many}, code: exitError, stderr: []string{
 			many + ": line 7: proxy.max_client_connections: want an integer, got a string",
 			many + `: line 8: proxy.handshake_timeout: invalid duration "5 parsecs" (use a number with a unit: "500ms", "5s", "10m")`,
