@@ -110,6 +110,9 @@ func (c *Config) Describe() string {
 		u := &c.Limits.Users[i]
 		line("  user %q: %s", u.Name, describeLimits(&u.LimitValues))
 	}
+	for i := range c.Rules {
+		line("rule %q: %s", c.Rules[i].Name, describeRule(&c.Rules[i]))
+	}
 	if len(c.Broadcast) > 0 {
 		names := make([]string, len(c.Broadcast))
 		for i, t := range c.Broadcast {

@@ -149,3 +149,38 @@ func ParseClientAddress(s string) (netip.Prefix, error) {
 	}
 	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 }
+
+// describeRule prints a rule's match keys and actions for Describe:
+// `user="app" kind="read" -> route replica, log`.
+func describeRule(r *Rule) string {
+	var match, acts []string
+	for _, f := range [][2]string{{"digest", r.Digest}, {"pattern", r.Pattern}, {"user", r.User}, {"schema", r.Schema},
+		{"client_address", r.ClientAddress}, {"kind", r.Kind}, {"cluster", r.Cluster}} {
+		if f[1] != "" {
+			match = append(match, fmt.Sprintf("%s=%q", f[0], f[1]))
+		}
+	}
+	if len(match) == 0 {
+		match = []string{"every statement"}
+	}
+	if r.Route != "" {
+		acts = append(acts, "route "+r.Route)
+	}
+	if r.Error {
+		code := r.ErrorCode
+		if code == 0 {
+			code = 1142
+		}
+		acts = append(acts, fmt.Sprintf("error %d", code))
+	}
+	if r.Log {
+		acts = append(acts, "log")
+	}
+	if r.Continue {
+		acts = append(acts, "continue")
+	}
+	if len(acts) == 0 {
+		acts = []string{"count only"}
+	}
+	return strings.Join(match, " ") + " -> " + strings.Join(acts, ", ")
+}

@@ -96,3 +96,17 @@ func TestRulesDiff(t *testing.T) {
 		t.Errorf("Live keeps rules %+v, want the file's", live.Rules)
 	}
 }
+
+// TestRulesDescribe: check-config's description lists each rule with its
+// match keys and actions.
+func TestRulesDescribe(t *testing.T) {
+	c := mustParse(t, base+"[[rule]]\nname = \"reports\"\nuser = \"reporting\"\nkind = \"read\"\nroute = \"replica\"\nlog = true\n"+
+		"[[rule]]\nname = \"deny\"\npattern = \"^DROP\"\nerror = true\n[[rule]]\nname = \"all\"\n")
+	d := c.Describe()
+	for _, want := range []string{`rule "reports": user="reporting" kind="read" -> route replica, log`,
+		`rule "deny": pattern="^DROP" -> error 1142`, `rule "all": every statement -> count only`} {
+		if !strings.Contains(d, want) {
+			t.Errorf("description lacks %q:\n%s", want, d)
+		}
+	}
+}
