@@ -50,9 +50,11 @@ func (s *Set) Match(in *Input) Decision {
 		return d
 	}
 	routeSet, errSet := false, false
+	// The digest's id, hashed once per statement, when a rule needs it.
+	var id digestID
 	for i := range s.rules {
 		r := &s.rules[i]
-		if !r.matches(in) {
+		if !r.matches(in, &id) {
 			continue
 		}
 		d.matched[i/64] |= 1 << (i % 64)
@@ -98,7 +100,7 @@ func (s *Set) Rule(i int16) *Rule { return &s.rules[i] }
 
 // matches reports whether every match field of r holds for in. The cheap
 // comparisons come first, the regular expression last.
-func (r *Rule) matches(in *Input) bool {
+func (r *Rule) matches(in *Input, id *digestID) bool {
 	if r.user != "" && r.user != in.User {
 		return false
 	}
@@ -115,7 +117,7 @@ func (r *Rule) matches(in *Input) bool {
 		return false
 	}
 	if r.byID {
-		if router.DigestID(in.Plan.Digest) != r.digestID {
+		if id.of(in.Plan.Digest) != r.digestID {
 			return false
 		}
 	} else if r.digest != "" && r.digest != in.Plan.Digest {
@@ -125,6 +127,19 @@ func (r *Rule) matches(in *Input) bool {
 		return false
 	}
 	return true
+}
+
+// digestID is a statement's digest id, computed on first use.
+type digestID struct {
+	v    uint64
+	done bool
+}
+
+func (d *digestID) of(digest string) uint64 {
+	if !d.done {
+		d.v, d.done = router.DigestID(digest), true
+	}
+	return d.v
 }
 
 // kindMatches reports whether a plan is of a rule's kind: "write" is any

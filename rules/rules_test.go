@@ -249,3 +249,51 @@ func TestNilSet(t *testing.T) {
 		t.Errorf("nil set: %+v", d)
 	}
 }
+
+// BenchmarkMatch matches a point select against rules that do not match
+// it, one per match field, and against one that does.
+func BenchmarkMatch(b *testing.B) {
+	miss := `
+[[rule]]
+name = "user"
+user = "nobody"
+[[rule]]
+name = "digest"
+digest = "select c from sbtest2 where id = ?"
+[[rule]]
+name = "id"
+digest = "0123456789abcdef"
+[[rule]]
+name = "cidr"
+client_address = "192.168.0.0/16"
+[[rule]]
+name = "kind"
+kind = "ddl"
+[[rule]]
+name = "pattern"
+pattern = "(?i)^UPDATE sbtest2"
+`
+	for _, bc := range []struct{ name, rules string }{
+		{"6-rules-no-match", miss},
+		{"6-rules-then-match", miss + "[[rule]]\nname = \"hit\"\nkind = \"read\"\nroute = \"replica\"\n"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg, err := conf.Parse([]byte(base + bc.rules))
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := Compile(cfg, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			in := input("SELECT c FROM sbtest1 WHERE id=5012")
+			b.ReportAllocs()
+			for b.Loop() {
+				d := s.Match(in)
+				if d.Matched() {
+					s.Count(&d, time.Time{})
+				}
+			}
+		})
+	}
+}
