@@ -385,4 +385,12 @@ route = "master"
 	if got := scrapeFrom(t, srv, `sluice_rule_hits_total{rule="master-cidr"}`); got != 0 {
 		t.Errorf("the removed rule is still exported with %v hits", got)
 	}
+
+	// A file with a rule that could route writes to a replica is refused
+	// and changes nothing.
+	writeConfig(t, path, rulesConfig(nil, next+"\n[[rule]]\nname = \"unsafe\"\nroute = \"replica\"\n"))
+	if _, err := srv.Reload(); err == nil || !strings.Contains(err.Error(), `rule[4] ("unsafe"): route = "replica" needs kind = "read"`) {
+		t.Errorf("reload of an unsafe rule: %v", err)
+	}
+	checkRuleHits(t, srv, []string{"deny-reloaded", "master-cidr-miss", "master-kind-cluster", "master-prepared"}, want2)
 }
