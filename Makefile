@@ -5,6 +5,8 @@ COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 # The commit's time (Unix seconds): the files' time inside the .deb and the
 # date of an untagged package version (see deploy/deb/main.go).
 COMMIT_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+# How many commits lead to HEAD: orders untagged package versions of one day.
+COMMIT_COUNT ?= $(shell git rev-list --count HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Where make package writes dist/sluice_<debian version>_amd64.deb.
 DIST ?= dist
@@ -70,7 +72,7 @@ package:
 	@mkdir -p $(DIST)/bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/bin/sluice ./cmd/sluice
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/bin/sluice-agent ./cmd/sluice-agent
-	$(GO) run ./deploy/deb -version '$(VERSION)' -commit '$(COMMIT)' -epoch '$(COMMIT_EPOCH)' -bin $(DIST)/bin -out $(DIST)
+	$(GO) run ./deploy/deb -version '$(VERSION)' -commit '$(COMMIT)' -count '$(COMMIT_COUNT)' -epoch '$(COMMIT_EPOCH)' -bin $(DIST)/bin -out $(DIST)
 
 # Builds the package, installs it with dpkg, verifies the units with
 # systemd-analyze, serves a sandbox topology with the installed binary and
