@@ -76,8 +76,10 @@ package:
 
 # Builds the package, installs it with dpkg, verifies the units with
 # systemd-analyze, serves a sandbox topology with the installed binary and
-# purges it (root and dpkg needed; deploy/deb/package_test.go). Not part of
-# ./tests/...: it changes the machine's installed packages.
+# purges it (deploy/deb/package_test.go). It needs root and dpkg and fails
+# without them; SLUICE_SKIP_DEB=1 (in the environment) skips it there
+# instead. A package an earlier, killed run left installed is purged first.
+# Not part of ./tests/...: it changes the machine's installed packages.
 test-deb:
 	$(GO) test -count=1 -timeout 15m -v ./deploy/deb
 

@@ -145,6 +145,10 @@ func contents(bin, root string) files.Contents {
 	}
 }
 
+// maintainer is the package's Maintainer field. package_test.go knows a
+// package it may purge by it.
+const maintainer = "sluice maintainers <maintainers@sluice-proxy.invalid>"
+
 // build writes the package for version into out and returns its path.
 func build(version string, mtime time.Time, bin, root, out string) (string, error) {
 	scripts := filepath.Join(root, "deploy/deb/scripts")
@@ -156,7 +160,7 @@ func build(version string, mtime time.Time, bin, root, out string) (string, erro
 		VersionSchema: "none", // already a Debian version; nfpm must not reparse it as semver
 		Section:       "database",
 		Priority:      "optional",
-		Maintainer:    "sluice maintainers <maintainers@sluice-proxy.invalid>",
+		Maintainer:    maintainer,
 		Description: "MySQL wire-protocol proxy\n" +
 			"sluice sends writes to the master and reads to the least-loaded healthy\n" +
 			"replica, shards tables by key and promotes a replica when the master dies.\n" +
