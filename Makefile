@@ -154,9 +154,11 @@ image:
 	$(GO) run ./deploy/image -binary $(DIST)/image/sluice -config $(IMAGE_CONFIG) -version '$(VERSION)' -revision '$(COMMIT)' \
 		-created '$(IMAGE_CREATED)' -layout $(DIST)/oci -archive $(DIST)/sluice_$(VERSION)_image.tar
 
-# The image's tests: its config and files, a reproducible digest, and the
+# The image's tests: its config and files, a reproducible digest, the
 # image loaded into podman (Debian's, with runc) and run in front of a
-# sandbox topology. Uses a podman storage of its own and removes it.
+# sandbox topology, and `make image` itself run into a temporary DIST, its
+# archive loaded and inspected (TestMakeImage). Uses a podman storage of
+# its own and removes it.
 test-image:
 	$(GO) test -count=1 -timeout 15m ./deploy/image
 
