@@ -5,6 +5,8 @@ COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 # The commit's time (Unix seconds): the files' time inside the .deb and the
 # date of an untagged package version (see deploy/deb/main.go).
 COMMIT_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+# How many commits lead to HEAD: orders untagged package versions of one day.
+COMMIT_COUNT ?= $(shell git rev-list --count HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Where make package writes dist/sluice_<debian version>_amd64.deb.
 DIST ?= dist
@@ -70,12 +72,14 @@ package:
 	@mkdir -p $(DIST)/bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/bin/sluice ./cmd/sluice
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/bin/sluice-agent ./cmd/sluice-agent
-	$(GO) run ./deploy/deb -version '$(VERSION)' -commit '$(COMMIT)' -epoch '$(COMMIT_EPOCH)' -bin $(DIST)/bin -out $(DIST)
+	$(GO) run ./deploy/deb -version '$(VERSION)' -commit '$(COMMIT)' -count '$(COMMIT_COUNT)' -epoch '$(COMMIT_EPOCH)' -bin $(DIST)/bin -out $(DIST)
 
 # Builds the package, installs it with dpkg, verifies the units with
 # systemd-analyze, serves a sandbox topology with the installed binary and
-# purges it (root and dpkg needed; deploy/deb/package_test.go). Not part of
-# ./tests/...: it changes the machine's installed packages.
+# purges it (deploy/deb/package_test.go). It needs root and dpkg and fails
+# without them; SLUICE_SKIP_DEB=1 (in the environment) skips it there
+# instead. A package an earlier, killed run left installed is purged first.
+# Not part of ./tests/...: it changes the machine's installed packages.
 test-deb:
 	$(GO) test -count=1 -timeout 15m -v ./deploy/deb
 
@@ -150,9 +154,11 @@ image:
 	$(GO) run ./deploy/image -binary $(DIST)/image/sluice -config $(IMAGE_CONFIG) -version '$(VERSION)' -revision '$(COMMIT)' \
 		-created '$(IMAGE_CREATED)' -layout $(DIST)/oci -archive $(DIST)/sluice_$(VERSION)_image.tar
 
-# The image's tests: its config and files, a reproducible digest, and the
+# The image's tests: its config and files, a reproducible digest, the
 # image loaded into podman (Debian's, with runc) and run in front of a
-# sandbox topology. Uses a podman storage of its own and removes it.
+# sandbox topology, and `make image` itself run into a temporary DIST, its
+# archive loaded and inspected (TestMakeImage). Uses a podman storage of
+# its own and removes it.
 test-image:
 	$(GO) test -count=1 -timeout 15m ./deploy/image
 

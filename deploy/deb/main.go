@@ -1,7 +1,7 @@
 // Command deb builds sluice's Debian package with nfpm, used as a library:
 // `make package` builds the two binaries with the version stamped, then runs
 //
-//	go run ./deploy/deb -version $(VERSION) -commit $(COMMIT) -epoch SECONDS -bin DIR -out dist
+//	go run ./deploy/deb -version $(VERSION) -commit $(COMMIT) -count N -epoch SECONDS -bin DIR -out dist
 //
 // and prints the path of dist/sluice_<debian version>_amd64.deb. The file
 // list is below (contents); the unit files and the example configuration
@@ -36,6 +36,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("deb", flag.ContinueOnError)
 	version := fs.String("version", "", "the version the binaries carry (git describe --tags --always --dirty)")
 	commit := fs.String("commit", "", "the commit the binaries were built from")
+	count := fs.Int("count", 0, "how many commits lead to the commit (git rev-list --count HEAD): orders untagged versions of one day")
 	epoch := fs.Int64("epoch", 0, "the commit's time in Unix seconds: the files' time in the package, and the date in an untagged version")
 	bin := fs.String("bin", "", "directory holding the built sluice and sluice-agent")
 	out := fs.String("out", "dist", "directory to write the package to")
@@ -47,7 +48,7 @@ func run(args []string) error {
 		return errors.New("-commit, -epoch and -bin are required")
 	}
 	mtime := time.Unix(*epoch, 0).UTC()
-	debVersion, err := debianVersion(*version, *commit, mtime)
+	debVersion, err := debianVersion(*version, *commit, *count, mtime)
 	if err != nil {
 		return err
 	}
@@ -72,11 +73,15 @@ var releaseTag = regexp.MustCompile(`^v?([0-9][0-9A-Za-z.]*)(-[0-9A-Za-z.]+)?(?:
 //	v1.2.3-rc1           1.2.3~rc1              (before 1.2.3)
 //	v1.2.3-4-gabc1234    1.2.3+4.gabc1234       (after 1.2.3, before 1.2.4)
 //	anything without a release tag (a bare commit, "dev")
-//	                     0.0.0~git20261203.abc1234 (the commit's date and hash)
+//	                     0.0.0~git20261203.512.gabc1234
+//	                     (the commit's date, its commit count, its hash)
 //
+// The commit count (git rev-list --count HEAD) stands before the hash so
+// that a later commit of the same day sorts higher; the hash alone would
+// order them at random.
 // A tree with uncommitted changes adds ".dirty" to the part after + or ~
 // (or "+dirty"), so such a package is never mistaken for the commit's.
-func debianVersion(describe, commit string, when time.Time) (string, error) {
+func debianVersion(describe, commit string, count int, when time.Time) (string, error) {
 	describe, dirty := strings.CutSuffix(describe, "-dirty")
 	var v string
 	if m := releaseTag.FindStringSubmatch(describe); m != nil && !looksLikeHash(describe) {
@@ -91,7 +96,10 @@ func debianVersion(describe, commit string, when time.Time) (string, error) {
 		if !regexp.MustCompile(`^[0-9a-f]{4,40}$`).MatchString(commit) {
 			return "", fmt.Errorf("no release tag in version %q and commit %q is not a commit hash", describe, commit)
 		}
-		v = "0.0.0~git" + when.Format("20060102") + "." + commit
+		if count <= 0 {
+			return "", fmt.Errorf("no release tag in version %q and no commit count (-count)", describe)
+		}
+		v = "0.0.0~git" + when.Format("20060102") + "." + strconv.Itoa(count) + ".g" + commit
 	}
 	if dirty {
 		if strings.ContainsAny(v, "+~") {
@@ -137,6 +145,10 @@ func contents(bin, root string) files.Contents {
 	}
 }
 
+// maintainer is the package's Maintainer field. package_test.go knows a
+// package it may purge by it.
+const maintainer = "sluice maintainers <maintainers@sluice-proxy.invalid>"
+
 // build writes the package for version into out and returns its path.
 func build(version string, mtime time.Time, bin, root, out string) (string, error) {
 	scripts := filepath.Join(root, "deploy/deb/scripts")
@@ -148,7 +160,7 @@ func build(version string, mtime time.Time, bin, root, out string) (string, erro
 		VersionSchema: "none", // already a Debian version; nfpm must not reparse it as semver
 		Section:       "database",
 		Priority:      "optional",
-		Maintainer:    "sluice maintainers <maintainers@sluice-proxy.invalid>",
+		Maintainer:    maintainer,
 		Description: "MySQL wire-protocol proxy\n" +
 			"sluice sends writes to the master and reads to the least-loaded healthy\n" +
 			"replica, shards tables by key and promotes a replica when the master dies.\n" +

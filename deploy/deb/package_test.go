@@ -41,25 +41,33 @@ var packageFiles = []string{
 // both installed units and rates their hardening OK; the installed sluice check-config accepts the
 // installed /etc/sluice/sluice.toml with its env secrets set; the installed
 // sluice serves a sandbox topology (READY=1 over NOTIFY_SOCKET, then
-// queries through it with go-sql-driver/mysql); dpkg --purge removes every
-// file of the package and the state systemd would have made. The package is
+// queries through it with go-sql-driver/mysql); sluice.service is enabled
+// as an admin would; dpkg --purge removes every file of the package, the
+// enabling link and the state systemd would have made. The package is
 // purged when the test ends however it ends. It needs root and dpkg, and
-// refuses to run where a sluice package is installed already.
+// fails without them unless SLUICE_SKIP_DEB=1. A package this builder made
+// that an earlier, killed run left installed is purged first; any other
+// sluice package stops the test.
 func TestDebPackage(t *testing.T) {
+	skip := os.Getenv("SLUICE_SKIP_DEB") == "1"
 	if os.Geteuid() != 0 {
-		t.Skip("skipped: installing a package needs root")
+		if skip {
+			t.Skip("SLUICE_SKIP_DEB=1 and not root: not installing the package")
+		}
+		t.Fatal("installing the package needs root (SLUICE_SKIP_DEB=1 skips this test)")
 	}
 	for _, tool := range []string{"dpkg", "dpkg-deb", "dpkg-query"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("skipped: %s not found (not a Debian system)", tool)
+			if skip {
+				t.Skipf("SLUICE_SKIP_DEB=1 and %s not found: not installing the package", tool)
+			}
+			t.Fatalf("%s not found, not a Debian system (SLUICE_SKIP_DEB=1 skips this test)", tool)
 		}
 	}
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Fatal("systemd-analyze not found: scripts/deps.sh test installs it (Debian package systemd)")
 	}
-	if s := packageStatus(t); s != "" && s != "not-installed" {
-		t.Fatalf("a sluice package is installed already (status %q); purge it first (dpkg --purge sluice)", s)
-	}
+	purgeLeftovers(t)
 
 	deb := buildPackage(t)
 	if out, err := exec.Command("dpkg-deb", "-f", deb, "Version").Output(); err != nil {
@@ -72,8 +80,8 @@ func TestDebPackage(t *testing.T) {
 
 	// Simulated state systemd makes when sluice.service first starts with
 	// DynamicUser and StateDirectory: purge must remove it too.
-	stateMade := simulateSystemdState(t)
-	t.Cleanup(func() { purge(t, stateMade) })
+	simulateSystemdState(t)
+	t.Cleanup(func() { purge(t) })
 	mustRun(t, "dpkg", "-i", deb)
 	if s := packageStatus(t); s != "installed" {
 		t.Fatalf("after dpkg -i the package status is %q", s)
@@ -120,13 +128,22 @@ func TestDebPackage(t *testing.T) {
 
 	serveSandbox(t)
 
-	purge(t, stateMade)
+	// The admin enables sluice.service; purge must take the link away, and
+	// deb-systemd-helper's records of it and of the mask remove set.
+	mustRun(t, "systemctl", "--root=/", "enable", "sluice.service")
+	if _, err := os.Lstat(wantsLink); err != nil {
+		t.Errorf("systemctl enable made no %s: %v", wantsLink, err)
+	}
+
+	purge(t)
 	if s := packageStatus(t); s != "" && s != "not-installed" {
 		t.Errorf("after dpkg --purge the package status is %q", s)
 	}
 	left := append([]string{}, packageFiles...)
-	if stateMade {
-		left = append(left, "/var/lib/sluice", "/var/lib/private/sluice")
+	left = append(left, simulatedPaths...)
+	left = append(left, unitLeftovers...)
+	if m, _ := filepath.Glob("/etc/systemd/system/*.wants/sluice*.service"); len(m) > 0 {
+		t.Errorf("enabling links still there after dpkg --purge: %v", m)
 	}
 	for _, f := range left {
 		if _, err := os.Lstat(f); !errors.Is(err, os.ErrNotExist) {
@@ -152,24 +169,85 @@ func buildPackage(t *testing.T) string {
 	return deb
 }
 
-// simulateSystemdState creates what systemd makes for StateDirectory=sluice
-// with DynamicUser=yes (the directory under /var/lib/private and the
-// /var/lib/sluice link to it), with a state file in it, and an
-// /etc/sluice/sluice.env an admin would write. It reports false, and
-// creates nothing, when any of them exists already (they are not the
-// test's to remove then).
-func simulateSystemdState(t *testing.T) bool {
+// simulatedPaths are what simulateSystemdState makes: the state directory
+// systemd makes for StateDirectory=sluice with DynamicUser=yes (under
+// /var/lib/private, and the /var/lib/sluice link to it) and the
+// /etc/sluice an admin writes sluice.env into.
+var simulatedPaths = []string{"/var/lib/sluice", "/var/lib/private/sluice", "/etc/sluice"}
+
+// wantsLink is the link systemctl enable sluice.service makes.
+const wantsLink = "/etc/systemd/system/multi-user.target.wants/sluice.service"
+
+// unitLeftovers are what enabling, masking and deb-systemd-helper's
+// records of them leave; none may be left after dpkg --purge.
+var unitLeftovers = []string{
+	wantsLink,
+	"/etc/systemd/system/sluice.service",
+	"/etc/systemd/system/sluice-agent.service",
+	"/var/lib/systemd/deb-systemd-helper-enabled/sluice.service.dsh-also",
+	"/var/lib/systemd/deb-systemd-helper-enabled/sluice-agent.service.dsh-also",
+	"/var/lib/systemd/deb-systemd-helper-enabled/multi-user.target.wants/sluice.service",
+	"/var/lib/systemd/deb-systemd-helper-masked/sluice.service",
+	"/var/lib/systemd/deb-systemd-helper-masked/sluice-agent.service",
+}
+
+// purgeLeftovers readies the machine for the test. A sluice package whose
+// Maintainer is the one this builder writes is what an earlier run left
+// when it was killed (a go test -timeout panic skips t.Cleanup): it is
+// purged, and logged. Any other sluice package ends the test. With no
+// sluice package installed, what simulateSystemdState and the enabling of
+// sluice.service made in such a run is removed (under /etc/systemd only
+// links).
+func purgeLeftovers(t *testing.T) {
 	t.Helper()
-	for _, p := range []string{"/var/lib/sluice", "/var/lib/private/sluice", "/etc/sluice"} {
+	if s := packageStatus(t); s != "" && s != "not-installed" {
+		m, err := exec.Command("dpkg-query", "-W", "-f=${Maintainer}", "sluice").Output()
+		if err != nil || strings.TrimSpace(string(m)) != maintainer {
+			t.Fatalf("a sluice package not built by deploy/deb is installed (status %q, maintainer %q, %v); purge it first (dpkg --purge sluice)", s, m, err)
+		}
+		t.Logf("purging the sluice package an earlier run left installed (status %q)", s)
+		mustRun(t, "dpkg", "--purge", "sluice")
+		if s := packageStatus(t); s != "" && s != "not-installed" {
+			t.Fatalf("after purging the earlier run's package its status is %q", s)
+		}
+	}
+	for _, p := range append(append([]string{}, simulatedPaths...), unitLeftovers...) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(p, "/etc/systemd/") && fi.Mode()&os.ModeSymlink == 0 {
+			// Not a link enabling or masking the unit: the admin's own unit file.
+			t.Fatalf("%s is a file, not a link an earlier run left; move it away first", p)
+		}
+		t.Logf("removing %s, left by an earlier run", p)
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatalf("removing %s: %v", p, err)
+		}
+	}
+}
+
+// simulateSystemdState creates simulatedPaths as systemd and an admin
+// would, with a state file in the state directory and an
+// /etc/sluice/sluice.env. Not being able to is an error of the test.
+func simulateSystemdState(t *testing.T) {
+	t.Helper()
+	for _, p := range simulatedPaths {
 		if _, err := os.Lstat(p); err == nil {
-			t.Logf("%s exists: not simulating systemd's state directory", p)
-			return false
+			t.Fatalf("%s exists: cannot simulate systemd's state directory", p)
 		}
 	}
 	if _, err := os.Stat("/var/lib/private"); errors.Is(err, os.ErrNotExist) {
 		// systemd would keep it; the test leaves the machine as it found it.
 		t.Cleanup(func() { os.Remove("/var/lib/private") })
 	}
+	// Leftovers only when postrm failed; the test reports them.
+	t.Cleanup(func() {
+		os.Remove("/var/lib/sluice")
+		os.RemoveAll("/var/lib/private/sluice")
+		os.Remove("/etc/sluice/sluice.env")
+		os.Remove("/etc/sluice")
+	})
 	if err := os.MkdirAll("/var/lib/private/sluice", 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -185,28 +263,17 @@ func simulateSystemdState(t *testing.T) bool {
 	if err := os.WriteFile("/etc/sluice/sluice.env", []byte("SLUICE_ADMIN_PASSWORD=x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return true
 }
 
-// purge removes the package if it is there, and what simulateSystemdState
-// made if the package's postrm did not. It runs at most once.
+// purge removes the package if it is there. It runs at most once.
 var purgeOnce sync.Once
 
-func purge(t *testing.T, stateMade bool) {
+func purge(t *testing.T) {
 	purgeOnce.Do(func() {
 		if s := packageStatus(t); s != "" && s != "not-installed" {
 			if out, err := exec.Command("dpkg", "--purge", "sluice").CombinedOutput(); err != nil {
 				t.Errorf("dpkg --purge sluice: %v\n%s", err, out)
 			}
-		}
-		if stateMade {
-			// Leftovers only when postrm failed; the test reports them.
-			t.Cleanup(func() {
-				os.Remove("/var/lib/sluice")
-				os.RemoveAll("/var/lib/private/sluice")
-				os.Remove("/etc/sluice/sluice.env")
-				os.Remove("/etc/sluice")
-			})
 		}
 	})
 }

@@ -20,20 +20,23 @@ func TestDebianVersion(t *testing.T) {
 		{"v1.2.3-rc1-4-gabc1234", "1.2.3~rc1+4.gabc1234"},
 		{"v1.2.3-dirty", "1.2.3+dirty"},
 		{"v1.2.3-4-gabc1234-dirty", "1.2.3+4.gabc1234.dirty"},
-		{"ceb705e", "0.0.0~git20261203.ceb705e2e726"},
-		{"1234567", "0.0.0~git20261203.ceb705e2e726"}, // a hash of digits only
-		{"ceb705e-dirty", "0.0.0~git20261203.ceb705e2e726.dirty"},
-		{"dev", "0.0.0~git20261203.ceb705e2e726"},
-		{"", "0.0.0~git20261203.ceb705e2e726"},
+		{"ceb705e", "0.0.0~git20261203.512.gceb705e2e726"},
+		{"1234567", "0.0.0~git20261203.512.gceb705e2e726"}, // a hash of digits only
+		{"ceb705e-dirty", "0.0.0~git20261203.512.gceb705e2e726.dirty"},
+		{"dev", "0.0.0~git20261203.512.gceb705e2e726"},
+		{"", "0.0.0~git20261203.512.gceb705e2e726"},
 	}
 	for _, c := range cases {
-		got, err := debianVersion(c.describe, commit, when)
+		got, err := debianVersion(c.describe, commit, 512, when)
 		if err != nil || got != c.want {
 			t.Errorf("debianVersion(%q) = %q, %v; want %q", c.describe, got, err, c.want)
 		}
 	}
-	if _, err := debianVersion("dev", "", when); err == nil {
+	if _, err := debianVersion("dev", "", 512, when); err == nil {
 		t.Errorf("no tag and no commit: no error")
+	}
+	if _, err := debianVersion("dev", commit, 0, when); err == nil {
+		t.Errorf("no tag and no commit count: no error")
 	}
 
 	if _, err := exec.LookPath("dpkg"); err != nil {
@@ -46,7 +49,11 @@ func TestDebianVersion(t *testing.T) {
 		}
 	}
 	// Each version sorts before the next.
-	order := []string{"0.0.0~git20261203.ceb705e2e726", "1.2.3~rc1", "1.2.3~rc1+4.gabc1234", "1.2.3", "1.2.3+4.gabc1234", "1.2.4~rc1", "1.2.4"}
+	// Untagged builds of one day sort by their commit count, not by their
+	// hash (ceb705e2e726 after 0a1b2c3d4e5f, 99 before 512), and a later
+	// day after an earlier one.
+	order := []string{"0.0.0~git20261203.99.gceb705e2e726", "0.0.0~git20261203.512.g0a1b2c3d4e5f",
+		"0.0.0~git20261203.513.gceb705e2e726", "0.0.0~git20261204.514.g0a1b2c3d4e5f", "1.2.3~rc1", "1.2.3~rc1+4.gabc1234", "1.2.3", "1.2.3+4.gabc1234", "1.2.4~rc1", "1.2.4"}
 	for i := 1; i < len(order); i++ {
 		if err := exec.Command("dpkg", "--compare-versions", order[i-1], "lt", order[i]).Run(); err != nil {
 			t.Errorf("dpkg does not sort %q before %q", order[i-1], order[i])
