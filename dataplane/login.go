@@ -160,17 +160,9 @@ func (s *Session) handshake(ctx context.Context) error {
 	}
 	s.useCluster(s.env.defaultCluster())
 	s.caps = login.Capabilities
-	if e := s.startGrants(login); e != nil {
+	if e := s.admitAccount(login); e != nil {
 		_ = s.client.WriteErr(e)
 		return e
-	}
-	if e := s.loginSchemaAllowed(login.Database); e != nil {
-		_ = s.client.WriteErr(e)
-		return e
-	}
-	if err := s.checkSchema(login.Database); err != nil {
-		_ = s.client.WriteErr(err)
-		return err
 	}
 	if err := s.client.WritePacketFlush(protocol.AppendOK(nil, protocol.OK{Status: protocol.StatusAutocommit})); err != nil {
 		return err
@@ -289,17 +281,23 @@ func (s *Session) comChangeUser(p []byte) error {
 	if login.Collation != 0 {
 		s.key.collation = login.Collation
 	}
-	if e := s.startGrants(login); e != nil {
-		_ = s.client.WriteErr(e)
-		return e
-	}
-	if e := s.loginSchemaAllowed(login.Database); e != nil {
-		_ = s.client.WriteErr(e)
-		return e
-	}
-	if e := s.checkSchema(login.Database); e != nil {
+	if e := s.admitAccount(login); e != nil {
 		_ = s.client.WriteErr(e)
 		return e
 	}
 	return s.writeOK() // serve releases the connection after the command
+}
+
+// admitAccount is what a login and a COM_CHANGE_USER do once the auth server
+// accepted the account: learn its grants, then check that it may use the
+// schema it asked for and that the schema exists. The caller writes the
+// error to the client.
+func (s *Session) admitAccount(login *auth.Login) *protocol.SQLError {
+	if e := s.startGrants(login); e != nil {
+		return e
+	}
+	if e := s.loginSchemaAllowed(login.Database); e != nil {
+		return e
+	}
+	return s.checkSchema(login.Database)
 }

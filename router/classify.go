@@ -196,16 +196,7 @@ func analyze(sql string, flags textFlags) analysis {
 // flags when any combination classifies differently from a, none otherwise.
 // broken reports a parser that panicked; p is left in defaultSQLMode.
 func modeSensitivity(p *parser.Parser, sql string, flags textFlags, a *analysis) (LexModes, bool) {
-	var relevant LexModes
-	if flags&flagBackslash != 0 {
-		relevant |= LexNoBackslashEscapes
-	}
-	if flags&flagDoubleQuote != 0 {
-		relevant |= LexANSIQuotes
-	}
-	if flags&flagPipes != 0 {
-		relevant |= LexPipesAsConcat
-	}
+	relevant := relevantModes(flags)
 	defer p.SetSQLMode(defaultSQLMode)
 	for m := LexModes(1); m <= relevant; m++ {
 		if m&^relevant != 0 {
@@ -223,12 +214,9 @@ func modeSensitivity(p *parser.Parser, sql string, flags textFlags, a *analysis)
 	return 0, false
 }
 
-// accessUnderModes is a, the Access of sql read in the default sql_mode,
-// joined with its Access under every combination of the sql_mode flags the
-// text gives a reason for: a session in ANSI_QUOTES reads "c" as a column,
-// and the check must ask for whatever any reading needs. broken reports a
-// parser that panicked.
-func accessUnderModes(p *parser.Parser, sql string, flags textFlags, a *Access) (*Access, bool) {
+// relevantModes is the sql_mode flags the text's flags give a reason to
+// try: a backslash, a double quote or "||" in it.
+func relevantModes(flags textFlags) LexModes {
 	var relevant LexModes
 	if flags&flagBackslash != 0 {
 		relevant |= LexNoBackslashEscapes
@@ -239,6 +227,16 @@ func accessUnderModes(p *parser.Parser, sql string, flags textFlags, a *Access) 
 	if flags&flagPipes != 0 {
 		relevant |= LexPipesAsConcat
 	}
+	return relevant
+}
+
+// accessUnderModes is a, the Access of sql read in the default sql_mode,
+// joined with its Access under every combination of the sql_mode flags the
+// text gives a reason for: a session in ANSI_QUOTES reads "c" as a column,
+// and the check must ask for whatever any reading needs. broken reports a
+// parser that panicked.
+func accessUnderModes(p *parser.Parser, sql string, flags textFlags, a *Access) (*Access, bool) {
+	relevant := relevantModes(flags)
 	defer p.SetSQLMode(defaultSQLMode)
 	out := a
 	for m := LexModes(1); m <= relevant; m++ {
