@@ -67,6 +67,11 @@ func (c *conn) tail(ctx context.Context) error {
 	if err := c.trig.load(c.ctl); err != nil {
 		return err
 	}
+	if !c.trig.visible {
+		t.log.Warn("binlog tailer: the account lacks TRIGGER on *.* and cannot see the master's triggers;"+
+			" each write logged as a statement (binlog_format STATEMENT or MIXED) resets the cache",
+			zap.String("master", c.addr), zap.String("user", t.o.User))
+	}
 	cfg := replication.BinlogSyncerConfig{
 		ServerID: t.o.ServerID, Flavor: mysql.MariaDBFlavor,
 		Host: host, Port: uint16(port), User: t.o.User, Password: t.o.Password,
@@ -252,7 +257,7 @@ func (c *conn) query(e *replication.QueryEvent) (end bool, err error) {
 		// replica runs the trigger again. Report what it writes.
 		all, writes := c.trig.fired(tb)
 		if all {
-			t.reset("a trigger whose writes cannot be read")
+			t.reset("a statement-format write to a table whose triggers cannot be read")
 			break
 		}
 		for _, x := range writes {

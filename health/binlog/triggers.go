@@ -22,7 +22,16 @@ type triggers struct {
 	// read (compound statements with control flow, stored routine calls):
 	// a write to one of them resets the cache.
 	unknown map[router.TableRef]bool
+	// visible: the account holds TRIGGER on *.*, without which
+	// information_schema.TRIGGERS hides the triggers of the tables it lacks
+	// it on. Blind, the tailer resets the cache at every statement-format
+	// write.
+	visible bool
 }
+
+// triggerPrivQuery tells whether the account holds TRIGGER globally.
+const triggerPrivQuery = "SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'TRIGGER'" +
+	" AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
 
 // triggersQuery lists the triggers the account can see (those on tables
 // it has the TRIGGER privilege on; see docs/operations.md).
@@ -31,7 +40,16 @@ const triggersQuery = "SELECT TRIGGER_SCHEMA, EVENT_OBJECT_SCHEMA, EVENT_OBJECT_
 
 // load reads the master's triggers over ctl.
 func (tr *triggers) load(ctl *client.Conn) error {
-	r, err := ctl.Execute(triggersQuery)
+	r, err := ctl.Execute(triggerPrivQuery)
+	if err != nil {
+		return fmt.Errorf("read the account's privileges: %w", err)
+	}
+	n, err := r.GetInt(0, 0)
+	if err != nil {
+		return fmt.Errorf("read the account's privileges: %w", err)
+	}
+	tr.visible = n > 0
+	r, err = ctl.Execute(triggersQuery)
 	if err != nil {
 		return fmt.Errorf("read triggers: %w", err)
 	}
@@ -57,9 +75,9 @@ func (tr *triggers) load(ctl *client.Conn) error {
 }
 
 // fired returns what the triggers on t write, or all when one of them
-// cannot be read.
+// cannot be read or the account cannot see them.
 func (tr *triggers) fired(t router.TableRef) (all bool, writes []router.TableRef) {
-	if tr.unknown[t] {
+	if !tr.visible || tr.unknown[t] {
 		return true, nil
 	}
 	return false, tr.writes[t]
