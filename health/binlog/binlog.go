@@ -27,8 +27,9 @@ import (
 	"crypto/tls"
 )
 
-// Options configure a Tailer. Master, OnChange and OnReset are required;
-// every other field has the default its comment names.
+// Options configure a Tailer. Every field has the default its comment
+// names; a tailer without Master idles, one without OnChange or OnReset
+// reads and discards.
 type Options struct {
 	// Cluster names the cluster in logs and metric labels.
 	Cluster string
@@ -105,6 +106,7 @@ type Tailer struct {
 	done chan struct{}
 
 	events     atomic.Uint64
+	heartbeats atomic.Uint64
 	reconnects atomic.Uint64
 	resets     atomic.Uint64
 	// attachedTo is the master the tailer reads from now, or "".
@@ -119,6 +121,15 @@ type Tailer struct {
 func Start(ctx context.Context, o Options) *Tailer {
 	if o.ServerID == 0 {
 		o.ServerID = DefaultServerID(o.Cluster, "")
+	}
+	if o.Master == nil {
+		o.Master = func() string { return "" }
+	}
+	if o.OnChange == nil {
+		o.OnChange = func(string, string, bool) {}
+	}
+	if o.OnReset == nil {
+		o.OnReset = func() {}
 	}
 	defaults := []struct {
 		d   *time.Duration
@@ -150,6 +161,8 @@ func (t *Tailer) Done() <-chan struct{} { return t.done }
 type Stats struct {
 	// Events counts the binlog events read.
 	Events uint64
+	// Heartbeats counts the heartbeats of an idle master among them.
+	Heartbeats uint64
 	// Reconnects counts the connections to a master that ended other than
 	// by the tailer's stop (and failed attempts to open one).
 	Reconnects uint64
@@ -163,7 +176,8 @@ type Stats struct {
 
 // Stats returns the tailer's counters.
 func (t *Tailer) Stats() Stats {
-	s := Stats{Events: t.events.Load(), Reconnects: t.reconnects.Load(), Resets: t.resets.Load()}
+	s := Stats{Events: t.events.Load(), Heartbeats: t.heartbeats.Load(), Reconnects: t.reconnects.Load(),
+		Resets: t.resets.Load()}
 	if p := t.attachedTo.Load(); p != nil {
 		s.Master = *p
 	}

@@ -199,6 +199,7 @@ func (c *conn) handle(ev *replication.BinlogEvent) error {
 	default:
 		if ev.Header.EventType == replication.HEARTBEAT_EVENT || ev.Header.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
 			// The master has sent all it has: the tailer is caught up.
+			t.heartbeats.Add(1)
 			m.caughtUp(t.o.Cluster)
 		}
 	}
