@@ -178,6 +178,9 @@ func (c *conn) handle(ev *replication.BinlogEvent) error {
 	switch e := ev.Event.(type) {
 	case *replication.MariadbGTIDEvent:
 		m.lag(t.o.Cluster, ev.Header.Timestamp)
+		// A new group means the one before it was read whole, whatever
+		// ended it (an XA PREPARE has neither COMMIT nor XID).
+		c.commit()
 		c.cur, c.inTxn, c.standalone = e.GTID, true, e.IsStandalone()
 	case *replication.RowsEvent:
 		m.lag(t.o.Cluster, ev.Header.Timestamp)
