@@ -180,8 +180,9 @@ func tableSet(cs []binlogChange) []string {
 
 // TestBinlogTailerTables: writes made directly on the master, in row,
 // statement and mixed format, are reported for exactly the tables they
-// write: single-table INSERT/UPDATE/DELETE, a multi-table UPDATE that
-// writes one of its two tables, a trigger writing another table, and
+// write: single-table INSERT/UPDATE/DELETE, upserts, a multi-table UPDATE
+// and DELETE that write one of their two tables, a trigger writing another
+// table, and
 // CREATE/ALTER/DROP TABLE as definition changes; none of them resets.
 func TestBinlogTailerTables(t *testing.T) {
 	const db = "binlog_tables"
@@ -216,6 +217,10 @@ func TestBinlogTailerTables(t *testing.T) {
 				[]string{a, b}}, // b by its INSERT
 			step{format + " multi-table update alone", []string{
 				"UPDATE a JOIN b ON a.id = b.id SET a.x = b.x + 1 + " + n(0) + " WHERE a.id = " + n(1)}, []string{a}},
+			step{format + " multi-table delete", []string{
+				"DELETE b FROM b JOIN a ON a.id = b.id WHERE a.id = " + n(1)}, []string{b}},
+			step{format + " upsert", []string{"INSERT INTO a VALUES (" + n(1) + ", 7, 'u') ON DUPLICATE KEY UPDATE x = 7",
+				"REPLACE INTO a VALUES (" + n(4) + ", 8, 'r')"}, []string{a}},
 			step{format + " trigger", []string{"INSERT INTO c VALUES (" + n(1) + ")"}, []string{b, cc}},
 			step{format + " qualified from another schema", []string{"USE mysql",
 				"INSERT INTO " + db + ".a VALUES (" + n(3) + ", 3, 'z')", "USE " + db}, []string{a}},
