@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/conf"
@@ -51,22 +50,20 @@ type mirror struct {
 	stopped bool
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
-
-	mirrored, dropped, failed *prometheus.CounterVec
 }
 
 // mirrorJob is one copy: the text of a statement, the rule that copied it
-// and the cluster (its index) and schema it runs in.
+// (which counts it) and the cluster (its index) and schema it runs in.
 type mirrorJob struct {
-	rule    string
+	rule    *rules.Rule
 	cluster int
 	schema  string
 	text    []byte
 }
 
 // initMirror makes the Env's mirror with cfg's queue and worker count
-// ([proxy] mirror_queue and mirror_workers, restart-only) and registers
-// its metrics.
+// ([proxy] mirror_queue and mirror_workers, restart-only). The rules
+// count the copies (rules.Rule.MirrorCounts), which the server exports.
 func (e *Env) initMirror(cfg *conf.Config) {
 	q, n := cfg.Proxy.MirrorQueue, cfg.Proxy.MirrorWorkers
 	if q <= 0 {
@@ -75,21 +72,7 @@ func (e *Env) initMirror(cfg *conf.Config) {
 	if n <= 0 {
 		n = conf.DefaultMirrorWorkers
 	}
-	m := &mirror{env: e, queue: make(chan mirrorJob, q), n: n, done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
-	m.mirrored = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_rule_mirrored_total",
-		Help: "Copies of statements a query rule mirrors that ran on the mirror cluster, by rule name (their results, errors included, are discarded).",
-	}, []string{"rule"})
-	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_rule_mirror_dropped_total",
-		Help: "Copies of statements a query rule mirrors that were dropped because the mirror queue ([proxy] mirror_queue) was full, by rule name.",
-	}, []string{"rule"})
-	m.failed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_rule_mirror_failed_total",
-		Help: "Copies of statements a query rule mirrors that could not be run: the mirror cluster had no master up, or the connection to it failed, by rule name.",
-	}, []string{"rule"})
-	e.metrics.Reg.MustRegister(m.mirrored, m.dropped, m.failed)
-	e.mirror = m
+	e.mirror = &mirror{env: e, queue: make(chan mirrorJob, q), n: n, done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 }
 
 // StopMirror stops the mirror's workers, closing their connections (a copy
@@ -133,7 +116,7 @@ func (s *Session) mirrorStatement(set *rules.Set, d *rules.Decision, plan *route
 		// run it twice there.
 		return
 	}
-	s.env.mirror.enqueue(mirrorJob{rule: r.Name, cluster: r.MirrorIdx, schema: s.schema, text: append([]byte(nil), text...)})
+	s.env.mirror.enqueue(mirrorJob{rule: r, cluster: r.MirrorIdx, schema: s.schema, text: append([]byte(nil), text...)})
 }
 
 // enqueue puts j on the queue, starting the workers on first use, or
@@ -148,7 +131,7 @@ func (m *mirror) enqueue(j mirrorJob) {
 	select {
 	case m.queue <- j:
 	default:
-		m.dropped.WithLabelValues(j.rule).Inc()
+		j.rule.NoteMirrorDropped()
 	}
 }
 
@@ -188,9 +171,9 @@ func (m *mirror) work() {
 			return
 		case j := <-m.queue:
 			if err := m.run(conns, j); err != nil {
-				m.failed.WithLabelValues(j.rule).Inc()
+				j.rule.NoteMirrorFailed()
 				if ce := m.env.log.Check(zap.DebugLevel, "mirror: copy not run"); ce != nil {
-					ce.Write(zap.String("rule", j.rule), zap.Error(err))
+					ce.Write(zap.String("rule", j.rule.Name), zap.Error(err))
 				}
 			}
 		}
@@ -258,7 +241,7 @@ func (m *mirror) run(conns map[int]*mirrorConn, j mirrorJob) error {
 		m.closeConn(mc)
 		delete(conns, j.cluster)
 	}
-	m.mirrored.WithLabelValues(j.rule).Inc()
+	j.rule.NoteMirrored()
 	return nil
 }
 

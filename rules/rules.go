@@ -109,6 +109,8 @@ type stats struct {
 	// warned: a replica route was ignored for a statement that is not a
 	// read, and that was logged once.
 	warned atomic.Bool
+	// The rule's mirror copies: run, dropped on a full queue, failed.
+	mirrored, mirrorDropped, mirrorFailed atomic.Uint64
 }
 
 // Hits returns how many statements the rule has matched.
@@ -120,6 +122,20 @@ func (r *Rule) LastHit() time.Time {
 		return time.Unix(0, ns)
 	}
 	return time.Time{}
+}
+
+// NoteMirrored, NoteMirrorDropped and NoteMirrorFailed count one copy of
+// a statement the rule mirrors: run on the mirror cluster, dropped because
+// the mirror's queue was full, or not run (no master, a broken
+// connection). Safe for concurrent use; the counts carry over reloads
+// that keep the rule's name, as hits do.
+func (r *Rule) NoteMirrored()      { r.stats.mirrored.Add(1) }
+func (r *Rule) NoteMirrorDropped() { r.stats.mirrorDropped.Add(1) }
+func (r *Rule) NoteMirrorFailed()  { r.stats.mirrorFailed.Add(1) }
+
+// MirrorCounts returns the rule's copies run, dropped and failed.
+func (r *Rule) MirrorCounts() (mirrored, dropped, failed uint64) {
+	return r.stats.mirrored.Load(), r.stats.mirrorDropped.Load(), r.stats.mirrorFailed.Load()
 }
 
 // WarnOnce reports true the first time it is called for the rule (and its
