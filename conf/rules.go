@@ -173,6 +173,13 @@ func (c *Config) validateRuleMirror(p *problems, label string, r *Rule) {
 		p.add("%s: mirror = %q is the cluster the rule's statements run on: the copy would run every write twice there", label, r.Mirror)
 	case r.Mirror == r.Route:
 		p.add("%s: mirror = %q is also the rule's route: the copy would run every write twice there", label, r.Mirror)
+	case len(c.Broadcast) > 0:
+		// The copy is made before sharding places the statement.
+		p.add("%s: mirror cannot be used with [[broadcast]] tables: a write to one runs on every cluster, %q included, and its copy would run there again", label, r.Mirror)
+	case len(c.Shards) > 0 && r.Mirror == c.DefaultCluster():
+		p.add("%s: mirror = %q is the default cluster, where unsharded statements run: the copy would run every write twice there", label, r.Mirror)
+	case len(c.Shards) > 0 && slices.ContainsFunc(c.Shards, func(sh Shard) bool { return slices.Contains(sh.Clusters, r.Mirror) }):
+		p.add("%s: mirror = %q holds shards of a [[shard]] rule: a write the rule places there would run twice", label, r.Mirror)
 	}
 }
 

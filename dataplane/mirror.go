@@ -111,9 +111,9 @@ func (s *Session) mirrorStatement(set *rules.Set, d *rules.Decision, plan *route
 	}
 	r := set.Rule(d.MirrorRule)
 	if r.MirrorIdx == s.clusterIdx {
-		// Under sharding a rule without a cluster key may match a
-		// statement that runs on the mirror cluster itself: a copy would
-		// run it twice there.
+		// check-config keeps mirrors off the clusters statements run
+		// on; should the session be on the mirror cluster anyway, a
+		// copy would run the statement twice there.
 		return
 	}
 	s.env.mirror.enqueue(mirrorJob{rule: r, cluster: r.MirrorIdx, schema: s.schema, text: append([]byte(nil), text...)})

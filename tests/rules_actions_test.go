@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -141,10 +142,18 @@ pattern = "rule-timeout"
 timeout = "1s"
 
 [[rule]]
+name = "slow-long"
+pattern = "long-timeout"
+timeout = "10s"
+
+[[rule]]
 name = "copy-insert"
 pattern = "^INSERT INTO ra_mirror"
 kind = "write"
 mirror = "other"
+
+[limits]
+query_timeout = "2s"
 `
 	srv, _ := twoClusterSluice(t, other, nil, rules)
 	c := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
@@ -159,7 +168,7 @@ mirror = "other"
 	t.Run("mirror", func(t *testing.T) {
 		testRuleMirror(t, srv, c, otherRoot, mainRoot, hits)
 	})
-	checkRuleHits(t, srv, []string{"to-other", "slow", "copy-insert"}, hits)
+	checkRuleHits(t, srv, []string{"to-other", "slow", "slow-long", "copy-insert"}, hits)
 	h, rows := adminRows(t, srv, "SHOW RULES")
 	for name, want := range map[string]string{"to-other": "route=other", "slow": "timeout=1s", "copy-insert": "mirror=other"} {
 		if got := rowWith(t, h, rows, "name", name)["actions"]; got != want {
@@ -255,31 +264,36 @@ func testRuleRoute(t *testing.T, srv *server.Server, c *sql.Conn, otherID uint32
 
 // testRuleTimeout: a SLEEP(5) a rule gives timeout = "1s" ends with 3024
 // after about a second, text and prepared, and is counted as a query
-// timeout; a SLEEP the rule does not match runs to its end.
+// timeout; under a rule's timeout = "10s" the user's query_timeout = "2s"
+// is the smaller and ends it; a SLEEP the rule does not match runs to its
+// end.
 func testRuleTimeout(t *testing.T, srv *server.Server, c *sql.Conn, hits map[string]int) {
 	ctx := ctxT(t)
 	before := scrapeFrom(t, srv, "sluice_query_timeouts_total")
 	for _, tc := range []struct {
-		name string
-		sql  string
-		args []any
+		name  string
+		sql   string
+		args  []any
+		rule  string
+		limit time.Duration
 	}{
-		{"text", "SELECT SLEEP(5) /* rule-timeout */", nil},
-		{"prepared", "SELECT SLEEP(?) /* rule-timeout */", []any{5}},
+		{"text", "SELECT SLEEP(5) /* rule-timeout */", nil, "slow", time.Second},
+		{"prepared", "SELECT SLEEP(?) /* rule-timeout */", []any{5}, "slow", time.Second},
+		{"the user's query_timeout is smaller", "SELECT SLEEP(5) /* long-timeout */", nil, "slow-long", 2 * time.Second},
 	} {
 		start := time.Now()
 		var v int
 		err := c.QueryRowContext(ctx, tc.sql, tc.args...).Scan(&v)
 		took := time.Since(start)
-		hits["slow"]++
+		hits[tc.rule]++
 		mysqlErr(t, tc.name, err, 3024, "maximum statement execution time exceeded")
-		t.Logf("%s: SELECT SLEEP(5) under timeout = 1s ended after %v", tc.name, took.Round(time.Millisecond))
-		if took < time.Second || took >= 5*time.Second {
-			t.Errorf("%s: the statement ended after %v, want from the rule's 1s and before SLEEP's 5s", tc.name, took)
+		t.Logf("%s: SELECT SLEEP(5) under a %v limit ended after %v", tc.name, tc.limit, took.Round(time.Millisecond))
+		if took < tc.limit || took >= 5*time.Second {
+			t.Errorf("%s: the statement ended after %v, want from its %v limit and before SLEEP's 5s", tc.name, took, tc.limit)
 		}
 	}
-	if got := scrapeFrom(t, srv, "sluice_query_timeouts_total"); got != before+2 {
-		t.Errorf("sluice_query_timeouts_total went from %v to %v, want +2", before, got)
+	if got := scrapeFrom(t, srv, "sluice_query_timeouts_total"); got != before+3 {
+		t.Errorf("sluice_query_timeouts_total went from %v to %v, want +3", before, got)
 	}
 	// The session goes on; an unmatched sleep past 1s is not cut.
 	var v int
@@ -374,11 +388,29 @@ mirror = "other"
 	if err := c.QueryRowContext(ctx, q).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
+	workers := mirrorWorkers()
 	done := make(chan error, 1)
 	go func() { done <- closeSrv() }()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close did not return with a mirror copy in flight")
+	}
+	// Close waited for the worker: none of this sluice's is left.
+	if after := mirrorWorkers(); after != workers-1 {
+		t.Errorf("%d mirror workers run in the test process after Close, want %d (this sluice's one gone)", after, workers-1)
+	}
+}
+
+// mirrorWorkers counts the goroutines of the test process running a
+// mirror worker, of every in-process sluice.
+func mirrorWorkers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "dataplane.(*mirror).work(")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
