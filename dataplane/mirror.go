@@ -153,6 +153,8 @@ type mirrorConn struct {
 	c      *protocol.Conn
 	addr   string
 	schema string
+	// used is when the connection last ran a copy.
+	used time.Time
 }
 
 // work runs copies until the mirror stops. A worker keeps a connection
@@ -189,7 +191,7 @@ func (m *mirror) run(conns map[int]*mirrorConn, j mirrorJob) error {
 		return fmt.Errorf("cluster %s has no master up", c.Name)
 	}
 	mc := conns[j.cluster]
-	if mc != nil && (mc.addr != c.Master.Address || j.schema == "" && mc.schema != "") {
+	if mc != nil && (mc.addr != c.Master.Address || j.schema == "" && mc.schema != "" || !mc.alive()) {
 		// A failover moved the master, or the copy must run with no
 		// schema selected, which a connection cannot go back to.
 		m.closeConn(mc)
@@ -203,7 +205,8 @@ func (m *mirror) run(conns map[int]*mirrorConn, j mirrorJob) error {
 		}
 		conns[j.cluster] = mc
 	}
-	_ = mc.nc.SetDeadline(time.Now().Add(mirrorStatementTimeout))
+	mc.used = time.Now()
+	_ = mc.nc.SetDeadline(mc.used.Add(mirrorStatementTimeout))
 	if j.schema != "" && mc.schema != j.schema {
 		mc.c.ResetSeq()
 		err := mc.c.WritePacketFlush(append([]byte{protocol.ComInitDB}, j.schema...))
@@ -243,6 +246,27 @@ func (m *mirror) run(conns map[int]*mirrorConn, j mirrorJob) error {
 	}
 	j.rule.NoteMirrored()
 	return nil
+}
+
+// mirrorIdleCheck: a worker's connection idle for longer is pinged before
+// it runs a copy. The server may have closed it meanwhile (wait_timeout),
+// and a copy sent on a closed connection could not tell whether it ran, so
+// it would be lost; after a failed ping it runs on a new connection.
+const mirrorIdleCheck = 30 * time.Second
+
+// alive reports whether mc may run the next copy: used recently, or
+// answering a COM_PING.
+func (mc *mirrorConn) alive() bool {
+	if time.Since(mc.used) < mirrorIdleCheck {
+		return true
+	}
+	_ = mc.nc.SetDeadline(time.Now().Add(mirrorIdleCheck))
+	mc.c.ResetSeq()
+	if err := mc.c.WritePacketFlush([]byte{protocol.ComPing}); err != nil {
+		return false
+	}
+	_, err := protocol.ReadResponse(mc.c, protocol.ResponseSingle)
+	return err == nil
 }
 
 // dial opens a worker's connection to addr, logged in with the service

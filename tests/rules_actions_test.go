@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -45,8 +46,9 @@ func startOtherCluster(t *testing.T) *sandbox.Topology {
 
 // twoClusterSluice starts sluice on the shared topology ("main") and other
 // with proxyKeys and rules, once main's replicas serve and other's master
-// is up.
-func twoClusterSluice(t *testing.T, other *sandbox.Topology, proxyKeys []string, rules string) (*server.Server, func() error) {
+// is up. It returns the server, a Close that may be called more than once,
+// and the configuration file's path.
+func twoClusterSluice(t *testing.T, other *sandbox.Topology, proxyKeys []string, rules string) (*server.Server, func() error, string) {
 	t.Helper()
 	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
 		ProxyKeys: append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, proxyKeys...)}
@@ -77,7 +79,7 @@ func twoClusterSluice(t *testing.T, other *sandbox.Topology, proxyKeys []string,
 		return scrapeFrom(t, srv, `sluice_cluster_serving_replicas{cluster="main"}`) == float64(len(env.topo.Replicas)) &&
 			scrapeFrom(t, srv, `sluice_cluster_writable{cluster="other"}`) == 1
 	})
-	return srv, closeSrv
+	return srv, closeSrv, path
 }
 
 // rootOn opens a root pool on a server's TestDatabase.
@@ -155,7 +157,7 @@ mirror = "other"
 [limits]
 query_timeout = "2s"
 `
-	srv, _ := twoClusterSluice(t, other, nil, rules)
+	srv, _, _ := twoClusterSluice(t, other, nil, rules)
 	c := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
 	hits := map[string]int{}
 
@@ -357,7 +359,7 @@ pattern = "mirror-slow"
 kind = "read"
 mirror = "other"
 `
-	srv, closeSrv := twoClusterSluice(t, other, []string{"mirror_queue = 1", "mirror_workers = 1"}, rules)
+	srv, closeSrv, path := twoClusterSluice(t, other, []string{"mirror_queue = 1", "mirror_workers = 1"}, rules)
 	c := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
 	ctx := ctxT(t)
 	q := fmt.Sprintf("SELECT SLEEP(IF(@@server_id = %d, 3, 0)) /* mirror-slow */", otherID)
@@ -382,13 +384,33 @@ mirror = "other"
 		return m+d == n && m >= 1
 	})
 	checkRuleHits(t, srv, []string{"copy-slow"}, map[string]int{"copy-slow": n})
+	// A reload that renames the rule starts no worker and keeps the queue;
+	// the renamed rule counts from 0.
+	workers := mirrorWorkers()
+	if workers < 1 {
+		t.Fatalf("%d mirror workers run", workers)
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, path, strings.Replace(string(text), `name = "copy-slow"`, `name = "copy-slow-2"`, 1))
+	if _, err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mirrorWorkers(); got != workers {
+		t.Errorf("%d mirror workers after the reload, %d before", got, workers)
+	}
 	// Close with a copy in flight returns: the mirror's connection is
 	// closed under it.
 	var v int
 	if err := c.QueryRowContext(ctx, q).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	workers := mirrorWorkers()
+	pollUntil(t, "the renamed rule's copy runs or is dropped", func() bool {
+		return scrapeFrom(t, srv, `sluice_rule_mirrored_total{rule="copy-slow-2"}`)+
+			scrapeFrom(t, srv, `sluice_rule_mirror_dropped_total{rule="copy-slow-2"}`) == 1
+	})
 	done := make(chan error, 1)
 	go func() { done <- closeSrv() }()
 	select {
