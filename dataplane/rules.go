@@ -84,7 +84,7 @@ func (s *Session) prepareRules(plan *router.Plan, text []byte, sql string) (d ru
 	}
 	if d.Route == rules.RouteCluster && s.env.shards() != nil {
 		return d, set, back, true, s.client.WriteErr(protocol.ERNotSupportedYet.New(
-			"sluice: query rule %q routes this statement to cluster %s, which prepared statements do not support under sharding; send it as text",
+			"sluice: query rule %q routes this statement to cluster %s, but under sharding only text statements are routed to a cluster; send it as text",
 			set.Rule(d.RouteRule).Name, set.Rule(d.RouteRule).RouteTo))
 	}
 	routed, from, e := s.ruleCluster(set, &d, plan, sql)
