@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
 	"github.com/sluice-proxy/sluice/rules"
+	"github.com/sluice-proxy/sluice/shard"
 )
 
 // The query rules' mirror ([[rule]] mirror = "<cluster>"): a copy of each
@@ -117,6 +119,36 @@ func (s *Session) mirrorStatement(set *rules.Set, d *rules.Decision, plan *route
 		return
 	}
 	s.env.mirror.enqueue(mirrorJob{rule: r, cluster: r.MirrorIdx, schema: s.schema, text: append([]byte(nil), text...)})
+}
+
+// mirrorExecution queues a copy of an execution of prepared statement st
+// (its packet p, parsed as ex) when a rule its PREPARE matched mirrors it:
+// the statement's text with the execution's parameter values written in,
+// as sharding runs executions it splits.
+func (s *Session) mirrorExecution(st *preparedStmt, p []byte, ex protocol.Execute) {
+	if !st.rule.Mirror || !mirrorable(st.plan) || st.rule.Err {
+		return
+	}
+	var args []shard.Value
+	var types []shard.ParamType
+	var buf []byte
+	err := protocol.ExecuteParams(p, ex, st.params, st.types, func(i int) ([]byte, bool) {
+		d, ok := st.longData[i]
+		return d, ok
+	}, func(_ int, v protocol.Param) error {
+		args = append(args, paramValue(v, &buf))
+		types = append(types, paramType(v.Type))
+		return nil
+	})
+	if err != nil {
+		return // the execution itself gets the error
+	}
+	q, err := shard.Interpolate(st.sql, args, types, nil, s.lastStatus&protocol.StatusNoBackslashEscape != 0)
+	if err != nil {
+		st.ruleSet.Rule(st.rule.MirrorRule).NoteMirrorFailed()
+		return
+	}
+	s.mirrorStatement(st.ruleSet, &st.rule, st.plan, unsafe.Slice(unsafe.StringData(q), len(q)))
 }
 
 // enqueue puts j on the queue, starting the workers on first use, or

@@ -97,12 +97,11 @@ func (s *Session) prepareRules(plan *router.Plan, text []byte, sql string) (d ru
 	return d, set, back, false, nil
 }
 
-// executeRules counts an execution of prepared statement st against the
-// rules its PREPARE matched and applies their route to another cluster
-// (checked again: the session may have opened a transaction since; back
-// as for applyRules) and timeout. Executions are not mirrored: a copy
-// would need the parameters written into the text.
-func (s *Session) executeRules(st *preparedStmt) (back int, refused bool, err error) {
+// executeRules counts an execution of prepared statement st (packet p,
+// parsed as ex) against the rules its PREPARE matched and applies their
+// route to another cluster (checked again: the session may have opened a
+// transaction since; back as for applyRules), timeout and mirror.
+func (s *Session) executeRules(st *preparedStmt, p []byte, ex protocol.Execute) (back int, refused bool, err error) {
 	back = -1
 	if !st.rule.Matched() {
 		return back, false, nil
@@ -117,6 +116,7 @@ func (s *Session) executeRules(st *preparedStmt) (back int, refused bool, err er
 		back = from
 	}
 	s.applyRuleTimeout(st.rule.Timeout)
+	s.mirrorExecution(st, p, ex)
 	return back, false, nil
 }
 

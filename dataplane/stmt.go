@@ -434,7 +434,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 	} else if s.releases(st.plan) {
 		after = s.afterRelease
 	}
-	back, refused, rerr := s.executeRules(st)
+	back, refused, rerr := s.executeRules(st, p, ex)
 	if refused {
 		return rerr
 	}

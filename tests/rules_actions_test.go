@@ -313,14 +313,22 @@ func mirrorRows(t *testing.T, db *sql.DB) int {
 	return n
 }
 
-// testRuleMirror: N inserts the rule mirrors land on main and, copied in
-// the session's schema, on other; the counters say N mirrored, none
-// dropped.
+// testRuleMirror: N inserts the rule mirrors, text and prepared, land on
+// main and, copied in the session's schema, on other with the same values;
+// the counters say N mirrored, none dropped.
 func testRuleMirror(t *testing.T, srv *server.Server, c *sql.Conn, otherRoot, mainRoot *sql.DB, hits map[string]int) {
 	const n = 40
 	ctx := ctxT(t)
 	for i := range n {
-		if _, err := c.ExecContext(ctx, fmt.Sprintf("INSERT INTO ra_mirror VALUES (%d, 'row %d')", i, i)); err != nil {
+		// Half as text, half as prepared statements whose executions are
+		// copied with their values written in.
+		var err error
+		if i%2 == 0 {
+			_, err = c.ExecContext(ctx, fmt.Sprintf("INSERT INTO ra_mirror VALUES (%d, 'row %d')", i, i))
+		} else {
+			_, err = c.ExecContext(ctx, "INSERT INTO ra_mirror VALUES (?, ?)", i, fmt.Sprintf("row %d", i))
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		hits["copy-insert"]++
