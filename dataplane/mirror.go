@@ -224,8 +224,9 @@ func (m *mirror) run(conns map[int]*mirrorConn, j mirrorJob) error {
 	}
 	mc := conns[j.cluster]
 	if mc != nil && (mc.addr != c.Master.Address || j.schema == "" && mc.schema != "" || !mc.alive()) {
-		// A failover moved the master, or the copy must run with no
-		// schema selected, which a connection cannot go back to.
+		// A failover moved the master, the copy must run with no
+		// schema selected (a connection cannot go back to none), or the
+		// connection idled and does not answer a ping.
 		m.closeConn(mc)
 		delete(conns, j.cluster)
 		mc = nil
