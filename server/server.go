@@ -431,6 +431,7 @@ func (srv *Server) Close() error {
 		_ = h.Close()
 	}
 	srv.wg.Wait()
+	srv.env.StopMirror()
 	for _, p := range srv.env.Pools() {
 		p.Close()
 	}
