@@ -49,6 +49,9 @@ type Rule struct {
 	// Continue lets the rules after this one add actions to a statement
 	// it matched.
 	Continue bool `toml:"continue"`
+	// CacheTTL caches the answers of the matched statements that are
+	// cacheable for this long (0: not cached); see [cache].
+	CacheTTL Duration `toml:"cache_ttl"`
 }
 
 // RuleKinds are the values of a rule's kind.
@@ -85,6 +88,7 @@ func (c *Config) validateRules(p *problems) {
 		}
 		c.validateRuleMatch(p, label, r)
 		validateRuleActions(p, label, r)
+		validateRuleCache(p, label, r)
 	}
 }
 
@@ -178,6 +182,9 @@ func describeRule(r *Rule) string {
 	}
 	if r.Continue {
 		acts = append(acts, "continue")
+	}
+	if r.CacheTTL.Duration > 0 {
+		acts = append(acts, "cache "+r.CacheTTL.Duration.String())
 	}
 	if len(acts) == 0 {
 		acts = []string{"count only"}

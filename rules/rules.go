@@ -80,6 +80,9 @@ type Rule struct {
 	ErrMsg   string
 	Log      bool
 	Continue bool
+	// CacheTTL: the answers of matched cacheable statements are cached
+	// this long (0: not cached).
+	CacheTTL time.Duration
 
 	stats *stats
 }
@@ -124,6 +127,9 @@ func (r *Rule) Actions() string {
 	}
 	if r.Continue {
 		a = append(a, "continue")
+	}
+	if r.CacheTTL > 0 {
+		a = append(a, "cache_ttl="+r.CacheTTL.String())
 	}
 	return strings.Join(a, ",")
 }
@@ -179,6 +185,7 @@ func Compile(cfg *conf.Config, prev *Set) (*Set, error) {
 			return nil, fmt.Errorf("rule %q: route %q is not supported", c.Name, c.Route)
 		}
 		r.Err, r.ErrMsg, r.Log, r.Continue = c.Error, c.ErrorMessage, c.Log, c.Continue
+		r.CacheTTL = c.CacheTTL.Duration
 		if c.Error {
 			r.ErrCode = DefaultErrorCode
 			if c.ErrorCode != 0 {
