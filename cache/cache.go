@@ -41,6 +41,7 @@ type entry struct {
 	data    []byte
 	refs    []Ref
 	expires int64
+	rows    int64
 	size    int64
 	digest  string
 	tables  []string
@@ -97,14 +98,21 @@ func (f *Flight) Wait(ctx context.Context, max time.Duration) bool {
 	return false
 }
 
+// Answer is a stored answer: its packets as sent, which the caller must
+// not modify, and the rows of its result set.
+type Answer struct {
+	Data []byte
+	Rows int64
+}
+
 // Get looks key up at now (monotonic nanoseconds). A valid entry is a hit:
-// data is its answer, which the caller must not modify. On a miss, lead
+// a holds its answer. On a miss, lead
 // says the caller now leads a flight f for the key (it must end it with
 // Finish or Abandon), else f is another session's flight to wait for, or
 // nil when join is false (the caller runs its own query and stores
 // nothing). key may alias a buffer the caller reuses: a hit costs no
 // allocation.
-func (c *Cache) Get(key []byte, now int64, join bool) (data []byte, f *Flight, lead bool) {
+func (c *Cache) Get(key []byte, now int64, join bool) (a Answer, f *Flight, lead bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.entries[string(key)]; e != nil {
@@ -119,19 +127,19 @@ func (c *Cache) Get(key []byte, now int64, join bool) (data []byte, f *Flight, l
 			e.hits++
 			c.touch(e)
 			c.hits.Add(1)
-			return e.data, nil, false
+			return Answer{Data: e.data, Rows: e.rows}, nil, false
 		}
 	}
 	c.misses.Add(1)
 	if !join {
-		return nil, nil, false
+		return a, nil, false
 	}
 	if f := c.flights[string(key)]; f != nil {
-		return nil, f, false
+		return a, f, false
 	}
 	f = &Flight{key: string(key), done: make(chan struct{})}
 	c.flights[f.key] = f
-	return nil, f, true
+	return a, f, true
 }
 
 // Entry is an answer offered for storing.
@@ -139,6 +147,8 @@ type Entry struct {
 	// Data are the answer's packets as sent to the client; the cache
 	// keeps the slice, which the caller must not modify afterwards.
 	Data []byte
+	// Rows counts the rows of its result set.
+	Rows int64
 	// Refs are the version words of every table the query read (and the
 	// global counter), taken before the query was sent.
 	Refs []Ref
@@ -174,7 +184,7 @@ func (c *Cache) Finish(f *Flight, e Entry) bool {
 	if old := c.entries[f.key]; old != nil {
 		c.remove(old)
 	}
-	n := &entry{key: f.key, data: e.Data, refs: e.Refs, expires: e.Expires, size: size, digest: e.Digest, tables: e.Tables}
+	n := &entry{key: f.key, data: e.Data, refs: e.Refs, expires: e.Expires, rows: e.Rows, size: size, digest: e.Digest, tables: e.Tables}
 	c.entries[n.key] = n
 	c.push(n)
 	c.bytes += size

@@ -48,7 +48,7 @@ func TestStoreRefusedWhenTableChangedBetweenSendAndStore(t *testing.T) {
 			if fill(t, c, "q", []byte("old"), refs) {
 				t.Fatal("stored a result whose table changed while its query ran")
 			}
-			if d, _, _ := c.Get([]byte("q"), 1, false); d != nil {
+			if a, _, _ := c.Get([]byte("q"), 1, false); a.Data != nil {
 				t.Fatal("a refused store is served")
 			}
 			if s := c.Stats(); s.Refused != 1 || s.Stores != 0 {
@@ -78,11 +78,11 @@ func TestLookupComparesVersions(t *testing.T) {
 	if !fill(t, c, "q", []byte("v1"), refsOf(c, "t", "u")) {
 		t.Fatal("not stored")
 	}
-	if d, _, _ := c.Get([]byte("q"), 1, false); !bytes.Equal(d, []byte("v1")) {
-		t.Fatalf("hit %q, want v1", d)
+	if a, _, _ := c.Get([]byte("q"), 1, false); !bytes.Equal(a.Data, []byte("v1")) {
+		t.Fatalf("hit %q, want v1", a.Data)
 	}
 	c.V.Of("db", "u").Begin() // another table the result read
-	if d, _, _ := c.Get([]byte("q"), 1, false); d != nil {
+	if a, _, _ := c.Get([]byte("q"), 1, false); a.Data != nil {
 		t.Fatal("served an entry one of whose tables is being written")
 	}
 	if s := c.Stats(); s.Invalidations != 1 || s.Entries != 0 {
@@ -93,7 +93,7 @@ func TestLookupComparesVersions(t *testing.T) {
 	fill(t, c, "q", []byte("v2"), refsOf(c, "t"))
 	c.V.Global().Begin()
 	c.V.Global().End()
-	if d, _, _ := c.Get([]byte("q"), 1, false); d != nil {
+	if a, _, _ := c.Get([]byte("q"), 1, false); a.Data != nil {
 		t.Fatal("served an entry after a global invalidation")
 	}
 }
@@ -102,10 +102,10 @@ func TestExpiry(t *testing.T) {
 	c := New(1<<20, 1<<20)
 	_, f, _ := c.Get([]byte("q"), 0, true)
 	c.Finish(f, Entry{Data: []byte("x"), Refs: refsOf(c, "t"), Expires: 100})
-	if d, _, _ := c.Get([]byte("q"), 99, false); d == nil {
+	if a, _, _ := c.Get([]byte("q"), 99, false); a.Data == nil {
 		t.Fatal("miss before expiry")
 	}
-	if d, _, _ := c.Get([]byte("q"), 100, false); d != nil {
+	if a, _, _ := c.Get([]byte("q"), 100, false); a.Data != nil {
 		t.Fatal("hit at expiry")
 	}
 }
@@ -122,11 +122,11 @@ func TestLRUByBytes(t *testing.T) {
 	}
 	c.Get([]byte("k0"), 1, false) // k0 is now the most recent: k1 goes first
 	fill(t, c, "k3", data, refsOf(c, "t"))
-	if d, _, _ := c.Get([]byte("k1"), 1, false); d != nil {
+	if a, _, _ := c.Get([]byte("k1"), 1, false); a.Data != nil {
 		t.Fatal("k1, the least recently used, was kept")
 	}
 	for _, k := range []string{"k0", "k2", "k3"} {
-		if d, _, _ := c.Get([]byte(k), 1, false); d == nil {
+		if a, _, _ := c.Get([]byte(k), 1, false); a.Data == nil {
 			t.Fatalf("%s evicted", k)
 		}
 	}
@@ -153,7 +153,7 @@ func TestDropAndFlush(t *testing.T) {
 	if n := c.Drop("DB", "t"); n != 2 {
 		t.Fatalf("Drop removed %d, want 2", n)
 	}
-	if d, _, _ := c.Get([]byte("u1"), 1, false); d == nil {
+	if a, _, _ := c.Get([]byte("u1"), 1, false); a.Data == nil {
 		t.Fatal("Drop of t removed an entry of u only")
 	}
 	if n := c.Drop("db", "nosuch"); n != 0 {
@@ -183,9 +183,9 @@ func TestSingleFlight(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					d, f, lead := c.Get([]byte("q"), 1, true)
-					if d != nil {
-						got[i] = d
+					a, f, lead := c.Get([]byte("q"), 1, true)
+					if a.Data != nil {
+						got[i] = a.Data
 						return
 					}
 					if lead {
@@ -203,8 +203,8 @@ func TestSingleFlight(t *testing.T) {
 					if !f.Wait(context.Background(), 10*time.Second) {
 						t.Error("wait ended before the flight")
 					}
-					if d, _, _ := c.Get([]byte("q"), 1, false); d != nil {
-						got[i] = d
+					if a, _, _ := c.Get([]byte("q"), 1, false); a.Data != nil {
+						got[i] = a.Data
 						return
 					}
 					queries.Add(1) // its own query
@@ -275,10 +275,10 @@ func TestRaceWritersAndReaders(t *testing.T) {
 				default:
 				}
 				acked := value.Load() // writes acknowledged before this read
-				d, f, lead := c.Get([]byte("q"), 1, true)
-				if d != nil {
+				a, f, lead := c.Get([]byte("q"), 1, true)
+				if a.Data != nil {
 					var v int64
-					fmt.Sscan(string(d), &v)
+					fmt.Sscan(string(a.Data), &v)
 					if v < acked {
 						stale.Add(1)
 					}
@@ -323,7 +323,7 @@ func TestGetHitAllocatesNothing(t *testing.T) {
 	fill(t, c, "SELECT 1", []byte("x"), refsOf(c, "t"))
 	key := []byte("SELECT 1")
 	if n := testing.AllocsPerRun(100, func() {
-		if d, _, _ := c.Get(key, 1, true); d == nil {
+		if a, _, _ := c.Get(key, 1, true); a.Data == nil {
 			t.Fatal("miss")
 		}
 	}); n != 0 {

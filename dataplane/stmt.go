@@ -438,6 +438,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 		s.countRules(st.ruleSet, &st.rule, st.plan)
 		target = s.ruleTarget(st.ruleSet, &st.rule, st.plan, target)
 	}
+	s.noteWrites(st.plan, s.lexDoubt(st.plan))
 	clientSeq := s.client.Seq()
 	err = s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
 		// Prepared first: preparing it under its own state may reset bc.
