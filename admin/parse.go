@@ -195,50 +195,8 @@ func parseAdmin(q string) (adminCommand, error) {
 	case "HELP":
 		cmd.kind = adminHelp
 	case "SHOW":
-		switch w := p.word(); w {
-		case "BACKENDS":
-			cmd.kind = adminShowBackends
-		case "CLUSTERS":
-			cmd.kind = adminShowClusters
-		case "POOLS":
-			cmd.kind = adminShowPools
-		case "SESSIONS", "PROCESSLIST":
-			cmd.kind = adminShowSessions
-		case "QUERY":
-			if !p.accept("DIGESTS") {
-				return cmd, p.expected("DIGESTS after SHOW QUERY")
-			}
-			cmd.kind = adminShowDigests
-			if p.accept("LIMIT") {
-				n, err := p.number("LIMIT", 1<<20)
-				if err != nil {
-					return cmd, err
-				}
-				cmd.limit = n
-			}
-		case "SHARDS":
-			cmd.kind = adminShowShards
-		case "RULES":
-			cmd.kind = adminShowRules
-		case "CACHE":
-			cmd.kind = adminShowCache
-			if p.accept("LIMIT") {
-				n, err := p.number("LIMIT", 1<<20)
-				if err != nil {
-					return cmd, err
-				}
-				cmd.limit = n
-			}
-		case "EVENTS":
-			cmd.kind = adminShowEvents
-		case "CONFIG":
-			cmd.kind = adminShowConfig
-		case "VERSION":
-			cmd.kind = adminShowVersion
-		case "HELP":
-			cmd.kind = adminHelp
-		default:
-			return cmd, p.unknown()
+		if err := p.show(&cmd); err != nil {
+			return cmd, err
 		}
 	case "SET":
 		if !p.accept("BACKEND") {
@@ -319,6 +277,56 @@ func parseAdmin(q string) (adminCommand, error) {
 		return cmd, fmt.Errorf("%w: unexpected %q after the command", errAdminSyntax, p.toks[p.i].text)
 	}
 	return cmd, nil
+}
+
+// show parses the rest of a SHOW command into cmd.
+func (p *adminParser) show(cmd *adminCommand) error {
+	switch w := p.word(); w {
+	case "BACKENDS":
+		cmd.kind = adminShowBackends
+	case "CLUSTERS":
+		cmd.kind = adminShowClusters
+	case "POOLS":
+		cmd.kind = adminShowPools
+	case "SESSIONS", "PROCESSLIST":
+		cmd.kind = adminShowSessions
+	case "QUERY":
+		if !p.accept("DIGESTS") {
+			return p.expected("DIGESTS after SHOW QUERY")
+		}
+		cmd.kind = adminShowDigests
+		if p.accept("LIMIT") {
+			n, err := p.number("LIMIT", 1<<20)
+			if err != nil {
+				return err
+			}
+			cmd.limit = n
+		}
+	case "SHARDS":
+		cmd.kind = adminShowShards
+	case "RULES":
+		cmd.kind = adminShowRules
+	case "CACHE":
+		cmd.kind = adminShowCache
+		if p.accept("LIMIT") {
+			n, err := p.number("LIMIT", 1<<20)
+			if err != nil {
+				return err
+			}
+			cmd.limit = n
+		}
+	case "EVENTS":
+		cmd.kind = adminShowEvents
+	case "CONFIG":
+		cmd.kind = adminShowConfig
+	case "VERSION":
+		cmd.kind = adminShowVersion
+	case "HELP":
+		cmd.kind = adminHelp
+	default:
+		return p.unknown()
+	}
+	return nil
 }
 
 // reloadOrFlush parses the rest of RELOAD CONFIG or FLUSH PRIVILEGES,
