@@ -206,6 +206,13 @@ func (s *Session) endWrites(force bool) {
 	s.cw.writes = s.cw.writes[:0]
 }
 
+// cacheBypassPins are the session states under which a statement's answer
+// may differ from another session's: a temporary table may shadow a
+// table, LOCK TABLES limits what may be read, a role changes grants, and
+// untracked state may be anything. (User variables, SQL-level PREPARE and
+// SQL_CALC_FOUND_ROWS do not matter to a statement that names none.)
+const cacheBypassPins = router.PinTempTable | router.PinLocks | router.PinUntracked | router.PinRole
+
 // systemSchemas change without a write through sluice: never cached.
 var systemSchemas = map[string]bool{"information_schema": true, "performance_schema": true, "mysql": true, "sys": true}
 
@@ -214,7 +221,7 @@ var systemSchemas = map[string]bool{"information_schema": true, "performance_sch
 // the counters of the tables it reads (the global one first) and their
 // words now. When in doubt: not cacheable.
 func (s *Session) cacheRefs(plan *router.Plan) bool {
-	if !cacheablePlan(plan) || s.pins != 0 || s.holdWarnings || s.txBegin != "" || s.inTransaction() ||
+	if !cacheablePlan(plan) || s.pins&cacheBypassPins != 0 || s.holdWarnings || s.txBegin != "" || s.inTransaction() ||
 		s.env.shards() != nil || s.lexDoubt(plan) {
 		return false
 	}
