@@ -42,10 +42,10 @@ func (c *Config) validateCache(p *problems) {
 	if x.MaxMemory < 0 {
 		p.add("cache.max_memory must be ≥ 0 bytes (0 switches the cache off), got %d", x.MaxMemory)
 	}
+	// A max_entry above max_memory is not an error: nothing bigger than
+	// max_memory is stored either.
 	if x.MaxEntry < 1 {
 		p.add("cache.max_entry must be ≥ 1 byte, got %d", x.MaxEntry)
-	} else if x.MaxMemory > 0 && x.MaxEntry > x.MaxMemory {
-		p.add("cache.max_entry (%d) must not exceed cache.max_memory (%d)", x.MaxEntry, x.MaxMemory)
 	}
 	if x.OwnWritesWindow.Duration < 0 {
 		p.add("cache.own_writes_window must be ≥ 0, got %s", x.OwnWritesWindow.Duration)
