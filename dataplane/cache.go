@@ -94,10 +94,10 @@ func mayWrite(plan *router.Plan, doubt bool) bool {
 // cannot name them for sure. A DDL also drops the entries of its tables.
 // For a read it costs a switch.
 func (s *Session) noteWrites(plan *router.Plan, doubt bool) {
-	if !mayWrite(plan, doubt) {
+	c := s.env.cache
+	if c == nil || !mayWrite(plan, doubt) {
 		return
 	}
-	c := s.env.cache
 	start := len(s.cw.writes)
 	known := !doubt && !plan.Opaque && !plan.Multi && plan.ParseErr == nil && !plan.Call && len(plan.Funcs) == 0 &&
 		plan.Access != nil && !plan.Access.Unknown && plan.Access.Execute == "" && plan.Access.Inner == nil
@@ -196,6 +196,7 @@ func (s *Session) noteRecent(k *cache.Counter, now time.Duration) {
 // them: after an autocommit statement, a COMMIT or ROLLBACK, a lost
 // connection, the session's end.
 func (s *Session) endWrites(force bool) {
+	// The counters are the Env's cache's: s.cw.writes is empty without one.
 	if len(s.cw.writes) == 0 || (!force && s.txOpen()) {
 		return
 	}

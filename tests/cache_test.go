@@ -493,6 +493,51 @@ func TestCacheBehaviour(t *testing.T) {
 	})
 }
 
+// TestCacheNoStampede: sessions that miss the same key at once wait for
+// one backend query instead of each running their own.
+func TestCacheNoStampede(t *testing.T) {
+	srv, _ := cacheSluice(t)
+	// A deterministic read slow enough for the others to arrive while it
+	// runs: 50^4 rows joined.
+	const q = "SELECT COUNT(*) FROM cache_static a, cache_static b, cache_static c, cache_static d"
+	const sessions = 16
+	dbs := make([]*sql.Conn, sessions)
+	for i := range dbs {
+		dbs[i] = conn(t, reloadDB(t, srv, sandbox.TestDatabase))
+		var one int
+		if err := dbs[i].QueryRowContext(ctxT(t), "SELECT 1").Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backend0 := scrapeFrom(t, srv, `sluice_statements_total{route="master",type="read"}`)
+	h0, m0, s0 := cacheStats(t, srv)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	got := make([]string, sessions)
+	errs := make([]error, sessions)
+	for i := range dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = dbs[i].QueryRowContext(context.Background(), q).Scan(&got[i])
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || got[i] != "6250000" {
+			t.Fatalf("session %d: %q, %v", i, got[i], errs[i])
+		}
+	}
+	backend := scrapeFrom(t, srv, `sluice_statements_total{route="master",type="read"}`) - backend0
+	h1, m1, s1 := cacheStats(t, srv)
+	t.Logf("%d sessions at once: %v backend queries, %v misses (of which all but one waited), %v hits, %v stores", sessions, backend, m1-m0, h1-h0, s1-s0)
+	if backend != 1 || s1-s0 != 1 {
+		t.Fatalf("%d sessions missing one key ran %v backend queries and stored %v answers, want 1 and 1", sessions, backend, s1-s0)
+	}
+}
+
 // adminExec runs an admin command that answers OK.
 func adminExec(t *testing.T, srv *server.Server, sql string) {
 	t.Helper()
