@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -217,11 +218,12 @@ const cacheBypassPins = router.PinTempTable | router.PinLocks | router.PinUntrac
 // systemSchemas change without a write through sluice: never cached.
 var systemSchemas = map[string]bool{"information_schema": true, "performance_schema": true, "mysql": true, "sys": true}
 
-// cacheRefs decides whether the statement of plan may be answered from the
-// cache in the session's present state and, if so, fills s.cw.refs with
-// the counters of the tables it reads (the global one first) and their
-// words now. When in doubt: not cacheable.
-func (s *Session) cacheRefs(plan *router.Plan) bool {
+// cacheRefs decides whether the statement of plan, whose unqualified
+// tables are in schema, may be answered from the cache in the session's
+// present state and, if so, fills s.cw.refs with the counters of the
+// tables it reads (the global one first) and their words now. When in
+// doubt: not cacheable.
+func (s *Session) cacheRefs(plan *router.Plan, schema string) bool {
 	if !cacheablePlan(plan) || s.pins&cacheBypassPins != 0 || s.holdWarnings || s.txBegin != "" || s.inTransaction() ||
 		s.env.shards() != nil || s.lexDoubt(plan) {
 		return false
@@ -248,7 +250,7 @@ func (s *Session) cacheRefs(plan *router.Plan) bool {
 		}
 		db := n.DB
 		if db == "" {
-			db = s.schema
+			db = schema
 		}
 		if db == "" || systemSchemas[strings.ToLower(db)] || cat.Object(db, n.Table, 't') != nil {
 			return false
@@ -342,12 +344,12 @@ func setOf(names ...string) map[string]bool {
 	return m
 }
 
-// cacheKey builds in s.cw.key what the answer to text depends on besides
-// the tables: the cluster, the user, the schema, the client's capabilities
-// (the packets' form), the connection's collation, every session variable
-// the session set (character sets, sql_mode, time_zone, …) and the text.
-func (s *Session) cacheKey(text []byte) []byte {
-	k := s.cw.key[:0]
+// cacheKey appends to k what an answer depends on besides the tables
+// and the statement: the cluster, the user, the schema, the client's
+// capabilities (the packets' form), the connection's collation, every
+// session variable the session set (character sets, sql_mode, time_zone,
+// …).
+func (s *Session) cacheKey(k []byte) []byte {
 	k = append(k, s.clusterName()...)
 	k = append(k, 0)
 	k = append(k, s.user...)
@@ -365,10 +367,7 @@ func (s *Session) cacheKey(text []byte) []byte {
 		k = append(k, s.vars[i].SQL...)
 		k = append(k, 0)
 	}
-	k = append(k, 0)
-	k = append(k, text...)
-	s.cw.key = k
-	return k
+	return append(k, 0)
 }
 
 // cachedQuery answers a COM_QUERY p of plan that a rule caches for ttl:
@@ -376,16 +375,55 @@ func (s *Session) cacheKey(text []byte) []byte {
 // done is false when the statement is not cacheable now: the caller runs
 // it as usual.
 func (s *Session) cachedQuery(plan *router.Plan, p []byte, resp protocol.ResponseKind, ttl time.Duration) (done bool, err error) {
-	c := s.env.cache
-	if !c.Enabled() || resp != protocol.ResponseResult || !s.cacheRefs(plan) {
+	if resp != protocol.ResponseResult || !s.env.cache.Enabled() || !s.cacheRefs(plan, s.schema) {
 		return false, nil
 	}
-	key := s.cacheKey(p[1:])
-	a, f, lead := c.Get(key, int64(mono.Now()), true)
+	s.cw.key = append(s.cacheKey(s.cw.key[:0]), p[1:]...)
+	return s.fromCache(plan, s.schema, ttl, func(took func(*BackendConn, protocol.RelayResult)) error {
+		return s.forward(router.TargetMaster, p, resp, took)
+	})
+}
+
+// cachedExecute is cachedQuery for the execution p of prepared statement
+// st (parsed as ex): its key holds the statement's text, the schema and
+// state it was prepared under and the packet's parameters. An execution
+// that opens a cursor, sends long data or runs another text than st's
+// (variant) is not cached.
+func (s *Session) cachedExecute(st *preparedStmt, p []byte, ex protocol.Execute, variant string, ttl time.Duration) (done bool, err error) {
+	if ex.Flags != 0 || variant != "" || len(st.longData) > 0 || !s.env.cache.Enabled() || !s.cacheRefs(st.plan, st.schema) {
+		return false, nil
+	}
+	k := append(s.cacheKey(s.cw.key[:0]), 1)
+	k = append(k, st.schema...)
+	k = append(k, 0)
+	if st.state != (unique.Handle[string]{}) {
+		k = append(k, st.state.Value()...)
+	}
+	k = append(k, 0)
+	k = append(k, st.sql...)
+	k = append(k, 0)
+	k = append(k, st.types...)
+	k = append(k, 0)
+	s.cw.key = append(k, p[10:]...)
+	return s.fromCache(st.plan, st.schema, ttl, func(took func(*BackendConn, protocol.RelayResult)) error {
+		return s.executeOn(router.TargetMaster, st, p, ex, variant, took)
+	})
+}
+
+// fromCache answers a cacheable statement of plan whose key is in
+// s.cw.key and whose tables' counters cacheRefs put in s.cw.refs: a hit
+// is written to the client; a miss either waits for another session's
+// query of the key or leads one, run by run (on the master, never a
+// replica: a replica's lag would be stored and served as if it were
+// fresh), teeing its answer and storing it when it may be.
+func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
+	run func(took func(*BackendConn, protocol.RelayResult)) error) (done bool, err error) {
+	c := s.env.cache
+	a, f, lead := c.Get(s.cw.key, int64(mono.Now()), true)
 	if a.Data == nil && f != nil && !lead {
 		// Another session runs this query: wait for its answer.
 		if s.waitFlight(f) {
-			a, _, _ = c.Get(s.cacheKey(p[1:]), int64(mono.Now()), false)
+			a, _, _ = c.Get(s.cw.key, int64(mono.Now()), false)
 		}
 		if a.Data == nil {
 			return false, nil
@@ -406,13 +444,11 @@ func (s *Session) cachedQuery(plan *router.Plan, p []byte, resp protocol.Respons
 	s.client.SetTee(&s.cw.tee)
 	var res protocol.RelayResult
 	ran := false
-	// The master, never a replica: a replica's lag would be stored and
-	// served as if it were fresh.
-	err = s.forward(router.TargetMaster, p, resp, func(_ *BackendConn, r protocol.RelayResult) { res, ran = r, true })
+	err = run(func(_ *BackendConn, r protocol.RelayResult) { res, ran = r, true })
 	s.client.SetTee(nil)
 	if err == nil && ran && storable(&res) && !s.cw.tee.Over {
 		c.Finish(f, cache.Entry{Data: bytes.Clone(s.cw.tee.Buf), Rows: res.Rows, Refs: refs,
-			Expires: int64(sent + ttl), Digest: plan.Digest, Tables: tableNames(plan, s.schema)})
+			Expires: int64(sent + ttl), Digest: plan.Digest, Tables: tableNames(plan, schema)})
 		landed = true
 	}
 	return true, err

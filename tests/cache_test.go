@@ -272,7 +272,13 @@ func soakRead(ctx context.Context, rdb *sql.DB, rng *rand.Rand, st *soakState) e
 			id = st.maxID.Load() + int64(rng.IntN(3))
 		}
 		var g int
-		err := rdb.QueryRowContext(ctx, fmt.Sprintf("SELECT g FROM cache_a WHERE id = %d", id)).Scan(&g)
+		var err error
+		if rng.IntN(2) == 0 {
+			err = rdb.QueryRowContext(ctx, fmt.Sprintf("SELECT g FROM cache_a WHERE id = %d", id)).Scan(&g)
+		} else {
+			// A prepared statement, executed in the binary protocol.
+			err = rdb.QueryRowContext(ctx, "SELECT g FROM cache_a WHERE id = ?", id).Scan(&g)
+		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -284,7 +290,11 @@ func soakRead(ctx context.Context, rdb *sql.DB, rng *rand.Rand, st *soakState) e
 		g := rng.IntN(cacheWriters)
 		want := st.bv[g].Load()
 		var v int64
-		if err := rdb.QueryRowContext(ctx, fmt.Sprintf("SELECT v FROM cache_b WHERE id = %d", g)).Scan(&v); err != nil {
+		q, args := fmt.Sprintf("SELECT v FROM cache_b WHERE id = %d", g), []any(nil)
+		if rng.IntN(2) == 0 {
+			q, args = "SELECT v FROM cache_b WHERE id = ?", []any{g}
+		}
+		if err := rdb.QueryRowContext(ctx, q, args...).Scan(&v); err != nil {
 			return err
 		}
 		st.reads.Add(1)
@@ -331,6 +341,26 @@ func TestCacheBehaviour(t *testing.T) {
 		h1, _, s1 := cacheStats(t, srv)
 		if s1-s0 != 1 || h1-h0 != 4 {
 			t.Fatalf("5 reads: %v stores and %v hits, want 1 and 4", s1-s0, h1-h0)
+		}
+	})
+
+	t.Run("prepared statements", func(t *testing.T) {
+		// go-sql-driver prepares a statement with arguments, executes it
+		// in the binary protocol and closes it.
+		h0, _, s0 := cacheStats(t, srv)
+		for i := range 6 {
+			id := 9 + i%2
+			var v string
+			if err := c.QueryRowContext(ctxT(t), "SELECT v FROM cache_static WHERE id = ?", id).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			if v != "static-"+strconv.Itoa(id) {
+				t.Fatalf("id %d read %q", id, v)
+			}
+		}
+		h1, _, s1 := cacheStats(t, srv)
+		if s1-s0 != 2 || h1-h0 != 4 {
+			t.Fatalf("6 executions of 2 parameter values: %v stores and %v hits, want 2 and 4", s1-s0, h1-h0)
 		}
 	})
 
