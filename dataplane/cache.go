@@ -345,12 +345,18 @@ func setOf(names ...string) map[string]bool {
 }
 
 // cacheKey appends to k what an answer depends on besides the tables
-// and the statement: the cluster, the user, the schema, the client's
+// and the statement: the cluster and its master (after a failover the
+// new master may lack the old one's last transactions: what the old one
+// answered is not reused), the user, the schema, the client's
 // capabilities (the packets' form), the connection's collation, every
 // session variable the session set (character sets, sql_mode, time_zone,
 // …).
 func (s *Session) cacheKey(k []byte) []byte {
 	k = append(k, s.clusterName()...)
+	k = append(k, 0)
+	if c := s.env.topo.Current().Clusters[s.clusterIdx]; c.Master != nil {
+		k = append(k, c.Master.Address...)
+	}
 	k = append(k, 0)
 	k = append(k, s.user...)
 	k = append(k, 0)

@@ -50,10 +50,14 @@ route = "master"
 cache_ttl = "3s"
 `
 
-// cacheSluice starts sluice with the cache rules and the test tables.
-func cacheSluice(t *testing.T) (*server.Server, *sql.DB) {
+// cacheSluice starts sluice with the cache rules and the test tables;
+// proxyKeys are extra lines for its [proxy] table.
+func cacheSluice(t *testing.T, proxyKeys ...string) (*server.Server, *sql.DB) {
 	t.Helper()
-	srv, _, _ := rulesSluice(t, rulesConfig(nil, cacheRules))
+	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
+		ProxyKeys: append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, proxyKeys...)}
+	text := sandbox.ShardedSluiceConfig(o, env.topo.Auth, []sandbox.NamedTopology{{Name: "main", Topology: env.topo}}, cacheRules)
+	srv, _, _ := rulesSluice(t, text+"\n[admin]\nuser = \"admin\"\npassword = \""+adminPassword+"\"\n")
 	db := reloadDB(t, srv, sandbox.TestDatabase)
 	for _, q := range []string{
 		"DROP TABLE IF EXISTS cache_a, cache_b, cache_static, cache_direct, cache_ddl, cache_tx",
@@ -525,8 +529,19 @@ func TestCacheBehaviour(t *testing.T) {
 
 // TestCacheNoStampede: sessions that miss the same key at once wait for
 // one backend query instead of each running their own.
+// It runs with a goroutine per session and on event loops, where the
+// sessions that wait must step off their loop.
 func TestCacheNoStampede(t *testing.T) {
-	srv, _ := cacheSluice(t)
+	for _, mode := range []struct {
+		name string
+		keys []string
+	}{{"goroutines", nil}, {"event loops", []string{"event_loop = true", "threads = 2"}}} {
+		t.Run(mode.name, func(t *testing.T) { noStampede(t, mode.keys) })
+	}
+}
+
+func noStampede(t *testing.T, proxyKeys []string) {
+	srv, _ := cacheSluice(t, proxyKeys...)
 	// A deterministic read slow enough for the others to arrive while it
 	// runs: 50^4 rows joined.
 	const q = "SELECT COUNT(*) FROM cache_static a, cache_static b, cache_static c, cache_static d"
