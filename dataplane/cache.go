@@ -136,11 +136,19 @@ func (s *Session) noteWrites(plan *router.Plan, doubt bool) {
 		// DO f()): everything may have changed.
 		s.cw.writes = append(s.cw.writes[:start], c.V.Global())
 	}
-	now := mono.Now()
+	// A table the open transaction already writes keeps its one write
+	// in flight until the transaction ends: no reader stores meanwhile.
+	now, n := mono.Now(), start
 	for _, k := range s.cw.writes[start:] {
-		k.Begin()
 		s.noteRecent(k, now)
+		if !containsCounter(s.cw.writes[:start], k) {
+			k.Begin()
+			s.cw.writes[n] = k
+			n++
+		}
 	}
+	clear(s.cw.writes[n:])
+	s.cw.writes = s.cw.writes[:n]
 	if plan.DDL {
 		s.dropCached(plan, known)
 	}
