@@ -54,10 +54,23 @@ cache_ttl = "3s"
 // proxyKeys are extra lines for its [proxy] table.
 func cacheSluice(t *testing.T, proxyKeys ...string) (*server.Server, *sql.DB) {
 	t.Helper()
+	srv, _, db := cacheSluiceFile(t, cacheConfig(proxyKeys...))
+	return srv, db
+}
+
+// cacheConfig is the shared topology's configuration with the cache rules.
+func cacheConfig(proxyKeys ...string) string {
 	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
 		ProxyKeys: append([]string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}, proxyKeys...)}
 	text := sandbox.ShardedSluiceConfig(o, env.topo.Auth, []sandbox.NamedTopology{{Name: "main", Topology: env.topo}}, cacheRules)
-	srv, _, _ := rulesSluice(t, text+"\n[admin]\nuser = \"admin\"\npassword = \""+adminPassword+"\"\n")
+	return text + "\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"
+}
+
+// cacheSluiceFile starts sluice from a file holding text and makes the
+// test tables; it returns the file's path.
+func cacheSluiceFile(t *testing.T, text string) (*server.Server, string, *sql.DB) {
+	t.Helper()
+	srv, path, _ := rulesSluice(t, text)
 	db := reloadDB(t, srv, sandbox.TestDatabase)
 	for _, q := range []string{
 		"DROP TABLE IF EXISTS cache_a, cache_b, cache_static, cache_direct, cache_ddl, cache_tx",
@@ -82,7 +95,47 @@ func cacheSluice(t *testing.T, proxyKeys ...string) (*server.Server, *sql.DB) {
 		cb = append(cb, fmt.Sprintf("(%d, 0)", g))
 	}
 	mustExec(t, db, "INSERT INTO cache_b VALUES "+strings.Join(cb, ","))
-	return srv, db
+	return srv, path, db
+}
+
+// TestCacheReload: [cache] max_memory changes on RELOAD CONFIG: 0 drops
+// every entry and stores nothing more; a size again caches again.
+func TestCacheReload(t *testing.T) {
+	text := cacheConfig()
+	srv, path, _ := cacheSluiceFile(t, text)
+	c := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
+	read := func() {
+		t.Helper()
+		var v string
+		if err := c.QueryRowContext(ctxT(t), "SELECT v FROM cache_static WHERE id = 3").Scan(&v); err != nil || v != "static-3" {
+			t.Fatalf("read %q, %v", v, err)
+		}
+	}
+	hitsOf := func(n int) float64 {
+		t.Helper()
+		h0, _, _ := cacheStats(t, srv)
+		for range n {
+			read()
+		}
+		h1, _, _ := cacheStats(t, srv)
+		return h1 - h0
+	}
+	if h := hitsOf(3); h != 2 {
+		t.Fatalf("3 reads, %v hits, want 2", h)
+	}
+	for _, step := range []struct {
+		memory string
+		hits   float64
+	}{{"0", 0}, {"1048576", 2}} {
+		writeConfig(t, path, text+"\n[cache]\nmax_memory = "+step.memory+"\n")
+		changes := mustReload(t, srv)
+		if !strings.Contains(strings.Join(changes, "\n"), "cache.max_memory") {
+			t.Fatalf("RELOAD CONFIG to max_memory = %s lists %q", step.memory, changes)
+		}
+		if h := hitsOf(3); h != step.hits {
+			t.Fatalf("max_memory = %s: 3 reads, %v hits, want %v", step.memory, h, step.hits)
+		}
+	}
 }
 
 const cacheWriters = 16
