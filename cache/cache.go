@@ -231,6 +231,21 @@ func (c *Cache) Drop(schema, table string) int {
 	})
 }
 
+// Invalidate is the callback of a change sluice learnt of after the fact
+// (a binlog event of schema.table, ddl for a schema change): a row change
+// bumps the table's counter, a DDL also drops its entries, and a DDL or
+// change whose table is not named ("") flushes everything.
+func (c *Cache) Invalidate(schema, table string, ddl bool) {
+	switch {
+	case table == "":
+		c.Flush()
+	case ddl:
+		c.Drop(schema, table)
+	default:
+		c.Bump(schema, table)
+	}
+}
+
 // Flush invalidates and removes every entry; it returns how many it
 // removed.
 func (c *Cache) Flush() int {

@@ -334,3 +334,28 @@ func TestGetHitAllocatesNothing(t *testing.T) {
 		t.Fatalf("a write's counter allocates %v times", n)
 	}
 }
+
+// TestInvalidate: the binlog callback bumps on a row change (the entry
+// is refused at its next lookup), drops on DDL and flushes without a
+// table.
+func TestInvalidate(t *testing.T) {
+	c := New(1<<20, 1<<20)
+	fill(t, c, "t", []byte("a"), refsOf(c, "t"))
+	fill(t, c, "u", []byte("b"), refsOf(c, "u"))
+	c.Invalidate("db", "t", false)
+	if s := c.Stats(); s.Entries != 2 {
+		t.Fatalf("a row change removed entries at once: %+v", s)
+	}
+	if a, _, _ := c.Get([]byte("t"), 1, false); a.Data != nil {
+		t.Fatal("served an entry of a table a binlog event changed")
+	}
+	c.Invalidate("DB", "U", true)
+	if s := c.Stats(); s.Entries != 0 {
+		t.Fatalf("DDL left entries: %+v", s)
+	}
+	fill(t, c, "t", []byte("a"), refsOf(c, "t"))
+	c.Invalidate("db", "", true)
+	if a, _, _ := c.Get([]byte("t"), 1, false); a.Data != nil {
+		t.Fatal("a change without a table left an entry")
+	}
+}
