@@ -26,6 +26,10 @@ import (
 // session is outside a transaction again (endWrites): a write sluice
 // acknowledged is never older than what the cache serves.
 
+// keptBuffer is the largest tee or key buffer a session keeps between
+// statements.
+const keptBuffer = 64 << 10
+
 // flightWait bounds how long a miss waits for another session's query of
 // the same key before it runs its own.
 const flightWait = 30 * time.Second
@@ -464,6 +468,13 @@ func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
 		c.Finish(f, cache.Entry{Data: bytes.Clone(s.cw.tee.Buf), Rows: res.Rows, Refs: refs,
 			Expires: int64(sent + ttl), Digest: plan.Digest, Tables: tableNames(plan, schema)})
 		landed = true
+	}
+	if cap(s.cw.tee.Buf) > keptBuffer {
+		// An idle session keeps no big answer's buffer.
+		s.cw.tee.Buf = nil
+	}
+	if cap(s.cw.key) > keptBuffer {
+		s.cw.key = nil
 	}
 	return true, err
 }
