@@ -436,6 +436,7 @@ func (s *Session) cachedExecute(st *preparedStmt, p []byte, ex protocol.Execute,
 // fresh), teeing its answer and storing it when it may be.
 func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
 	run func(took func(*BackendConn, protocol.RelayResult)) error) (done bool, err error) {
+	defer s.trimKey()
 	c := s.env.cache
 	a, f, lead := c.Get(s.cw.key, int64(mono.Now()), true)
 	if a.Data == nil && f != nil && !lead {
@@ -473,10 +474,14 @@ func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
 		// An idle session keeps no big answer's buffer.
 		s.cw.tee.Buf = nil
 	}
+	return true, err
+}
+
+// trimKey drops a big key buffer: an idle session keeps none.
+func (s *Session) trimKey() {
 	if cap(s.cw.key) > keptBuffer {
 		s.cw.key = nil
 	}
-	return true, err
 }
 
 // waitFlight waits, off the session's event loop, for another session's
