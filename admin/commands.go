@@ -44,6 +44,10 @@ func (p *Port) run(a *session, cmd adminCommand) (*Table, string, error) {
 		return p.showShards(), "", nil
 	case adminShowRules:
 		return ShowRules(p.ctl), "", nil
+	case adminShowCache:
+		return ShowCache(p.ctl.Cache(), cmd.limit), "", nil
+	case adminFlushCache:
+		return nil, flushCache(a, p.ctl.Cache(), cmd.schema, cmd.table), nil
 	case adminShowEvents:
 		return ShowEvents(p.ctl), "", nil
 	case adminShowConfig:

@@ -35,6 +35,8 @@ const (
 	adminFailover
 	adminReload
 	adminFlushPrivileges
+	adminShowCache
+	adminFlushCache
 )
 
 // adminCommand is one parsed admin command. Which fields matter depends on
@@ -47,6 +49,8 @@ type adminCommand struct {
 	weight  int    // SET BACKEND ... WEIGHT n
 	id      uint32 // KILL
 	cluster string // SWITCHOVER, FAILOVER
+	// schema and table of FLUSH CACHE schema.table; both "" for all.
+	schema, table string
 }
 
 // adminCommands lists the valid commands, for HELP and for the error an
@@ -59,6 +63,7 @@ var adminCommands = [][2]string{
 	{"SHOW QUERY DIGESTS [LIMIT n]", "statement digests by total time: count, times, rows, errors, route, digest_id"},
 	{"SHOW SHARDS", "the shard and broadcast rules"},
 	{"SHOW RULES", "the query rules in order: hits, last hit, actions, match fields"},
+	{"SHOW CACHE [LIMIT n]", "the result cache: hits, misses, stores, evictions, invalidations, bytes; then its most hit entries"},
 	{"SHOW EVENTS", "failovers, fencing, reloads, backends going up/down, with time and epoch"},
 	{"SHOW CONFIG", "the running configuration, secrets redacted"},
 	{"SHOW VERSION", "the sluice version"},
@@ -69,6 +74,7 @@ var adminCommands = [][2]string{
 	{"FAILOVER CLUSTER <name>", "promote a replica of the cluster now"},
 	{"RELOAD CONFIG", "load the configuration file again and apply it"},
 	{"FLUSH PRIVILEGES", "read every account's grants again from the auth server, at each session's next statement"},
+	{"FLUSH CACHE [schema.table]", "drop every result cache entry, or those that read one table"},
 }
 
 // adminUsage is the list of valid commands in one line, for errors.
@@ -146,7 +152,9 @@ func tokenizeAdmin(q string) ([]adminToken, error) {
 			i = j
 		case isWordByte(c):
 			j := i
-			for j < len(s) && isWordByte(s[j]) {
+			// A dot between word bytes joins a qualified name (FLUSH
+			// CACHE db.t) into one word.
+			for j < len(s) && (isWordByte(s[j]) || s[j] == '.' && j+1 < len(s) && isWordByte(s[j+1]) && j > i) {
 				j++
 			}
 			toks = append(toks, adminToken{kind: tokWord, text: s[i:j]})
@@ -187,41 +195,8 @@ func parseAdmin(q string) (adminCommand, error) {
 	case "HELP":
 		cmd.kind = adminHelp
 	case "SHOW":
-		switch w := p.word(); w {
-		case "BACKENDS":
-			cmd.kind = adminShowBackends
-		case "CLUSTERS":
-			cmd.kind = adminShowClusters
-		case "POOLS":
-			cmd.kind = adminShowPools
-		case "SESSIONS", "PROCESSLIST":
-			cmd.kind = adminShowSessions
-		case "QUERY":
-			if !p.accept("DIGESTS") {
-				return cmd, p.expected("DIGESTS after SHOW QUERY")
-			}
-			cmd.kind = adminShowDigests
-			if p.accept("LIMIT") {
-				n, err := p.number("LIMIT", 1<<20)
-				if err != nil {
-					return cmd, err
-				}
-				cmd.limit = n
-			}
-		case "SHARDS":
-			cmd.kind = adminShowShards
-		case "RULES":
-			cmd.kind = adminShowRules
-		case "EVENTS":
-			cmd.kind = adminShowEvents
-		case "CONFIG":
-			cmd.kind = adminShowConfig
-		case "VERSION":
-			cmd.kind = adminShowVersion
-		case "HELP":
-			cmd.kind = adminHelp
-		default:
-			return cmd, p.unknown()
+		if err := p.show(&cmd); err != nil {
+			return cmd, err
 		}
 	case "SET":
 		if !p.accept("BACKEND") {
@@ -281,6 +256,16 @@ func parseAdmin(q string) (adminCommand, error) {
 		}
 		cmd.kind, cmd.cluster = adminFailover, name
 	case "RELOAD", "FLUSH":
+		if first == "FLUSH" && p.accept("CACHE") {
+			cmd.kind = adminFlushCache
+			if p.i < len(p.toks) {
+				var err error
+				if cmd.schema, cmd.table, err = p.tableName(); err != nil {
+					return cmd, err
+				}
+			}
+			break
+		}
 		var err error
 		if cmd.kind, err = p.reloadOrFlush(first); err != nil {
 			return cmd, err
@@ -292,6 +277,56 @@ func parseAdmin(q string) (adminCommand, error) {
 		return cmd, fmt.Errorf("%w: unexpected %q after the command", errAdminSyntax, p.toks[p.i].text)
 	}
 	return cmd, nil
+}
+
+// show parses the rest of a SHOW command into cmd.
+func (p *adminParser) show(cmd *adminCommand) error {
+	switch w := p.word(); w {
+	case "BACKENDS":
+		cmd.kind = adminShowBackends
+	case "CLUSTERS":
+		cmd.kind = adminShowClusters
+	case "POOLS":
+		cmd.kind = adminShowPools
+	case "SESSIONS", "PROCESSLIST":
+		cmd.kind = adminShowSessions
+	case "QUERY":
+		if !p.accept("DIGESTS") {
+			return p.expected("DIGESTS after SHOW QUERY")
+		}
+		cmd.kind = adminShowDigests
+		if p.accept("LIMIT") {
+			n, err := p.number("LIMIT", 1<<20)
+			if err != nil {
+				return err
+			}
+			cmd.limit = n
+		}
+	case "SHARDS":
+		cmd.kind = adminShowShards
+	case "RULES":
+		cmd.kind = adminShowRules
+	case "CACHE":
+		cmd.kind = adminShowCache
+		if p.accept("LIMIT") {
+			n, err := p.number("LIMIT", 1<<20)
+			if err != nil {
+				return err
+			}
+			cmd.limit = n
+		}
+	case "EVENTS":
+		cmd.kind = adminShowEvents
+	case "CONFIG":
+		cmd.kind = adminShowConfig
+	case "VERSION":
+		cmd.kind = adminShowVersion
+	case "HELP":
+		cmd.kind = adminHelp
+	default:
+		return p.unknown()
+	}
+	return nil
 }
 
 // reloadOrFlush parses the rest of RELOAD CONFIG or FLUSH PRIVILEGES,
@@ -340,6 +375,21 @@ func (p *adminParser) str(what string) (string, error) {
 	}
 	p.i++
 	return p.toks[p.i-1].text, nil
+}
+
+// tableName reads the schema.table of FLUSH CACHE, as one word or a
+// quoted string.
+func (p *adminParser) tableName() (schema, table string, err error) {
+	if p.i >= len(p.toks) || p.toks[p.i].kind == tokNumber {
+		return "", "", p.expected("schema.table after FLUSH CACHE")
+	}
+	t := p.toks[p.i].text
+	p.i++
+	schema, table, ok := strings.Cut(t, ".")
+	if !ok || schema == "" || table == "" || strings.Contains(table, ".") {
+		return "", "", fmt.Errorf("%w: FLUSH CACHE takes schema.table, not %q", errAdminSyntax, t)
+	}
+	return schema, table, nil
 }
 
 // number reads a decimal number between 0 and maxV.

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/auth"
+	"github.com/sluice-proxy/sluice/cache"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/observe"
@@ -43,6 +44,8 @@ type Control interface {
 	Events() *observe.Events
 	// Rules are the query rules in force, with their counters.
 	Rules() *rules.Set
+	// Cache is the result cache.
+	Cache() *cache.Cache
 	// Event records a SHOW EVENTS row.
 	Event(kind, cluster, backend, detail string)
 	// BackendStateChanged publishes a state change an admin command made.

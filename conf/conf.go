@@ -68,6 +68,7 @@ type Config struct {
 	Limits    Limits      `toml:"limits"`
 	// Rules are the [[rule]] entries, in the order they are tried.
 	Rules []Rule `toml:"rule"`
+	Cache Cache  `toml:"cache"`
 
 	// Path is the file the configuration was loaded from; it is empty when
 	// the configuration came from Parse.
@@ -578,6 +579,7 @@ func defaults() *Config {
 			MaxQueued:    DefaultMaxQueued,
 			QueueTimeout: Duration{DefaultQueueTimeout},
 		}},
+		Cache: defaultCache(),
 		Health: Health{
 			Interval:           Duration{DefaultHealthInterval},
 			Timeout:            Duration{DefaultHealthTimeout},

@@ -173,6 +173,7 @@ func Diff(old, new *Config) Changes {
 	d.limits("limits.", &old.Limits.LimitValues, &new.Limits.LimitValues)
 	d.limitUsers(old.Limits.Users, new.Limits.Users)
 	d.rules(old.Rules, new.Rules)
+	d.cache(&old.Cache, &new.Cache)
 	return d.out
 }
 

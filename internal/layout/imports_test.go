@@ -37,7 +37,7 @@ var (
 		"health/binlog": {"router"},
 	}
 	// leaves import the foundation only: never each other.
-	leaves = []string{"internal/evloop", "policy", "observe", "rules"}
+	leaves = []string{"internal/evloop", "policy", "observe", "rules", "cache"}
 	// planes import the foundation and the leaves: never each other.
 	planes = []string{"dataplane", "admin"}
 	// adminViews show what the admin port shows, through admin.Control and
