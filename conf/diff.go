@@ -171,6 +171,7 @@ func Diff(old, new *Config) Changes {
 	d.limits("limits.", &old.Limits.LimitValues, &new.Limits.LimitValues)
 	d.limitUsers(old.Limits.Users, new.Limits.Users)
 	d.rules(old.Rules, new.Rules)
+	d.fleet(&old.Fleet, &new.Fleet)
 	return d.out
 }
 
@@ -379,6 +380,7 @@ func Live(running, file *Config) *Config {
 		rp.MetricsUser, rp.MetricsPassword, rp.MetricsPasswordEnv, rp.MetricsPasswordFile
 	op.MetricsTLSCert, op.MetricsTLSKey = rp.MetricsTLSCert, rp.MetricsTLSKey
 	out.Admin = running.Admin
+	out.Fleet = running.Fleet
 	if file.Sharding.DefaultCluster == "" {
 		// The first cluster of file, which running's order may not have
 		// first.
