@@ -22,6 +22,7 @@ func TestParseAdmin(t *testing.T) {
 		{"SHOW QUERY DIGESTS", adminCommand{kind: adminShowDigests, limit: -1}},
 		{"show query digests limit 5;", adminCommand{kind: adminShowDigests, limit: 5}},
 		{"SHOW RULES", adminCommand{kind: adminShowRules, limit: -1}},
+		{"show fleet", adminCommand{kind: adminShowFleet, limit: -1}},
 		{"SHOW SHARDS", adminCommand{kind: adminShowShards, limit: -1}},
 		{"SHOW EVENTS", adminCommand{kind: adminShowEvents, limit: -1}},
 		{"SHOW CONFIG", adminCommand{kind: adminShowConfig, limit: -1}},
