@@ -110,4 +110,3 @@ func (f *Fleet) decode(kv *mvccpb.KeyValue) (Member, bool) {
 func sortMembers(ms []Member) {
 	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.Instance, b.Instance) })
 }
-
