@@ -210,6 +210,9 @@ func TestFleetMembership(t *testing.T) {
 	mustExec(t, d, "CREATE TABLE fleet_rw (id INT PRIMARY KEY)")
 	t.Cleanup(func() { _, _ = d.ExecContext(ctxT(t), "DROP TABLE IF EXISTS fleet_rw") })
 	readWrite(t, s1, "fleet_rw", 1, 5)
+	if code, body := readyz(s1.MetricsAddr().String()); code != 200 || body != "ready\n" {
+		t.Errorf("/readyz with etcd = %d %q, want 200 ready", code, body)
+	}
 
 	// Two of three members gone: no quorum.
 	for _, m := range c.Members[1:] {
@@ -222,6 +225,9 @@ func TestFleetMembership(t *testing.T) {
 			return scrapeFrom(t, srv, "sluice_fleet_etcd_up") == 0
 		})
 		t.Logf("%s: sluice_fleet_etcd_up 0 %v after the kill", srv.Addr(), took.Round(time.Millisecond))
+	}
+	if code, body := readyz(s1.MetricsAddr().String()); code != 200 || !strings.Contains(body, "fleet: etcd does not answer") {
+		t.Errorf("/readyz without etcd = %d %q, want 200 saying etcd does not answer", code, body)
 	}
 	readWrite(t, s1, "fleet_rw", 100, 20)
 	readWrite(t, s2, "fleet_rw", 200, 20)
