@@ -58,10 +58,12 @@ type Member struct {
 // Fleet is this instance's membership in the fleet and its view of the
 // others. Build it with New, run it with Start, end it with Close.
 type Fleet struct {
-	cfg    conf.Fleet
-	self   Member
-	log    *zap.Logger
-	client *clientv3.Client
+	cfg  conf.Fleet
+	self Member
+	log  *zap.Logger
+	// clientCfg builds the client; client is set once connect has it.
+	clientCfg clientv3.Config
+	client    atomic.Pointer[clientv3.Client]
 	// key is this instance's membership key; membersPrefix ends in "/".
 	key, membersPrefix string
 	// probeTimeout bounds each request to etcd.
@@ -74,15 +76,14 @@ type Fleet struct {
 	up            atomic.Bool
 	registered    atomic.Bool
 	registrations atomic.Uint64
-	lease         atomic.Int64
 
 	mu      sync.Mutex
 	members map[string]Member // the view, by instance
 }
 
-// New builds the etcd client for cfg (an enabled [fleet]) without waiting
-// for etcd to answer; self is this instance's record, Instance set. It fails
-// only on what no retry can fix: unreadable TLS files, a bad endpoint.
+// New prepares the etcd client for cfg (an enabled [fleet]); self is this
+// instance's record, Instance set. It does not talk to etcd, and fails only
+// on what no retry can fix: unreadable TLS files.
 func New(cfg *conf.Fleet, self Member, log *zap.Logger) (*Fleet, error) {
 	if !cfg.Enabled() {
 		return nil, errors.New("fleet: [fleet] has no etcd endpoints")
@@ -95,7 +96,16 @@ func New(cfg *conf.Fleet, self Member, log *zap.Logger) (*Fleet, error) {
 		return nil, err
 	}
 	dial := cfg.DialTimeout.Duration
-	client, err := clientv3.New(clientv3.Config{
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Fleet{
+		cfg: *cfg, self: self, log: log.With(zap.String("instance", self.Instance)),
+		membersPrefix: cfg.Prefix + "/members/",
+		probeTimeout:  min(dial, 3*time.Second),
+		ctx:           ctx, cancel: cancel,
+		members: map[string]Member{},
+	}
+	f.key = f.membersPrefix + self.Instance
+	f.clientCfg = clientv3.Config{
 		Endpoints:   cfg.Etcd,
 		DialTimeout: dial,
 		// Find a dead member's connection quickly and move to another.
@@ -107,19 +117,7 @@ func New(cfg *conf.Fleet, self Member, log *zap.Logger) (*Fleet, error) {
 		// The client's own retries are chatty while etcd is away; sluice
 		// logs the outage itself, once.
 		Logger: log.Named("etcd").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel)),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fleet: etcd client for %v: %w", cfg.Etcd, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &Fleet{
-		cfg: *cfg, self: self, log: log.With(zap.String("instance", self.Instance)), client: client,
-		membersPrefix: cfg.Prefix + "/members/",
-		probeTimeout:  min(dial, 3*time.Second),
-		ctx:           ctx, cancel: cancel,
-		members: map[string]Member{},
-	}
-	f.key = f.membersPrefix + self.Instance
 	return f, nil
 }
 
@@ -152,19 +150,61 @@ func clientTLS(cfg *conf.Fleet) (*tls.Config, error) {
 // Start runs the membership, the view and the etcd probe in the
 // background; it returns at once, whether etcd answers or not.
 func (f *Fleet) Start() {
-	f.wg.Add(3)
-	go func() { defer f.wg.Done(); f.register() }()
-	go func() { defer f.wg.Done(); f.follow() }()
-	go func() { defer f.wg.Done(); f.probe() }()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if !f.connect() {
+			return
+		}
+		f.wg.Add(3)
+		go func() { defer f.wg.Done(); f.register() }()
+		go func() { defer f.wg.Done(); f.follow() }()
+		go func() { defer f.wg.Done(); f.probe() }()
+	}()
 }
+
+// connect makes the client. Without etcd auth that never waits for etcd;
+// with it the client logs in at once, so while etcd does not answer (or
+// refuses the login) connect logs that and tries again. It reports false
+// when the Fleet closed first.
+func (f *Fleet) connect() bool {
+	wait := 100 * time.Millisecond
+	for logged := false; ; {
+		c, err := clientv3.New(f.clientCfg)
+		if err == nil {
+			f.client.Store(c)
+			return true
+		}
+		if f.ctx.Err() != nil {
+			return false
+		}
+		if !logged {
+			f.log.Warn("fleet: cannot log in to etcd; this instance serves without the fleet and keeps trying",
+				zap.Strings("etcd", f.cfg.Etcd), zap.String("etcd_user", f.cfg.EtcdUser), zap.Error(err))
+			logged = true
+		}
+		if !f.pause(wait) {
+			return false
+		}
+		wait = backoff(wait)
+	}
+}
+
+// cli is the client; only the goroutines connect starts, which run once
+// it is set, call it.
+func (f *Fleet) cli() *clientv3.Client { return f.client.Load() }
 
 // Close leaves the fleet: the membership lease is revoked (the key goes
 // away at once when etcd answers within dial_timeout), the goroutines end
-// and the client closes.
+// and the client closes. A login to etcd in progress (etcd_user) is waited
+// for, at most dial_timeout.
 func (f *Fleet) Close() error {
 	f.cancel()
 	f.wg.Wait()
-	return f.client.Close()
+	if c := f.cli(); c != nil {
+		return c.Close()
+	}
+	return nil
 }
 
 // Self is this instance's record as it registers it.
@@ -197,9 +237,13 @@ func (f *Fleet) Members() []Member {
 // LeaseTTL asks etcd how long the lease of a member's key has left; an
 // error when etcd does not answer within dial_timeout (or ctx's end).
 func (f *Fleet) LeaseTTL(ctx context.Context, lease int64) (time.Duration, error) {
+	c := f.cli()
+	if c == nil {
+		return 0, errors.New("fleet: not connected to etcd yet")
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.probeTimeout)
 	defer cancel()
-	resp, err := f.client.TimeToLive(ctx, clientv3.LeaseID(lease))
+	resp, err := c.TimeToLive(ctx, clientv3.LeaseID(lease))
 	if err != nil {
 		return 0, fmt.Errorf("fleet: lease %x: %w", lease, err)
 	}
@@ -217,7 +261,7 @@ func (f *Fleet) probe() {
 	defer t.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(f.ctx, f.probeTimeout)
-		_, err := f.client.Get(ctx, f.key, clientv3.WithCountOnly())
+		_, err := f.cli().Get(ctx, f.key, clientv3.WithCountOnly())
 		cancel()
 		if f.ctx.Err() != nil {
 			return

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/sandbox"
@@ -128,4 +131,85 @@ func TestRejoinAfterQuorumLoss(t *testing.T) {
 		t.Errorf("registrations = %d, want at least 2 (joined, then again after the lost lease)", n)
 	}
 	waitFor(t, "a in its own view", 10*time.Second, func() bool { return slices.Equal(names(a.Members()), []string{"a"}) })
+}
+
+// TestTLSAndAuth: against etcd that serves TLS, asks for a client
+// certificate and has auth enabled, an instance with [fleet]'s CA,
+// certificate, key, user and password joins; one with a wrong password
+// starts all the same, joins nothing and logs the refused login.
+func TestTLSAndAuth(t *testing.T) {
+	if _, err := sandbox.FindEtcdBinary(); errors.Is(err, sandbox.ErrNoEtcd) && os.Getenv("CI") == "" {
+		t.Skipf("skipping: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := sandbox.StartEtcd(ctx, sandbox.EtcdOptions{Members: 1, TLS: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	base := conf.Fleet{Etcd: c.Endpoints(), Prefix: "/sluice/secure", EtcdCA: c.TLS.CA, EtcdCert: c.TLS.Cert, EtcdKey: c.TLS.Key,
+		DialTimeout: conf.Duration{Duration: 2 * time.Second}, SessionTTL: conf.Duration{Duration: 5 * time.Second}}
+	tlsConf, err := clientTLS(&base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), TLS: tlsConf, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	steps := []func() error{
+		func() error { _, err := root.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "fleet"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "fleet", "/sluice/secure/", clientv3.GetPrefixRangeEnd("/sluice/secure/"),
+				clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "sluice", "sluice-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "sluice", "fleet"); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("etcd auth setup step %d: %v", i+1, err)
+		}
+	}
+
+	good := base
+	good.EtcdUser, good.EtcdPassword = "sluice", "sluice-pw"
+	a, err := New(&good, Member{Instance: "a", Address: "a:6033", Started: time.Now()}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	t.Cleanup(func() { _ = a.Close() })
+	waitFor(t, "a registered over TLS with a user", 20*time.Second, func() bool { return a.Registered() && a.Up() })
+	waitFor(t, "a in its view", 5*time.Second, func() bool { return slices.Equal(names(a.Members()), []string{"a"}) })
+
+	bad := good
+	bad.EtcdPassword = "wrong"
+	core, logs := observer.New(zap.WarnLevel)
+	b, err := New(&bad, Member{Instance: "b", Address: "b:6033", Started: time.Now()}, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start()
+	t.Cleanup(func() { _ = b.Close() })
+	waitFor(t, "b logs the refused login", 20*time.Second, func() bool {
+		for _, e := range logs.FilterMessageSnippet("cannot log in to etcd").All() {
+			if err, ok := e.ContextMap()["error"].(string); ok && strings.Contains(err, "authentication failed") {
+				return true
+			}
+		}
+		return false
+	})
+	if b.Registered() || b.Up() {
+		t.Error("b joined with a wrong password")
+	}
+	if got := names(a.Members()); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("a's view = %v, want only a", got)
+	}
 }

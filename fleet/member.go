@@ -57,7 +57,7 @@ func (f *Fleet) register() {
 func (f *Fleet) join(prev clientv3.LeaseID) (*concurrency.Session, error) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.probeTimeout)
 	defer cancel()
-	grant, err := f.client.Grant(ctx, int64(f.cfg.SessionTTL.Duration/time.Second))
+	grant, err := f.cli().Grant(ctx, int64(f.cfg.SessionTTL.Duration/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("fleet: granting the membership lease: %w", err)
 	}
@@ -67,7 +67,7 @@ func (f *Fleet) join(prev clientv3.LeaseID) (*concurrency.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: encoding the membership record: %w", err)
 	}
-	put, err := f.client.Put(ctx, f.key, string(value), clientv3.WithLease(grant.ID), clientv3.WithPrevKV())
+	put, err := f.cli().Put(ctx, f.key, string(value), clientv3.WithLease(grant.ID), clientv3.WithPrevKV())
 	if err != nil {
 		f.revoke(grant.ID)
 		return nil, fmt.Errorf("fleet: writing %s: %w", f.key, err)
@@ -76,12 +76,11 @@ func (f *Fleet) join(prev clientv3.LeaseID) (*concurrency.Session, error) {
 		f.log.Warn("fleet: the instance's key was held under another lease: another sluice with the same instance name, or this one's previous run",
 			zap.String("key", f.key), zap.String("lease", fmt.Sprintf("%x", p.Lease)))
 	}
-	sess, err := concurrency.NewSession(f.client, concurrency.WithLease(grant.ID), concurrency.WithContext(f.ctx))
+	sess, err := concurrency.NewSession(f.cli(), concurrency.WithLease(grant.ID), concurrency.WithContext(f.ctx))
 	if err != nil {
 		f.revoke(grant.ID)
 		return nil, fmt.Errorf("fleet: keeping the membership lease alive: %w", err)
 	}
-	f.lease.Store(int64(grant.ID))
 	f.registered.Store(true)
 	n := f.registrations.Add(1)
 	f.log.Info("fleet: joined", zap.String("key", f.key), zap.String("lease", fmt.Sprintf("%x", int64(grant.ID))),
@@ -106,6 +105,6 @@ func (f *Fleet) leave(sess *concurrency.Session) {
 func (f *Fleet) revoke(lease clientv3.LeaseID) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.probeTimeout)
 	defer cancel()
-	_, err := f.client.Revoke(ctx, lease)
+	_, err := f.cli().Revoke(ctx, lease)
 	return err
 }

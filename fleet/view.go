@@ -50,7 +50,7 @@ func (f *Fleet) follow() {
 func (f *Fleet) load() (int64, error) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.probeTimeout)
 	defer cancel()
-	resp, err := f.client.Get(ctx, f.membersPrefix, clientv3.WithPrefix())
+	resp, err := f.cli().Get(ctx, f.membersPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return 0, fmt.Errorf("fleet: reading %s: %w", f.membersPrefix, err)
 	}
@@ -72,7 +72,7 @@ func (f *Fleet) load() (int64, error) {
 func (f *Fleet) watch(rev int64) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(f.ctx))
 	defer cancel()
-	for wr := range f.client.Watch(ctx, f.membersPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	for wr := range f.cli().Watch(ctx, f.membersPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := wr.Err(); err != nil {
 			return err
 		}

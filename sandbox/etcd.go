@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -49,6 +51,10 @@ type EtcdOptions struct {
 	BaseDir string
 	// Logf receives progress lines; nil discards them.
 	Logf func(string, ...any)
+	// TLS serves the client port over TLS with a throwaway CA and asks
+	// clients for a certificate of that CA (--client-cert-auth); the
+	// files are EtcdCluster.TLS. Peers still talk plain HTTP.
+	TLS bool
 }
 
 // EtcdCluster is a local etcd cluster of loopback members started by StartEtcd and owned by
@@ -56,8 +62,11 @@ type EtcdOptions struct {
 // may be called from any goroutine.
 type EtcdCluster struct {
 	Members []*EtcdMember
-	dir     string
-	ownDir  bool
+	// TLS are the CA and the certificate (for 127.0.0.1, server and
+	// client use) of a cluster started with EtcdOptions.TLS; empty without.
+	TLS    TLSFiles
+	dir    string
+	ownDir bool
 }
 
 // EtcdMember is one etcd process of an EtcdCluster. Its exported fields are fixed once
@@ -72,6 +81,7 @@ type EtcdMember struct {
 	Log string
 
 	bin            string
+	tls            TLSFiles
 	initialCluster string
 	token          string
 	logf           func(string, ...any)
@@ -112,6 +122,11 @@ func StartEtcd(ctx context.Context, opts EtcdOptions) (_ *EtcdCluster, err error
 		}
 		c.ownDir = true
 	}
+	if opts.TLS {
+		if c.TLS, err = writeTLSFiles(c.dir); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
@@ -147,7 +162,7 @@ func (c *EtcdCluster) start(ctx context.Context, bin string, opts EtcdOptions, a
 			return fmt.Errorf("sandbox: %w", err)
 		}
 		c.Members[i] = &EtcdMember{Name: name, ClientPort: ports[2*i], PeerPort: ports[2*i+1],
-			DataDir: filepath.Join(dir, "data"), Log: filepath.Join(dir, "etcd.log"), bin: bin,
+			DataDir: filepath.Join(dir, "data"), Log: filepath.Join(dir, "etcd.log"), bin: bin, tls: c.TLS,
 			token: "sluice-" + hex.EncodeToString(token), logf: opts.Logf}
 		peers = append(peers, fmt.Sprintf("%s=http://127.0.0.1:%d", name, ports[2*i+1]))
 	}
@@ -213,9 +228,9 @@ func (m *EtcdMember) Endpoint() string {
 }
 
 func (m *EtcdMember) args() []string {
-	client := "http://" + m.Endpoint()
+	client := m.scheme() + "://" + m.Endpoint()
 	peer := fmt.Sprintf("http://127.0.0.1:%d", m.PeerPort)
-	return []string{
+	a := []string{
 		"--name=" + m.Name,
 		"--data-dir=" + m.DataDir,
 		"--listen-client-urls=" + client,
@@ -229,6 +244,37 @@ func (m *EtcdMember) args() []string {
 		"--logger=zap",
 		"--log-outputs=stderr",
 	}
+	if m.tls.Cert != "" {
+		a = append(a, "--cert-file="+m.tls.Cert, "--key-file="+m.tls.Key, "--trusted-ca-file="+m.tls.CA, "--client-cert-auth")
+	}
+	return a
+}
+
+func (m *EtcdMember) scheme() string {
+	if m.tls.Cert != "" {
+		return "https"
+	}
+	return "http"
+}
+
+// httpClient asks /health, over TLS with the sandbox's certificate when the
+// cluster has TLS.
+func (m *EtcdMember) httpClient() (*http.Client, error) {
+	if m.tls.Cert == "" {
+		return http.DefaultClient, nil
+	}
+	ca, err := os.ReadFile(m.tls.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cert, err := tls.LoadX509KeyPair(m.tls.Cert, m.tls.Key)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}, nil
 }
 
 // launch starts the process without waiting for it; the caller holds m.life.
@@ -310,11 +356,15 @@ func (m *EtcdMember) startError(err error, offset int64) error {
 func (m *EtcdMember) Healthy(ctx context.Context) error {
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(hctx, http.MethodGet, "http://"+m.Endpoint()+"/health", nil)
+	req, err := http.NewRequestWithContext(hctx, http.MethodGet, m.scheme()+"://"+m.Endpoint()+"/health", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client, err := m.httpClient()
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
