@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,8 +44,8 @@ func startFleetEtcd(t *testing.T) *sandbox.EtcdCluster {
 }
 
 // fleetSluice starts an in-process sluice in front of the shared topology
-// with [fleet] on c under prefix, named instance, with a 2s lease so a
-// lost quorum costs it its lease quickly.
+// with [fleet] on c under prefix, named instance ("" leaves the name to its
+// default), with a 2s lease so a lost quorum costs it its lease quickly.
 func fleetSluice(t *testing.T, c *sandbox.EtcdCluster, prefix, instance string) *server.Server {
 	t.Helper()
 	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
@@ -56,10 +58,12 @@ password = %q
 [fleet]
 etcd = ["%s"]
 prefix = %q
-instance = %q
 dial_timeout = "1s"
 session_ttl = "2s"
-`, adminPassword, strings.Join(c.Endpoints(), `", "`), prefix, instance)
+`, adminPassword, strings.Join(c.Endpoints(), `", "`), prefix)
+	if instance != "" {
+		text += fmt.Sprintf("instance = %q\n", instance)
+	}
 	cfg, err := conf.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
@@ -161,8 +165,14 @@ func TestFleetMembership(t *testing.T) {
 	prefix := fmt.Sprintf("/sluice/test-%d", time.Now().UnixNano())
 	s1 := fleetSluice(t, c, prefix, "sluice-1")
 	s2 := fleetSluice(t, c, prefix, "sluice-2")
-	s3 := fleetSluice(t, c, prefix, "sluice-3")
-	all := []string{"sluice-1", "sluice-2", "sluice-3"}
+	// The third takes the default name: host name and data port.
+	s3 := fleetSluice(t, c, prefix, "")
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := net.JoinHostPort(host, strconv.Itoa(s3.Addr().(*net.TCPAddr).Port))
+	all := []string{"sluice-1", "sluice-2", third}
 	a1 := adminDB(t, s1, adminPassword)
 
 	took := waitUntil(t, "SHOW FLEET on sluice-1 lists all three", 20*time.Second, func() bool {
@@ -197,11 +207,11 @@ func TestFleetMembership(t *testing.T) {
 	if err := s3.Close(); err != nil {
 		t.Fatal(err)
 	}
-	took = waitUntil(t, "sluice-3 leaves sluice-1's view", time.Second, func() bool {
-		_, there := showFleet(t, a1)["sluice-3"]
+	took = waitUntil(t, "the third leaves sluice-1's view", time.Second, func() bool {
+		_, there := showFleet(t, a1)[third]
 		return !there
 	})
-	t.Logf("sluice-3 left SHOW FLEET on sluice-1 %v after its Close returned", took.Round(time.Millisecond))
+	t.Logf("the third (%s) left SHOW FLEET on sluice-1 %v after its Close returned", third, took.Round(time.Millisecond))
 	if got := scrapeFrom(t, s2, "sluice_fleet_members"); got != 2 {
 		waitUntil(t, "sluice_fleet_members 2 on sluice-2", time.Second, func() bool { return scrapeFrom(t, s2, "sluice_fleet_members") == 2 })
 	}
