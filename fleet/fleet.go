@@ -76,6 +76,9 @@ type Fleet struct {
 	up            atomic.Bool
 	registered    atomic.Bool
 	registrations atomic.Uint64
+	// lost tells register that the view found this instance's key gone
+	// while its session lives (someone deleted it); buffered, one slot.
+	lost chan struct{}
 
 	mu      sync.Mutex
 	members map[string]Member // the view, by instance
@@ -103,6 +106,7 @@ func New(cfg *conf.Fleet, self Member, log *zap.Logger) (*Fleet, error) {
 		probeTimeout:  min(dial, 3*time.Second),
 		ctx:           ctx, cancel: cancel,
 		members: map[string]Member{},
+		lost:    make(chan struct{}, 1),
 	}
 	f.key = f.membersPrefix + self.Instance
 	f.clientCfg = clientv3.Config{

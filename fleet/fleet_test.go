@@ -213,3 +213,40 @@ func TestTLSAndAuth(t *testing.T) {
 		t.Errorf("a's view = %v, want only a", got)
 	}
 }
+
+// TestDeletedKeyIsWrittenAgain: a membership key someone deletes (an
+// operator's etcdctl del) comes back under the same lease, without a new
+// registration.
+func TestDeletedKeyIsWrittenAgain(t *testing.T) {
+	c := startEtcd(t)
+	a := join(t, c, "a", 10*time.Second)
+	waitFor(t, "a registered", 20*time.Second, a.Registered)
+	raw, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := "/sluice/test/members/a"
+	before, err := raw.Get(ctx, key)
+	if err != nil || len(before.Kvs) != 1 {
+		t.Fatalf("get %s: %v, %v", key, before, err)
+	}
+	if _, err := raw.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(t, "the key written again", 10*time.Second, func() bool {
+		r, err := raw.Get(ctx, key)
+		return err == nil && len(r.Kvs) == 1
+	})
+	t.Logf("deleted key back after %v", took)
+	after, err := raw.Get(ctx, key)
+	if err != nil || len(after.Kvs) != 1 || after.Kvs[0].Lease != before.Kvs[0].Lease {
+		t.Fatalf("key after: %v, %v; want the lease %x", after, err, before.Kvs[0].Lease)
+	}
+	if n := a.Registrations(); n != 1 {
+		t.Errorf("registrations = %d, want 1 (same lease, no new session)", n)
+	}
+	waitFor(t, "a in its view again", 5*time.Second, func() bool { return slices.Equal(names(a.Members()), []string{"a"}) })
+}

@@ -33,21 +33,75 @@ func (f *Fleet) register() {
 		}
 		wait = 100 * time.Millisecond
 		prev = sess.Lease()
+		if !f.hold(sess) {
+			return
+		}
+	}
+}
+
+// hold keeps the membership key of sess until the session is lost (it
+// returns true: join again) or the Fleet closes (it leaves and returns
+// false). A key someone else deleted is written again under the same lease.
+func (f *Fleet) hold(sess *concurrency.Session) bool {
+	for {
 		select {
 		case <-f.ctx.Done():
 			f.leave(sess)
-			return
+			return false
+		case <-f.lost:
+			if err := f.rewrite(sess.Lease()); err != nil {
+				// A lease that expired fails here; sess.Done follows.
+				f.log.Warn("fleet: the membership key was deleted and cannot be written again yet", zap.Error(err))
+				continue
+			}
+			f.log.Warn("fleet: the membership key was deleted by someone else; written again", zap.String("key", f.key))
 		case <-sess.Done():
 			f.registered.Store(false)
 			if f.ctx.Err() != nil {
 				f.leave(sess)
-				return
+				return false
 			}
 			// The client gives a lease up once it went a whole TTL
 			// without an answer; etcd drops it and its key likewise.
 			f.log.Warn("fleet: membership lease lost (etcd did not answer for session_ttl); registering again when it answers",
-				zap.String("lease", fmt.Sprintf("%x", int64(prev))), zap.Duration("session_ttl", f.cfg.SessionTTL.Duration))
+				zap.String("lease", fmt.Sprintf("%x", int64(sess.Lease()))), zap.Duration("session_ttl", f.cfg.SessionTTL.Duration))
+			return true
 		}
+	}
+}
+
+// record is this instance's membership value under lease.
+func (f *Fleet) record(lease clientv3.LeaseID) (string, error) {
+	self := f.self
+	self.Lease = int64(lease)
+	value, err := json.Marshal(self)
+	if err != nil {
+		return "", fmt.Errorf("fleet: encoding the membership record: %w", err)
+	}
+	return string(value), nil
+}
+
+// rewrite writes the membership key again under lease, if the lease lives.
+func (f *Fleet) rewrite(lease clientv3.LeaseID) error {
+	value, err := f.record(lease)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, f.probeTimeout)
+	defer cancel()
+	_, err = f.cli().Put(ctx, f.key, value, clientv3.WithLease(lease))
+	return err
+}
+
+// keyGone is the view's report that this instance's key is absent: while
+// registered, register writes it again.
+func (f *Fleet) keyGone() {
+	if !f.registered.Load() {
+		return
+	}
+	select {
+	case f.lost <- struct{}{}:
+	default:
 	}
 }
 
@@ -61,13 +115,12 @@ func (f *Fleet) join(prev clientv3.LeaseID) (*concurrency.Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: granting the membership lease: %w", err)
 	}
-	self := f.self
-	self.Lease = int64(grant.ID)
-	value, err := json.Marshal(self)
+	value, err := f.record(grant.ID)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: encoding the membership record: %w", err)
+		f.revoke(grant.ID)
+		return nil, err
 	}
-	put, err := f.cli().Put(ctx, f.key, string(value), clientv3.WithLease(grant.ID), clientv3.WithPrevKV())
+	put, err := f.cli().Put(ctx, f.key, value, clientv3.WithLease(grant.ID), clientv3.WithPrevKV())
 	if err != nil {
 		f.revoke(grant.ID)
 		return nil, fmt.Errorf("fleet: writing %s: %w", f.key, err)

@@ -63,6 +63,9 @@ func (f *Fleet) load() (int64, error) {
 	f.mu.Lock()
 	f.members = members
 	f.mu.Unlock()
+	if _, ok := members[f.self.Instance]; !ok {
+		f.keyGone()
+	}
 	return resp.Header.Revision, nil
 }
 
@@ -85,6 +88,9 @@ func (f *Fleet) watch(rev int64) error {
 				}
 			case clientv3.EventTypeDelete:
 				delete(f.members, strings.TrimPrefix(string(ev.Kv.Key), f.membersPrefix))
+				if string(ev.Kv.Key) == f.key {
+					f.keyGone()
+				}
 			}
 		}
 		f.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -97,13 +98,21 @@ func (srv *Server) fleetRows(ctx context.Context) ([]admin.FleetRow, error) {
 		return nil, protocol.EROptionPreventsStmt.New("SHOW FLEET: this sluice runs without a fleet ([fleet] names no etcd endpoints)")
 	}
 	members := f.Members()
+	self := f.Self()
+	if !slices.ContainsFunc(members, func(m fleet.Member) bool { return m.Instance == self.Instance }) {
+		// Not registered (etcd never answered, or the lease was lost):
+		// the instance still lists itself, saying so.
+		members = append([]fleet.Member{self}, members...)
+	}
 	rows := make([]admin.FleetRow, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
 		rows[i] = admin.FleetRow{Instance: m.Instance, Address: m.Address, AdminAddress: m.AdminAddress, Version: m.Version,
 			ConfigRevision: m.ConfigRevision, Started: m.Started}
 		switch {
-		case m.Instance == f.Self().Instance:
+		case m.Instance == self.Instance && !f.Registered():
+			rows[i].LeaseTTL = "self (not registered: no lease)"
+		case m.Instance == self.Instance:
 			rows[i].LeaseTTL = "self"
 		case !f.Up():
 			rows[i].LeaseTTL = "unknown (etcd does not answer)"

@@ -134,9 +134,13 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool)
 
 // readWrite runs n inserts and n reads of them through srv's data port as
 // the app user, on a fresh pool (so logins are part of it), failing the
-// test on any error.
+// test on any error, and logs how long the pairs took.
 func readWrite(t *testing.T, srv *server.Server, table string, from, n int) {
 	t.Helper()
+	start := time.Now()
+	defer func() {
+		t.Logf("%s: %d writes and reads (ids %d..) in %v", srv.Addr(), n, from, time.Since(start).Round(time.Millisecond))
+	}()
 	o := env.topo.Opts
 	d, err := sql.Open("mysql", dsn(srv.Addr().String(), o.AppUser, o.AppPassword, "sluice_test", nil))
 	if err != nil {
@@ -248,7 +252,8 @@ func TestFleetMembership(t *testing.T) {
 	readWrite(t, s2, "fleet_rw", 300, 20)
 	// The admin port still answers, from the last view, without etcd.
 	stale := showFleet(t, a1)
-	if len(stale) != 2 || !strings.HasPrefix(stale["sluice-2"]["lease_ttl"], "unknown") {
+	if len(stale) != 2 || !strings.HasPrefix(stale["sluice-2"]["lease_ttl"], "unknown") ||
+		stale["sluice-1"]["lease_ttl"] != "self (not registered: no lease)" {
 		t.Errorf("SHOW FLEET without etcd: %v", stale)
 	}
 
