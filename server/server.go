@@ -279,6 +279,7 @@ func (srv *Server) Start() error {
 	if srv.cfg.Proxy.EventLoop {
 		// Last, so no earlier failure leaves loops behind.
 		if err := srv.startLoops(); err != nil {
+			srv.closeFleet()
 			srv.ln.Close()
 			srv.cancel()
 			return err
