@@ -302,3 +302,54 @@ func TestFleetShowWithoutFleet(t *testing.T) {
 		t.Error("a fleet without [fleet]")
 	}
 }
+
+// TestFleetStartsWithoutEtcd: a sluice whose [fleet] names an etcd that is
+// not there starts, serves reads and writes, stays ready, lists itself in
+// SHOW FLEET as not registered, and closes promptly.
+func TestFleetStartsWithoutEtcd(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
+		ProxyKeys: []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}}
+	text := env.topo.SluiceConfigWith(o) + fmt.Sprintf("\n[admin]\nuser = \"admin\"\npassword = %q\n\n[fleet]\netcd = [%q]\ninstance = \"lonely\"\ndial_timeout = \"1s\"\n",
+		adminPassword, nowhere)
+	cfg, err := conf.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatalf("Start with etcd unreachable: %v", err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			srv.Close()
+		}
+	})
+	d := appDB(t, "sluice_test", nil)
+	mustExec(t, d, "CREATE TABLE fleet_alone (id INT PRIMARY KEY)")
+	t.Cleanup(func() { _, _ = d.ExecContext(ctxT(t), "DROP TABLE IF EXISTS fleet_alone") })
+	readWrite(t, srv, "fleet_alone", 1, 10)
+	if code, body := readyz(srv.MetricsAddr().String()); code != 200 || !strings.Contains(body, "fleet: etcd does not answer") {
+		t.Errorf("/readyz = %d %q, want 200 saying etcd does not answer", code, body)
+	}
+	rows := showFleet(t, adminDB(t, srv, adminPassword))
+	if len(rows) != 1 || rows["lonely"]["lease_ttl"] != "self (not registered: no lease)" || rows["lonely"]["address"] != srv.Addr().String() {
+		t.Errorf("SHOW FLEET without etcd: %v", rows)
+	}
+	if up, reg := scrapeFrom(t, srv, "sluice_fleet_etcd_up"), scrapeFrom(t, srv, "sluice_fleet_registered"); up != 0 || reg != 0 {
+		t.Errorf("sluice_fleet_etcd_up = %v, sluice_fleet_registered = %v; want 0 and 0", up, reg)
+	}
+	start := time.Now()
+	srv.Close()
+	closed = true
+	t.Logf("Close with etcd unreachable took %v", time.Since(start).Round(time.Millisecond))
+}
