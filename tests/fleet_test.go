@@ -223,6 +223,10 @@ func TestFleetMembership(t *testing.T) {
 	d := appDB(t, "sluice_test", nil)
 	mustExec(t, d, "CREATE TABLE fleet_rw (id INT PRIMARY KEY)")
 	t.Cleanup(func() { _, _ = d.ExecContext(ctxT(t), "DROP TABLE IF EXISTS fleet_rw") })
+	// Reads may go to a replica: the table must be there first.
+	if err := env.topo.WaitReplicated(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	readWrite(t, s1, "fleet_rw", 1, 5)
 	if code, body := readyz(s1.MetricsAddr().String()); code != 200 || body != "ready\n" {
 		t.Errorf("/readyz with etcd = %d %q, want 200 ready", code, body)
@@ -337,6 +341,10 @@ func TestFleetStartsWithoutEtcd(t *testing.T) {
 	d := appDB(t, "sluice_test", nil)
 	mustExec(t, d, "CREATE TABLE fleet_alone (id INT PRIMARY KEY)")
 	t.Cleanup(func() { _, _ = d.ExecContext(ctxT(t), "DROP TABLE IF EXISTS fleet_alone") })
+	// Reads may go to a replica: the table must be there first.
+	if err := env.topo.WaitReplicated(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	readWrite(t, srv, "fleet_alone", 1, 10)
 	if code, body := readyz(srv.MetricsAddr().String()); code != 200 || !strings.Contains(body, "fleet: etcd does not answer") {
 		t.Errorf("/readyz = %d %q, want 200 saying etcd does not answer", code, body)
