@@ -56,7 +56,10 @@ type Member struct {
 }
 
 // Fleet is this instance's membership in the fleet and its view of the
-// others. Build it with New, run it with Start, end it with Close.
+// others, owned by the server that built it. Build it with New, run it
+// with Start, end it with Close (each once); the other methods are safe
+// for concurrent use at any time and never wait for etcd, except LeaseTTL,
+// which asks it.
 type Fleet struct {
 	cfg  conf.Fleet
 	self Member
