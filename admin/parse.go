@@ -37,6 +37,7 @@ const (
 	adminFlushPrivileges
 	adminShowCache
 	adminFlushCache
+	adminShowFleet
 )
 
 // adminCommand is one parsed admin command. Which fields matter depends on
@@ -67,6 +68,7 @@ var adminCommands = [][2]string{
 	{"SHOW EVENTS", "failovers, fencing, reloads, backends going up/down, with time and epoch"},
 	{"SHOW CONFIG", "the running configuration, secrets redacted"},
 	{"SHOW VERSION", "the sluice version"},
+	{"SHOW FLEET", "the instances of the fleet ([fleet], etcd): addresses, version, config revision, start, lease left"},
 	{"HELP", "this list (SHOW HELP in the mysql and mariadb clients, which answer HELP themselves)"},
 	{"SET BACKEND '<addr>' OFFLINE | ONLINE | WEIGHT <n>", "drain a backend, put it back (also un-fences), or change its balancer weight"},
 	{"KILL [CONNECTION | QUERY] <id>", "close a client session, or kill the statement it runs"},
@@ -236,25 +238,10 @@ func parseAdmin(q string) (adminCommand, error) {
 			return cmd, err
 		}
 		cmd.id = uint32(n)
-	case "SWITCHOVER":
-		name, err := p.clusterName("SWITCHOVER")
-		if err != nil {
+	case "SWITCHOVER", "FAILOVER":
+		if err := p.masterChange(first, &cmd); err != nil {
 			return cmd, err
 		}
-		if !p.accept("TO") {
-			return cmd, p.expected("TO '<addr>' after SWITCHOVER CLUSTER <name>")
-		}
-		addr, err := p.str("the target address")
-		if err != nil {
-			return cmd, err
-		}
-		cmd.kind, cmd.cluster, cmd.addr = adminSwitchover, name, addr
-	case "FAILOVER":
-		name, err := p.clusterName("FAILOVER")
-		if err != nil {
-			return cmd, err
-		}
-		cmd.kind, cmd.cluster = adminFailover, name
 	case "RELOAD", "FLUSH":
 		if first == "FLUSH" && p.accept("CACHE") {
 			cmd.kind = adminFlushCache
@@ -321,11 +308,35 @@ func (p *adminParser) show(cmd *adminCommand) error {
 		cmd.kind = adminShowConfig
 	case "VERSION":
 		cmd.kind = adminShowVersion
+	case "FLEET":
+		cmd.kind = adminShowFleet
 	case "HELP":
 		cmd.kind = adminHelp
 	default:
 		return p.unknown()
 	}
+	return nil
+}
+
+// masterChange parses the rest of SWITCHOVER CLUSTER <name> TO '<addr>'
+// or FAILOVER CLUSTER <name> into cmd, first being the command's first word.
+func (p *adminParser) masterChange(first string, cmd *adminCommand) error {
+	name, err := p.clusterName(first)
+	if err != nil {
+		return err
+	}
+	if first == "FAILOVER" {
+		cmd.kind, cmd.cluster = adminFailover, name
+		return nil
+	}
+	if !p.accept("TO") {
+		return p.expected("TO '<addr>' after SWITCHOVER CLUSTER <name>")
+	}
+	addr, err := p.str("the target address")
+	if err != nil {
+		return err
+	}
+	cmd.kind, cmd.cluster, cmd.addr = adminSwitchover, name, addr
 	return nil
 }
 

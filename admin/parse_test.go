@@ -27,6 +27,7 @@ func TestParseAdmin(t *testing.T) {
 		{"FLUSH CACHE", adminCommand{kind: adminFlushCache, limit: -1}},
 		{"FLUSH CACHE app.items;", adminCommand{kind: adminFlushCache, limit: -1, schema: "app", table: "items"}},
 		{"FLUSH CACHE 'app.items'", adminCommand{kind: adminFlushCache, limit: -1, schema: "app", table: "items"}},
+		{"show fleet", adminCommand{kind: adminShowFleet, limit: -1}},
 		{"SHOW SHARDS", adminCommand{kind: adminShowShards, limit: -1}},
 		{"SHOW EVENTS", adminCommand{kind: adminShowEvents, limit: -1}},
 		{"SHOW CONFIG", adminCommand{kind: adminShowConfig, limit: -1}},

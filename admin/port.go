@@ -70,6 +70,9 @@ type Control interface {
 	LoginSucceeded(remote net.Addr)
 	// NextConnectionID numbers a connection, as the data port does.
 	NextConnectionID() uint32
+	// Fleet lists the fleet's members (SHOW FLEET), asking etcd within
+	// ctx; an instance without [fleet] returns the SQL error to send.
+	Fleet(ctx context.Context) ([]FleetRow, error)
 }
 
 // PoolInfo is one backend pool's figures for SHOW BACKENDS and SHOW POOLS.

@@ -69,6 +69,8 @@ type Config struct {
 	// Rules are the [[rule]] entries, in the order they are tried.
 	Rules []Rule `toml:"rule"`
 	Cache Cache  `toml:"cache"`
+	// Fleet is [fleet]: the etcd cluster this instance shares with others.
+	Fleet Fleet `toml:"fleet"`
 
 	// Path is the file the configuration was loaded from; it is empty when
 	// the configuration came from Parse.
@@ -573,6 +575,7 @@ func defaults() *Config {
 			MaxConcurrentLogins: DefaultMaxConcurrentLogins,
 			EnforceGrants:       true, GrantsTTL: Duration{DefaultGrantsTTL}, ProxyProtocolVersion: DefaultProxyProtocolVersion},
 		Admin:    Admin{User: DefaultAdminUser},
+		Fleet:    fleetDefaults(),
 		Sharding: Sharding{MaxMergeRows: DefaultMaxMergeRows},
 		Limits: Limits{LimitValues: LimitValues{
 			IdleTimeout:  Duration{DefaultIdleTimeout},

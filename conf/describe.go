@@ -56,6 +56,7 @@ func (c *Config) Describe() string {
 	line("  slow_query_threshold %s, log_sql %v", slow, x.LogSQL)
 
 	c.Auth.describe(line)
+	c.Fleet.describe(line)
 	line("admin: user %q, %s", c.Admin.User, passwordSource(c.Admin.Password, c.Admin.PasswordEnv, c.Admin.PasswordFile))
 
 	h := &c.Health

@@ -38,6 +38,7 @@ func (c *Config) Validate() error {
 	c.validateLimits(&p)
 	c.validateRules(&p)
 	c.validateCache(&p)
+	c.validateFleet(&p)
 	return errors.Join(p...)
 }
 

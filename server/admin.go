@@ -93,6 +93,9 @@ func (c control) LoginRefused(remote net.Addr, port string) func(string) {
 	return c.s.env.LoginRefused(remote, port)
 }
 func (c control) LoginSucceeded(remote net.Addr) { c.s.env.LoginSucceeded(remote) }
+func (c control) Fleet(ctx context.Context) ([]admin.FleetRow, error) {
+	return c.s.fleetRows(ctx)
+}
 
 // Pool describes the pool of the backend at addr.
 func (c control) Pool(addr string) (admin.PoolInfo, bool) {
