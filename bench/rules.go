@@ -46,7 +46,7 @@ func twentyRules() string {
 		fmt.Fprintf(&b, "\n[[rule]]\nname = \"bench-nomatch-%02d\"\n", i)
 		switch i % 5 {
 		case 0:
-			fmt.Fprintf(&b, "pattern = '(?i)^SELECT .* FROM report_%d '\nroute = \"replica\"\n", i)
+			fmt.Fprintf(&b, "pattern = '(?i)^SELECT .* FROM report_%d '\nkind = \"read\"\nroute = \"replica\"\n", i)
 		case 1:
 			fmt.Fprintf(&b, "digest = \"%016x\"\nerror = true\n", uint64(0x9e3779b97f4a7c15)*uint64(i+1))
 		case 2:
