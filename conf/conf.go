@@ -68,6 +68,8 @@ type Config struct {
 	Limits    Limits      `toml:"limits"`
 	// Rules are the [[rule]] entries, in the order they are tried.
 	Rules []Rule `toml:"rule"`
+	// Firewall is the statement allowlist's [firewall] table.
+	Firewall Firewall `toml:"firewall"`
 
 	// Path is the file the configuration was loaded from; it is empty when
 	// the configuration came from Parse.
@@ -532,6 +534,7 @@ const (
 // array element; those are filled in by applyElementDefaults after decoding.
 func defaults() *Config {
 	return &Config{
+		Firewall: Firewall{Mode: FirewallOff},
 		Proxy: Proxy{
 			Listen:                DefaultListen,
 			AdminListen:           DefaultAdminListen,

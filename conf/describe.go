@@ -113,6 +113,7 @@ func (c *Config) Describe() string {
 	for i := range c.Rules {
 		line("rule %q: %s", c.Rules[i].Name, describeRule(&c.Rules[i]))
 	}
+	describeFirewall(&c.Firewall, line)
 	if len(c.Broadcast) > 0 {
 		names := make([]string, len(c.Broadcast))
 		for i, t := range c.Broadcast {

@@ -37,6 +37,7 @@ func (c *Config) Validate() error {
 	c.validateShards(&p)
 	c.validateLimits(&p)
 	c.validateRules(&p)
+	c.validateFirewall(&p)
 	return errors.Join(p...)
 }
 
