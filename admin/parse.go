@@ -35,6 +35,10 @@ const (
 	adminFailover
 	adminReload
 	adminFlushPrivileges
+	adminShowFirewall
+	adminFirewallAllow
+	adminFirewallForget
+	adminFirewallForgetAll
 )
 
 // adminCommand is one parsed admin command. Which fields matter depends on
@@ -47,6 +51,8 @@ type adminCommand struct {
 	weight  int    // SET BACKEND ... WEIGHT n
 	id      uint32 // KILL
 	cluster string // SWITCHOVER, FAILOVER
+	user    string // SHOW FIREWALL FOR, FIREWALL ... FOR
+	digest  uint64 // FIREWALL ALLOW | FORGET <digest id>
 }
 
 // adminCommands lists the valid commands, for HELP and for the error an
@@ -69,6 +75,9 @@ var adminCommands = [][2]string{
 	{"FAILOVER CLUSTER <name>", "promote a replica of the cluster now"},
 	{"RELOAD CONFIG", "load the configuration file again and apply it"},
 	{"FLUSH PRIVILEGES", "read every account's grants again from the auth server, at each session's next statement"},
+	{"SHOW FIREWALL [FOR '<user>']", "the firewall's allowlists: user, mode, digest_id, digest, source, learned_at, hits"},
+	{"FIREWALL ALLOW <digest id> FOR '<user>'", "add a digest to the user's allowlist (enforce mode then lets it through)"},
+	{"FIREWALL FORGET <digest id> | ALL FOR '<user>'", "remove one digest, or all, from the user's allowlist"},
 }
 
 // adminUsage is the list of valid commands in one line, for errors.
@@ -140,7 +149,12 @@ func tokenizeAdmin(q string) ([]adminToken, error) {
 				j++
 			}
 			if j < len(s) && isWordByte(s[j]) {
-				return nil, fmt.Errorf("%w: bad number %q", errAdminSyntax, wordAt(s, i))
+				// Letters after digits: a hex digest id, or a bad
+				// number (number says so).
+				w := wordAt(s, i)
+				toks = append(toks, adminToken{kind: tokWord, text: w})
+				i += len(w)
+				continue
 			}
 			toks = append(toks, adminToken{kind: tokNumber, text: s[i:j]})
 			i = j
@@ -220,34 +234,16 @@ func parseAdmin(q string) (adminCommand, error) {
 			cmd.kind = adminShowVersion
 		case "HELP":
 			cmd.kind = adminHelp
+		case "FIREWALL":
+			if err := p.showFirewall(&cmd); err != nil {
+				return cmd, err
+			}
 		default:
 			return cmd, p.unknown()
 		}
 	case "SET":
-		if !p.accept("BACKEND") {
-			return cmd, p.expected("BACKEND after SET")
-		}
-		addr, err := p.str("the backend address")
-		if err != nil {
+		if err := p.setBackend(&cmd); err != nil {
 			return cmd, err
-		}
-		cmd.addr = addr
-		switch w := p.word(); w {
-		case "OFFLINE":
-			cmd.kind = adminSetOffline
-		case "ONLINE":
-			cmd.kind = adminSetOnline
-		case "WEIGHT":
-			n, err := p.number("WEIGHT", maxAdminWeight)
-			if err != nil {
-				return cmd, err
-			}
-			if n < 1 {
-				return cmd, fmt.Errorf("%w: WEIGHT must be between 1 and %d, not %d", errAdminSyntax, maxAdminWeight, n)
-			}
-			cmd.kind, cmd.weight = adminSetWeight, n
-		default:
-			return cmd, p.expected("OFFLINE, ONLINE or WEIGHT <n> after SET BACKEND '<addr>'")
 		}
 	case "KILL":
 		cmd.kind = adminKillConnection
@@ -280,6 +276,10 @@ func parseAdmin(q string) (adminCommand, error) {
 			return cmd, err
 		}
 		cmd.kind, cmd.cluster = adminFailover, name
+	case "FIREWALL":
+		if err := p.firewall(&cmd); err != nil {
+			return cmd, err
+		}
 	case "RELOAD", "FLUSH":
 		var err error
 		if cmd.kind, err = p.reloadOrFlush(first); err != nil {
@@ -292,6 +292,37 @@ func parseAdmin(q string) (adminCommand, error) {
 		return cmd, fmt.Errorf("%w: unexpected %q after the command", errAdminSyntax, p.toks[p.i].text)
 	}
 	return cmd, nil
+}
+
+// setBackend parses the rest of SET BACKEND '<addr>' OFFLINE | ONLINE |
+// WEIGHT <n>.
+func (p *adminParser) setBackend(cmd *adminCommand) error {
+	if !p.accept("BACKEND") {
+		return p.expected("BACKEND after SET")
+	}
+	addr, err := p.str("the backend address")
+	if err != nil {
+		return err
+	}
+	cmd.addr = addr
+	switch w := p.word(); w {
+	case "OFFLINE":
+		cmd.kind = adminSetOffline
+	case "ONLINE":
+		cmd.kind = adminSetOnline
+	case "WEIGHT":
+		n, err := p.number("WEIGHT", maxAdminWeight)
+		if err != nil {
+			return err
+		}
+		if n < 1 {
+			return fmt.Errorf("%w: WEIGHT must be between 1 and %d, not %d", errAdminSyntax, maxAdminWeight, n)
+		}
+		cmd.kind, cmd.weight = adminSetWeight, n
+	default:
+		return p.expected("OFFLINE, ONLINE or WEIGHT <n> after SET BACKEND '<addr>'")
+	}
+	return nil
 }
 
 // reloadOrFlush parses the rest of RELOAD CONFIG or FLUSH PRIVILEGES,
@@ -344,6 +375,9 @@ func (p *adminParser) str(what string) (string, error) {
 
 // number reads a decimal number between 0 and maxV.
 func (p *adminParser) number(what string, maxV int) (int, error) {
+	if p.i < len(p.toks) && p.toks[p.i].kind == tokWord && p.toks[p.i].text[0] >= '0' && p.toks[p.i].text[0] <= '9' {
+		return 0, fmt.Errorf("%w: bad number %q for %s", errAdminSyntax, p.toks[p.i].text, what)
+	}
 	if p.i >= len(p.toks) || p.toks[p.i].kind != tokNumber {
 		return 0, p.expected("a number for " + what)
 	}

@@ -43,6 +43,10 @@ type Control interface {
 	Events() *observe.Events
 	// Rules are the query rules in force, with their counters.
 	Rules() *rules.Set
+	// Firewall is the firewall's allowlist; SaveFirewall writes it to
+	// proxy.state_dir now (nothing without one).
+	Firewall() *rules.Allowlist
+	SaveFirewall() error
 	// Event records a SHOW EVENTS row.
 	Event(kind, cluster, backend, detail string)
 	// BackendStateChanged publishes a state change an admin command made.

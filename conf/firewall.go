@@ -47,7 +47,7 @@ type FirewallUser struct {
 // its [[firewall.user]] entry's mode and name, else [firewall] mode and
 // "default". An empty mode (a Config built in code) is "off".
 func (f *Firewall) ModeFor(user string) (mode, label string) {
-	mode, label = f.Mode, "default"
+	mode, label = f.DefaultMode(), "default"
 	for i := range f.Users {
 		if f.Users[i].Name == user {
 			mode, label = f.Users[i].Mode, user
@@ -55,14 +55,23 @@ func (f *Firewall) ModeFor(user string) (mode, label string) {
 		}
 	}
 	if mode == "" {
-		mode = FirewallOff
+		mode = FirewallOff // an entry of a Config built in code
 	}
 	return mode, label
 }
 
+// DefaultMode is the mode of users without an entry: [firewall] mode,
+// "off" when empty.
+func (f *Firewall) DefaultMode() string {
+	if f.Mode == "" {
+		return FirewallOff
+	}
+	return f.Mode
+}
+
 // On reports whether any user's mode is other than "off".
 func (f *Firewall) On() bool {
-	if f.Mode != "" && f.Mode != FirewallOff {
+	if f.DefaultMode() != FirewallOff {
 		return true
 	}
 	for i := range f.Users {
@@ -136,11 +145,7 @@ func describeFirewall(f *Firewall, line func(string, ...any)) {
 	if !f.On() {
 		return
 	}
-	mode := f.Mode
-	if mode == "" {
-		mode = FirewallOff
-	}
-	line("firewall: mode %s", mode)
+	line("firewall: mode %s", f.DefaultMode())
 	for _, u := range f.Users {
 		line("  user %q: %s", u.Name, u.Mode)
 	}
