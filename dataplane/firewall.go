@@ -140,8 +140,10 @@ func (s *Session) preparedRefusal(plan *router.Plan) *protocol.SQLError {
 // firewallRefusal checks a statement of plan against the session user's
 // firewall mode: nil lets it run. In learn mode it adds the digest to the
 // allowlist; in enforce mode a digest not on it gets ERR 1142 naming the
-// digest id and the user. With every mode off it is one atomic load; an
-// allowed statement allocates nothing.
+// digest id and the user. An SQL-level PREPARE … FROM 'text' is checked
+// for the text's digest too, which its own digest hides as a literal.
+// With every mode off it is one atomic load; an allowed statement
+// allocates nothing.
 func (s *Session) firewallRefusal(plan *router.Plan) *protocol.SQLError {
 	set := s.env.firewall.Load()
 	if !set.on {
@@ -151,20 +153,31 @@ func (s *Session) firewallRefusal(plan *router.Plan) *protocol.SQLError {
 	if p.mode == fwOff {
 		return nil
 	}
+	if e := s.firewallDigest(p, plan.Digest); e != nil {
+		return e
+	}
+	if acc := plan.Access; acc != nil && acc.InnerDigest != "" {
+		return s.firewallDigest(p, acc.InnerDigest)
+	}
+	return nil
+}
+
+// firewallDigest learns or enforces one digest under p, which is not off.
+func (s *Session) firewallDigest(p *fwPolicy, digest string) *protocol.SQLError {
 	a := s.env.allow
-	id := router.DigestID(plan.Digest)
+	id := router.DigestID(digest)
 	if a.Allowed(s.user, id) {
 		return nil
 	}
 	if p.mode == fwLearn {
-		if !a.Learn(s.user, id, plan.Digest, time.Now()) && p.fullLogged.CompareAndSwap(false, true) {
+		if !a.Learn(s.user, id, digest, time.Now()) && p.fullLogged.CompareAndSwap(false, true) {
 			s.log().Warn("firewall: the user's allowlist is full: digests are no longer learnt",
 				zap.Int("max_digests", rules.MaxAllowedDigests), zap.String("digest_id", router.FormatDigestID(id)))
 		}
 		return nil
 	}
 	p.refused.Inc()
-	a.NoteRefused(s.user, id, plan.Digest)
+	a.NoteRefused(s.user, id, digest)
 	ids := router.FormatDigestID(id)
 	return protocol.ERTableAccessDenied.New("sluice: firewall refused the statement with digest_id %s for user '%s': "+
 		"it is not on the user's allowlist (FIREWALL ALLOW %s FOR '%s' on the admin port admits it)", ids, s.user, ids, s.user)

@@ -67,6 +67,33 @@ func TestFirewallModes(t *testing.T) {
 	}
 }
 
+// TestFirewallSQLPrepare: an SQL-level PREPARE … FROM 'text' is learnt
+// and checked by its text's digest too, so allowing one PREPARE does not
+// allow every text.
+func TestFirewallSQLPrepare(t *testing.T) {
+	e := offlineServerWith(t, "", 1, "[firewall]\nmode = \"learn\"\n")
+	s := newSession(e, 1, &benchConn{})
+	s.user = "app"
+	learnt := e.router.Classify("PREPARE s FROM 'SELECT c FROM sbtest1 WHERE id = 1'")
+	other := e.router.Classify("PREPARE s FROM 'DELETE FROM sbtest1'")
+	if learnt.Digest != other.Digest || learnt.Access == nil || learnt.Access.InnerDigest == "" {
+		t.Fatalf("want two PREPAREs of one digest with their texts' digests: %q %q %+v", learnt.Digest, other.Digest, learnt.Access)
+	}
+	if err := s.firewallRefusal(learnt); err != nil || e.Firewall().Len() != 2 {
+		t.Fatalf("learn mode: %v, %d digests learnt, want the PREPARE's and its text's", err, e.Firewall().Len())
+	}
+	cfg := *e.Config()
+	cfg.Firewall = conf.Firewall{Mode: "enforce"}
+	e.SetFirewall(&cfg)
+	if err := s.firewallRefusal(learnt); err != nil {
+		t.Fatalf("enforce mode refused the learnt PREPARE: %v", err)
+	}
+	ids := router.FormatDigestID(router.DigestID(other.Access.InnerDigest))
+	if err := s.firewallRefusal(other); err == nil || err.Code != 1142 || !strings.Contains(err.Message, ids) {
+		t.Fatalf("enforce mode, a PREPARE of another text: %v, want 1142 naming its text's digest_id %s", err, ids)
+	}
+}
+
 // TestFirewallCheckAllocatesNothing: with every mode off, and in enforce
 // mode for an allowed statement, the check allocates nothing.
 func TestFirewallCheckAllocatesNothing(t *testing.T) {
