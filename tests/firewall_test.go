@@ -218,6 +218,15 @@ func TestFirewallLearnEnforceAllow(t *testing.T) {
 			t.Fatalf("the 21st statement after FIREWALL ALLOW (prepared %v): %v", prepared, err)
 		}
 	}
+	if h, rows := adminRows(t, srv, "SHOW EVENTS"); !slices.ContainsFunc(rows, func(r []string) bool {
+		m := map[string]string{}
+		for j, name := range h {
+			m[name] = r[j]
+		}
+		return m["kind"] == "firewall" && m["detail"] == fmt.Sprintf("allow %s for '%s'", ids[extra], app)
+	}) {
+		t.Errorf("SHOW EVENTS has no firewall row for the ALLOW: %v", rows)
+	}
 	fwRefused(t, fwRun(c, extra2, false), fwText(extra2), app)
 	listed = fwListed(t, srv, app)
 	if m := listed[ids[extra]]; m == nil || m["source"] != "admin" || m["mode"] != "enforce" || m["hits"] != "2" ||
