@@ -75,7 +75,7 @@ func (f *Firewall) On() bool {
 		return true
 	}
 	for i := range f.Users {
-		if f.Users[i].Mode != FirewallOff {
+		if m := f.Users[i].Mode; m != "" && m != FirewallOff {
 			return true
 		}
 	}

@@ -26,6 +26,9 @@ func TestFirewallParse(t *testing.T) {
 	if !c.Firewall.On() {
 		t.Error("On() = false with learn and enforce users")
 	}
+	if (&Firewall{Users: []FirewallUser{{Name: "a", Mode: "off"}, {Name: "b"}}}).On() {
+		t.Error("On() = true with every user off (an empty mode is off)")
+	}
 	if d := c.Describe(); !strings.Contains(d, "firewall: mode learn\n") || !strings.Contains(d, `  user "app": enforce`) {
 		t.Errorf("Describe lacks the firewall:\n%s", d)
 	}
