@@ -3,6 +3,7 @@ package dataplane
 import (
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -116,11 +117,11 @@ func (e *Env) Firewall() *rules.Allowlist { return e.allow }
 // answered by the grants check), and err is what writing to the client
 // returned. The firewall comes second so that a statement the account
 // may not run is refused as MariaDB would, and never learnt.
-func (s *Session) grantsAndFirewall(plan *router.Plan, doubt bool) (done bool, err error) {
+func (s *Session) grantsAndFirewall(plan *router.Plan, text []byte, doubt bool) (done bool, err error) {
 	if done, err := s.grantsGate(plan, doubt); done {
 		return true, err
 	}
-	if e := s.firewallRefusal(plan); e != nil {
+	if e := s.firewallRefusal(plan, text); e != nil {
 		s.noteResult(protocol.RelayResult{Err: e})
 		return true, s.client.WriteErr(e)
 	}
@@ -130,11 +131,11 @@ func (s *Session) grantsAndFirewall(plan *router.Plan, doubt bool) (done bool, e
 // preparedRefusal checks a statement to prepare against the grants
 // (allowedPrepared), then the firewall: nil lets it be prepared. Its
 // executions follow the firewall's decision at PREPARE.
-func (s *Session) preparedRefusal(plan *router.Plan) *protocol.SQLError {
+func (s *Session) preparedRefusal(plan *router.Plan, text string) *protocol.SQLError {
 	if e := s.allowedPrepared(plan); e != nil {
 		return e
 	}
-	return s.firewallRefusal(plan)
+	return s.firewallRefusal(plan, unsafe.Slice(unsafe.StringData(text), len(text)))
 }
 
 // firewallRefusal checks a statement of plan against the session user's
@@ -142,9 +143,12 @@ func (s *Session) preparedRefusal(plan *router.Plan) *protocol.SQLError {
 // allowlist; in enforce mode a digest not on it gets ERR 1142 naming the
 // digest id and the user. An SQL-level PREPARE … FROM 'text' is checked
 // for the text's digest too, which its own digest hides as a literal.
-// With every mode off it is one atomic load; an allowed statement
-// allocates nothing.
-func (s *Session) firewallRefusal(plan *router.Plan) *protocol.SQLError {
+// text is the statement's, read only for a plan without a digest (a text
+// over 1 MiB, which the router does not parse): such texts would
+// otherwise share one digest, and padding a statement would pass it as
+// any other. With every mode off it is one atomic load; an allowed
+// statement allocates nothing.
+func (s *Session) firewallRefusal(plan *router.Plan, text []byte) *protocol.SQLError {
 	set := s.env.firewall.Load()
 	if !set.on {
 		return nil
@@ -153,7 +157,11 @@ func (s *Session) firewallRefusal(plan *router.Plan) *protocol.SQLError {
 	if p.mode == fwOff {
 		return nil
 	}
-	if e := s.firewallDigest(p, plan.Digest); e != nil {
+	digest := plan.Digest
+	if digest == "" && len(text) > 0 {
+		digest = router.DigestOf(string(text))
+	}
+	if e := s.firewallDigest(p, digest); e != nil {
 		return e
 	}
 	if acc := plan.Access; acc != nil && acc.InnerDigest != "" {
