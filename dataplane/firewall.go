@@ -121,7 +121,7 @@ func (s *Session) grantsAndFirewall(plan *router.Plan, text []byte, doubt bool) 
 	if done, err := s.grantsGate(plan, doubt); done {
 		return true, err
 	}
-	if e := s.firewallRefusal(plan, text); e != nil {
+	if e := s.firewallRefusal(plan, text, doubt); e != nil {
 		s.noteResult(protocol.RelayResult{Err: e})
 		return true, s.client.WriteErr(e)
 	}
@@ -135,7 +135,7 @@ func (s *Session) preparedRefusal(plan *router.Plan, text string) *protocol.SQLE
 	if e := s.allowedPrepared(plan); e != nil {
 		return e
 	}
-	return s.firewallRefusal(plan, unsafe.Slice(unsafe.StringData(text), len(text)))
+	return s.firewallRefusal(plan, unsafe.Slice(unsafe.StringData(text), len(text)), s.lexDoubt(plan))
 }
 
 // firewallRefusal checks a statement of plan against the session user's
@@ -146,9 +146,11 @@ func (s *Session) preparedRefusal(plan *router.Plan, text string) *protocol.SQLE
 // text is the statement's, read only for a plan without a digest (a text
 // over 1 MiB, which the router does not parse): such texts would
 // otherwise share one digest, and padding a statement would pass it as
-// any other. With every mode off it is one atomic load; an allowed
+// any other. doubt: the server may read the text otherwise than the
+// router did (lexDoubt), so its digest vouches for nothing, and enforce
+// mode refuses it. With every mode off it is one atomic load; an allowed
 // statement allocates nothing.
-func (s *Session) firewallRefusal(plan *router.Plan, text []byte) *protocol.SQLError {
+func (s *Session) firewallRefusal(plan *router.Plan, text []byte, doubt bool) *protocol.SQLError {
 	set := s.env.firewall.Load()
 	if !set.on {
 		return nil
@@ -160,6 +162,12 @@ func (s *Session) firewallRefusal(plan *router.Plan, text []byte) *protocol.SQLE
 	digest := plan.Digest
 	if digest == "" && len(text) > 0 {
 		digest = router.DigestOf(string(text))
+	}
+	if doubt && p.mode == fwEnforce {
+		p.refused.Inc()
+		return protocol.ERTableAccessDenied.New("sluice: firewall refused the statement with digest_id %s for user '%s': "+
+			"under the session's sql_mode or character set the server may read the text otherwise than sluice does, so its digest cannot vouch for it",
+			router.FormatDigestID(router.DigestID(digest)), s.user)
 	}
 	if e := s.firewallDigest(p, digest); e != nil {
 		return e

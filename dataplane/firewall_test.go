@@ -23,7 +23,7 @@ func TestFirewallModes(t *testing.T) {
 	s.user = "app"
 	plan := e.router.Classify(benchPointSelect)
 	id := router.DigestID(plan.Digest)
-	if err := s.firewallRefusal(plan, nil); err != nil {
+	if err := s.firewallRefusal(plan, nil, false); err != nil {
 		t.Fatalf("learn mode refused: %v", err)
 	}
 	if !e.Firewall().Allowed("app", id) || e.Firewall().Len() != 1 {
@@ -32,7 +32,7 @@ func TestFirewallModes(t *testing.T) {
 
 	s.user = "other" // mode off: neither checked nor learnt
 	other := e.router.Classify("DELETE FROM sbtest1")
-	if err := s.firewallRefusal(other, nil); err != nil || e.Firewall().Len() != 1 {
+	if err := s.firewallRefusal(other, nil, false); err != nil || e.Firewall().Len() != 1 {
 		t.Fatalf("mode off: %v, %d digests", err, e.Firewall().Len())
 	}
 
@@ -40,10 +40,10 @@ func TestFirewallModes(t *testing.T) {
 	cfg.Firewall = conf.Firewall{Mode: "off", Users: []conf.FirewallUser{{Name: "app", Mode: "enforce"}}}
 	e.SetFirewall(&cfg)
 	s.user = "app"
-	if err := s.firewallRefusal(plan, nil); err != nil {
+	if err := s.firewallRefusal(plan, nil, false); err != nil {
 		t.Fatalf("enforce mode refused a learnt digest: %v", err)
 	}
-	err := s.firewallRefusal(other, nil)
+	err := s.firewallRefusal(other, nil, false)
 	ids := router.FormatDigestID(router.DigestID(other.Digest))
 	var se *protocol.SQLError
 	if !errors.As(err, &se) || se.Code != 1142 || se.State != "42000" ||
@@ -59,7 +59,7 @@ func TestFirewallModes(t *testing.T) {
 	if _, err := e.Firewall().Allow("app", router.DigestID(other.Digest), "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.firewallRefusal(other, nil); err != nil {
+	if err := s.firewallRefusal(other, nil, false); err != nil {
 		t.Fatalf("an allowed digest refused: %v", err)
 	}
 	if es := e.Firewall().Entries("app"); len(es) != 2 || es[0].Digest != other.Digest {
@@ -79,17 +79,17 @@ func TestFirewallSQLPrepare(t *testing.T) {
 	if learnt.Digest != other.Digest || learnt.Access == nil || learnt.Access.InnerDigest == "" {
 		t.Fatalf("want two PREPAREs of one digest with their texts' digests: %q %q %+v", learnt.Digest, other.Digest, learnt.Access)
 	}
-	if err := s.firewallRefusal(learnt, nil); err != nil || e.Firewall().Len() != 2 {
+	if err := s.firewallRefusal(learnt, nil, false); err != nil || e.Firewall().Len() != 2 {
 		t.Fatalf("learn mode: %v, %d digests learnt, want the PREPARE's and its text's", err, e.Firewall().Len())
 	}
 	cfg := *e.Config()
 	cfg.Firewall = conf.Firewall{Mode: "enforce"}
 	e.SetFirewall(&cfg)
-	if err := s.firewallRefusal(learnt, nil); err != nil {
+	if err := s.firewallRefusal(learnt, nil, false); err != nil {
 		t.Fatalf("enforce mode refused the learnt PREPARE: %v", err)
 	}
 	ids := router.FormatDigestID(router.DigestID(other.Access.InnerDigest))
-	if err := s.firewallRefusal(other, nil); err == nil || err.Code != 1142 || !strings.Contains(err.Message, ids) {
+	if err := s.firewallRefusal(other, nil, false); err == nil || err.Code != 1142 || !strings.Contains(err.Message, ids) {
 		t.Fatalf("enforce mode, a PREPARE of another text: %v, want 1142 naming its text's digest_id %s", err, ids)
 	}
 }
@@ -108,17 +108,40 @@ func TestFirewallHugeText(t *testing.T) {
 	if lp.Digest != "" || op.Digest != "" {
 		t.Fatalf("want plans without digests for texts over 1 MiB: %q %q", lp.Digest, op.Digest)
 	}
-	if err := s.firewallRefusal(lp, learnt); err != nil || !e.Firewall().Allowed("app", router.DigestID("insert into `t` ( `c` ) values ( ? )")) {
+	if err := s.firewallRefusal(lp, learnt, false); err != nil || !e.Firewall().Allowed("app", router.DigestID("insert into `t` ( `c` ) values ( ? )")) {
 		t.Fatalf("learn mode: %v, learnt %+v", err, e.Firewall().Entries("app"))
 	}
 	cfg := *e.Config()
 	cfg.Firewall = conf.Firewall{Mode: "enforce"}
 	e.SetFirewall(&cfg)
-	if err := s.firewallRefusal(lp, learnt); err != nil {
+	if err := s.firewallRefusal(lp, learnt, false); err != nil {
 		t.Fatalf("enforce mode refused the learnt text: %v", err)
 	}
-	if err := s.firewallRefusal(op, other); err == nil || err.Code != 1142 {
+	if err := s.firewallRefusal(op, other, false); err == nil || err.Code != 1142 {
 		t.Fatalf("enforce mode let another huge text through: %v", err)
+	}
+}
+
+// TestFirewallDoubt: in enforce mode a statement the server may read
+// otherwise than sluice (lexDoubt) is refused even when its digest is
+// allowed; learn mode lets it run.
+func TestFirewallDoubt(t *testing.T) {
+	e := offlineServerWith(t, "", 1, "[firewall]\nmode = \"enforce\"\n")
+	s := newSession(e, 1, &benchConn{})
+	s.user = "app"
+	plan := e.router.Classify(benchPointSelect)
+	if _, err := e.Firewall().Allow("app", router.DigestID(plan.Digest), "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	err := s.firewallRefusal(plan, nil, true)
+	if err == nil || err.Code != 1142 || !strings.Contains(err.Message, "its digest cannot vouch for it") {
+		t.Fatalf("enforce mode, a statement in doubt: %v, want 1142 saying why", err)
+	}
+	cfg := *e.Config()
+	cfg.Firewall = conf.Firewall{Mode: "learn"}
+	e.SetFirewall(&cfg)
+	if err := s.firewallRefusal(plan, nil, true); err != nil {
+		t.Fatalf("learn mode refused a statement in doubt: %v", err)
 	}
 }
 
@@ -134,7 +157,7 @@ func TestFirewallCheckAllocatesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n := testing.AllocsPerRun(1000, func() {
-			if err := s.firewallRefusal(plan, nil); err != nil {
+			if err := s.firewallRefusal(plan, nil, false); err != nil {
 				t.Fatal(err)
 			}
 		}); n != 0 {
