@@ -186,9 +186,9 @@ func (s *Session) firewallDigest(p *fwPolicy, digest string) *protocol.SQLError 
 		return nil
 	}
 	if p.mode == fwLearn {
-		if !a.Learn(s.user, id, digest, time.Now()) && p.fullLogged.CompareAndSwap(false, true) {
+		if _, err := a.Learn(s.user, id, digest, time.Now()); err != nil && p.fullLogged.CompareAndSwap(false, true) {
 			s.log().Warn("firewall: the user's allowlist is full: digests are no longer learnt",
-				zap.Int("max_digests", rules.MaxAllowedDigests), zap.String("digest_id", router.FormatDigestID(id)))
+				zap.Int("max_digests", rules.MaxAllowedDigests), zap.String("digest_id", router.FormatDigestID(id)), zap.Error(err))
 		}
 		return nil
 	}

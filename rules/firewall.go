@@ -99,9 +99,10 @@ func (a *Allowlist) Allowed(user string, id uint64) bool {
 }
 
 // Learn adds id, whose normalised text is digest, to user's allowlist as
-// learnt at, and counts it as one hit. It reports false when the entry was
-// there already or the user's allowlist is full (MaxAllowedDigests).
-func (a *Allowlist) Learn(user string, id uint64, digest string, at time.Time) bool {
+// learnt at, and counts it as one hit. added is false when the entry was
+// there already; the error (ErrAllowlistFull) reports a full allowlist
+// (MaxAllowedDigests), to which nothing is added.
+func (a *Allowlist) Learn(user string, id uint64, digest string, at time.Time) (added bool, err error) {
 	return a.add(user, id, digest, at, Learned, 1)
 }
 
@@ -110,28 +111,22 @@ func (a *Allowlist) Learn(user string, id uint64, digest string, at time.Time) b
 // refusal (NoteRefused). added is false when the digest was there already;
 // the error reports a full allowlist.
 func (a *Allowlist) Allow(user string, id uint64, digest string, at time.Time) (added bool, err error) {
-	a.mu.RLock()
-	_, had := a.users[user][id]
-	n := len(a.users[user])
-	a.mu.RUnlock()
-	if had {
-		return false, nil
-	}
-	if n >= MaxAllowedDigests {
-		return false, fmt.Errorf("the allowlist of '%s' holds %d digests, the most it may: %w", user, n, ErrAllowlistFull)
-	}
-	return a.add(user, id, digest, at, Allowed, 0), nil
+	return a.add(user, id, digest, at, Allowed, 0)
 }
 
 // ErrAllowlistFull is the error of Allow on a full allowlist.
 var ErrAllowlistFull = errors.New("allowlist full")
 
-func (a *Allowlist) add(user string, id uint64, digest string, at time.Time, src Source, hits uint64) bool {
+func (a *Allowlist) add(user string, id uint64, digest string, at time.Time, src Source, hits uint64) (bool, error) {
 	a.mu.Lock()
 	l := a.users[user]
-	if _, had := l[id]; had || len(l) >= MaxAllowedDigests {
+	if _, had := l[id]; had {
 		a.mu.Unlock()
-		return false
+		return false, nil
+	}
+	if n := len(l); n >= MaxAllowedDigests {
+		a.mu.Unlock()
+		return false, fmt.Errorf("the allowlist of '%s' holds %d digests, the most it may: %w", user, n, ErrAllowlistFull)
 	}
 	if l == nil {
 		l = map[uint64]*AllowEntry{}
@@ -148,7 +143,7 @@ func (a *Allowlist) add(user string, id uint64, digest string, at time.Time, src
 	a.mu.Unlock()
 	a.total.Add(1)
 	a.changedNow()
-	return true
+	return true, nil
 }
 
 // NoteRefused remembers the text of a digest refused to user, so that a

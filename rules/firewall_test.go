@@ -22,8 +22,11 @@ func TestAllowlistLearnAllowForget(t *testing.T) {
 	if a.Allowed("app", selID) {
 		t.Fatal("an empty allowlist allows a digest")
 	}
-	if !a.Learn("app", selID, sel, at) || a.Learn("app", selID, sel, at) {
-		t.Fatal("Learn: want true once, then false")
+	if added, err := a.Learn("app", selID, sel, at); !added || err != nil {
+		t.Fatalf("Learn: %v %v, want true", added, err)
+	}
+	if added, err := a.Learn("app", selID, sel, at); added || err != nil {
+		t.Fatalf("Learn again: %v %v, want false, nil", added, err)
 	}
 	if !a.Allowed("app", selID) || a.Allowed("other", selID) || a.Allowed("app", insID) {
 		t.Fatal("a learnt digest must be allowed for its user only")
@@ -57,17 +60,21 @@ func TestAllowlistLearnAllowForget(t *testing.T) {
 func TestAllowlistBound(t *testing.T) {
 	a := NewAllowlist()
 	for i := range MaxAllowedDigests {
-		if !a.Learn("app", uint64(i), "", time.Time{}) {
-			t.Fatalf("digest %d not learnt", i)
+		if added, err := a.Learn("app", uint64(i), "", time.Time{}); !added || err != nil {
+			t.Fatalf("digest %d not learnt: %v", i, err)
 		}
 	}
-	if a.Learn("app", MaxAllowedDigests, "", time.Time{}) {
-		t.Fatal("learnt past the bound")
+	if added, err := a.Learn("app", MaxAllowedDigests, "", time.Time{}); added || !errors.Is(err, ErrAllowlistFull) ||
+		!strings.Contains(err.Error(), "the allowlist of 'app' holds 10000 digests") {
+		t.Fatalf("learnt past the bound: %v %v", added, err)
+	}
+	if added, err := a.Learn("app", 1, "", time.Time{}); added || err != nil {
+		t.Fatalf("a known digest on a full allowlist: %v %v, want false, nil", added, err)
 	}
 	if _, err := a.Allow("app", MaxAllowedDigests, "", time.Time{}); !errors.Is(err, ErrAllowlistFull) {
 		t.Fatalf("Allow on a full allowlist: %v", err)
 	}
-	if !a.Learn("other", 1, "", time.Time{}) {
+	if added, _ := a.Learn("other", 1, "", time.Time{}); !added {
 		t.Fatal("the bound is per user")
 	}
 }
