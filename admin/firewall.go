@@ -1,16 +1,15 @@
 package admin
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
-	"github.com/sluice-proxy/sluice/rules"
 )
 
 // The firewall's admin commands: SHOW FIREWALL [FOR '<user>'],
@@ -100,14 +99,14 @@ func (p *Port) runFirewall(a *session, cmd adminCommand) (*Table, string, error)
 		return ShowFirewall(p.ctl, cmd.user), "", nil
 	case adminFirewallAllow:
 		added, err := allow.Allow(cmd.user, cmd.digest, "", time.Now())
-		if err != nil {
-			return nil, "", firewallError(err)
+		if err != nil { // a full allowlist
+			return nil, "", protocol.ERUnknownError.New("sluice admin: FIREWALL ALLOW: %v", err)
 		}
 		if !added {
 			return nil, fmt.Sprintf("digest_id %s is already on the allowlist of '%s'", ids, cmd.user), nil
 		}
 		info = fmt.Sprintf("digest_id %s allowed for '%s'", ids, cmd.user)
-		if mode, _ := p.ctl.Config().Firewall.ModeFor(cmd.user); mode != "enforce" {
+		if mode, _ := p.ctl.Config().Firewall.ModeFor(cmd.user); mode != conf.FirewallEnforce {
 			info += fmt.Sprintf(" (the user's firewall mode is %s: the allowlist refuses nothing until it is enforce)", mode)
 		}
 		event = "allow " + ids + " for '" + cmd.user + "'"
@@ -129,13 +128,6 @@ func (p *Port) runFirewall(a *session, cmd adminCommand) (*Table, string, error)
 		return nil, "", err
 	}
 	return nil, info, nil
-}
-
-func firewallError(err error) error {
-	if errors.Is(err, rules.ErrAllowlistFull) {
-		return protocol.ERUnknownError.New("sluice admin: FIREWALL ALLOW: %v", err)
-	}
-	return protocol.ERUnknownError.New("sluice admin: firewall: %v", err)
 }
 
 // ShowFirewall builds SHOW FIREWALL: every digest on the allowlists of
