@@ -44,7 +44,7 @@ CHAOS_CI ?= 3
 # at 16 threads; BENCH_ROUNDS=3 runs each cell three times per target and
 # reports the median run; SAVE=1 writes bench/results/<date>.md. A full run
 # adds the scale cells (1,000 and 2,000 threads) and the login storm;
-# BENCH_SCALE=1 or BENCH_STORM=1 (given on the command line, like the other
+# BENCH_SCALE=1, BENCH_RULES=1 or BENCH_STORM=1 (given on the command line, like the other
 # BENCH_* settings) runs only that phase (see bench/README.md).
 BENCH_TIME ?= 10
 BENCH_QUICK ?=

@@ -37,6 +37,7 @@
 //	                 -storm.md, -scale-storm.md for those phases alone)
 //	BENCH_SCALE=1    only the scale cells (0: leave them out of a full run)
 //	BENCH_STORM=1    only the login storm (0: leave it out of a full run)
+//	BENCH_RULES=1    only the rules and cache cells (0: leave them out of a full run)
 //	BENCH_SCALE_THREADS=1000,2000  the scale cells' thread counts
 //	BENCH_SCALE_ROUNDS=1    runs of each scale cell per target
 //	BENCH_STORM_CLIENTS=10000  clients of the login storm
@@ -108,7 +109,7 @@ type settings struct {
 	// BENCH_STORM=1 run only those; a full run has all three and
 	// BENCH_SCALE=0 or BENCH_STORM=0 leaves one out; a quick run only
 	// the classic phase.
-	classic, scale, storm bool
+	classic, scale, storm, rules bool
 	// scaleThreads are the scale cells' sysbench thread counts,
 	// scaleRounds how many times each of them runs per target.
 	scaleThreads []int
@@ -122,6 +123,8 @@ func (s settings) fileSuffix() string {
 	switch {
 	case s.quick:
 		return "-quick"
+	case !s.classic && s.rules && !s.scale && !s.storm:
+		return "-rules"
 	case !s.classic && s.scale && s.storm:
 		return "-scale-storm"
 	case !s.classic && s.scale:
@@ -197,10 +200,15 @@ func readPhases(s *settings) error {
 	if err != nil {
 		return err
 	}
-	s.classic = !scaleOnly && !stormOnly
+	rulesOnly, rulesOff, err := phase("BENCH_RULES")
+	if err != nil {
+		return err
+	}
+	s.classic = !scaleOnly && !stormOnly && !rulesOnly
 	full := s.classic && !s.quick
 	s.scale = scaleOnly || full && !scaleOff
 	s.storm = stormOnly || full && !stormOff
+	s.rules = rulesOnly || full && !rulesOff
 
 	s.scaleThreads = []int{1000, 2000}
 	if v := strings.TrimSpace(os.Getenv("BENCH_SCALE_THREADS")); v != "" {
@@ -405,7 +413,7 @@ func run() (code int) {
 		}
 	}()
 
-	if st.classic || st.scale {
+	if st.classic || st.scale || st.rules {
 		logf("preparing %d sysbench tables of %d rows on the master", tables, tableSize)
 		if out, err := e.sb.exec(ctx, 5*time.Minute, append([]string{"oltp_read_write"},
 			append(e.sb.common(e.direct), "--threads=2", "prepare")...)); err != nil {
@@ -443,6 +451,9 @@ func run() (code int) {
 		failed = rep.classic.failed
 	}
 	if st.scale && !phase("scale cells", func() (err error) { rep.scale, err = e.runScale(); return err }) {
+		return fail(ctx.Err())
+	}
+	if st.rules && !phase("rules and cache", func() (err error) { rep.rules, err = e.runRules(); return err }) {
 		return fail(ctx.Err())
 	}
 	if st.storm && !phase("login storm", func() (err error) { rep.storm, err = e.runStorm(); return err }) {
@@ -483,6 +494,7 @@ type report struct {
 	classic *classicOutcome
 	scale   *scaleOutcome
 	storm   *stormOutcome
+	rules   *rulesOutcome
 	// errs are the phases that ended with an error, and the error.
 	errs []string
 }
@@ -498,7 +510,17 @@ type classicOutcome struct {
 // startSluiceTarget starts a sluice process (see startSluice) and returns
 // it as a target for the application user.
 func (e *benchEnv) startSluiceTarget(name, cpuProfile string, proxyKeys, clusterKeys []string) (target, error) {
-	c, err := startSluice(e.ctx, e.sluiceBin, e.topo, e.tmp, name, e.st, cpuProfile, proxyKeys, clusterKeys)
+	return e.startSluiceProc(name, cpuProfile, proxyKeys, clusterKeys, "")
+}
+
+// startSluiceTargetWith is startSluiceTarget with more TOML (rules) at
+// the end of its configuration.
+func (e *benchEnv) startSluiceTargetWith(name string, proxyKeys, clusterKeys []string, extra string) (target, error) {
+	return e.startSluiceProc(name, "", proxyKeys, clusterKeys, extra)
+}
+
+func (e *benchEnv) startSluiceProc(name, cpuProfile string, proxyKeys, clusterKeys []string, extra string) (target, error) {
+	c, err := startSluice(e.ctx, e.sluiceBin, e.topo, e.tmp, name, e.st, cpuProfile, proxyKeys, clusterKeys, extra)
 	if err != nil {
 		return target{}, err
 	}
@@ -906,9 +928,10 @@ func buildSluice(ctx context.Context, dir string) (string, error) {
 // startSluice starts `sluice run` in front of topo as a child process, with
 // <dir>/<name>.toml as its configuration and <dir>/<name>.log as its output
 // (JSON logging at info, as in production); proxyKeys are extra lines of
-// its [proxy] table, clusterKeys of its [[cluster]]. With cpuProfile set it
+// its [proxy] table, clusterKeys of its [[cluster]], extra more TOML at
+// the end (query rules). With cpuProfile set it
 // also writes a CPU profile there, complete once the process has stopped.
-func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, st settings, cpuProfile string, proxyKeys, clusterKeys []string) (*child, error) {
+func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, name string, st settings, cpuProfile string, proxyKeys, clusterKeys []string, extra string) (*child, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -927,7 +950,7 @@ func startSluice(ctx context.Context, bin string, topo *sandbox.Topology, dir, n
 		keys = append(keys, "event_loop = true")
 	}
 	keys = append(keys, proxyKeys...)
-	cfg := topo.SluiceConfigWith(sandbox.SluiceOptions{Listen: addr, ProxyKeys: keys, ClusterKeys: clusterKeys})
+	cfg := topo.SluiceConfigWith(sandbox.SluiceOptions{Listen: addr, ProxyKeys: keys, ClusterKeys: clusterKeys}) + extra
 	path := filepath.Join(dir, name+".toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err

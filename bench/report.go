@@ -78,6 +78,9 @@ func renderReport(st settings, f machineFacts, rep report) string {
 	if st.scale {
 		phases = append(phases, "scale cells")
 	}
+	if st.rules {
+		phases = append(phases, "rules and cache")
+	}
 	if st.storm {
 		phases = append(phases, "login storm")
 	}
@@ -118,6 +121,10 @@ func renderReport(st settings, f machineFacts, rep report) string {
 	if rep.scale != nil {
 		b.WriteString("\n## Scale cells\n\n")
 		b.WriteString(renderScale(st, rep.scale))
+	}
+	if rep.rules != nil {
+		b.WriteString("\n## Query rules and the result cache\n\n")
+		b.WriteString(renderRules(rep.rules))
 	}
 	if rep.storm != nil {
 		b.WriteString("\n## Login storm\n\n")

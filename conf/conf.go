@@ -163,6 +163,12 @@ type Proxy struct {
 	// ShutdownTimeout bounds the drain after the listener closed:
 	// statements and transactions still running then are cut off.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// MirrorQueue bounds the statements [[rule]] mirror copies waiting for
+	// a mirror worker; a copy that finds it full is dropped and counted.
+	// MirrorWorkers is how many workers run the copies, each on backend
+	// connections of its own. Both need a restart.
+	MirrorQueue   int `toml:"mirror_queue"`
+	MirrorWorkers int `toml:"mirror_workers"`
 }
 
 // Auth is the [auth] table: how client credentials are checked.
@@ -524,6 +530,15 @@ const (
 	DefaultShutdownTimeout            = 30 * time.Second
 )
 
+// Defaults and bounds of the query rules' mirror ([proxy] mirror_queue,
+// mirror_workers).
+const (
+	DefaultMirrorQueue   = 1024
+	MaxMirrorQueue       = 1 << 20
+	DefaultMirrorWorkers = 2
+	MaxMirrorWorkers     = 64
+)
+
 // Limits of max_allowed_packet, in bytes.
 const (
 	MinMaxAllowedPacket = 1024
@@ -553,6 +568,8 @@ func defaults() *Config {
 			LoginBackoffMax:            Duration{DefaultLoginBackoffMax},
 			ShutdownDelay:              Duration{DefaultShutdownDelay},
 			ShutdownTimeout:            Duration{DefaultShutdownTimeout},
+			MirrorQueue:                DefaultMirrorQueue,
+			MirrorWorkers:              DefaultMirrorWorkers,
 		},
 		Auth: Auth{Backend: DefaultAuthBackend, TLS: DefaultTLSMode, MaxPendingHandshakes: DefaultMaxPendingHandshakes, MaxKeptAuthConnections: DefaultMaxKeptAuthConnections,
 			MaxConcurrentLogins: DefaultMaxConcurrentLogins,

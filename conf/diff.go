@@ -119,6 +119,8 @@ func Diff(old, new *Config) Changes {
 	same(d, "proxy.login_backoff_max", op.LoginBackoffMax, np.LoginBackoffMax, live)
 	same(d, "proxy.shutdown_delay", op.ShutdownDelay, np.ShutdownDelay, live)
 	same(d, "proxy.shutdown_timeout", op.ShutdownTimeout, np.ShutdownTimeout, live)
+	same(d, "proxy.mirror_queue", op.MirrorQueue, np.MirrorQueue, restart)
+	same(d, "proxy.mirror_workers", op.MirrorWorkers, np.MirrorWorkers, restart)
 
 	oa, na := &old.Auth, &new.Auth
 	same(d, "auth.backend", oa.Backend, na.Backend, live)

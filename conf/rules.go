@@ -37,7 +37,8 @@ type Rule struct {
 	// Cluster matches the cluster the session's statement runs on.
 	Cluster string `toml:"cluster"`
 	// Route sends a matched statement to the "master" or, for reads
-	// only, a "replica" (whatever the cluster's consistency says).
+	// only, a "replica" (whatever the cluster's consistency says), or to
+	// another [[cluster]] by its name.
 	Route string `toml:"route"`
 	// Error refuses a matched statement: with ErrorCode and ErrorMessage
 	// when set, else with error 1142.
@@ -49,6 +50,12 @@ type Rule struct {
 	// Continue lets the rules after this one add actions to a statement
 	// it matched.
 	Continue bool `toml:"continue"`
+	// Timeout is a matched statement's query timeout, as [limits]
+	// query_timeout (the smaller of the two applies); 0: none.
+	Timeout Duration `toml:"timeout"`
+	// Mirror names a [[cluster]] that gets a copy of each matched
+	// statement, run asynchronously, its result discarded.
+	Mirror string `toml:"mirror"`
 }
 
 // RuleKinds are the values of a rule's kind.
@@ -84,7 +91,7 @@ func (c *Config) validateRules(p *problems) {
 			first[r.Name] = i
 		}
 		c.validateRuleMatch(p, label, r)
-		validateRuleActions(p, label, r)
+		c.validateRuleActions(p, label, r)
 	}
 }
 
@@ -110,7 +117,7 @@ func (c *Config) validateRuleMatch(p *problems, label string, r *Rule) {
 	}
 }
 
-func validateRuleActions(p *problems, label string, r *Rule) {
+func (c *Config) validateRuleActions(p *problems, label string, r *Rule) {
 	switch r.Route {
 	case "", RouteMaster:
 	case RouteReplica:
@@ -120,16 +127,59 @@ func validateRuleActions(p *problems, label string, r *Rule) {
 			p.add("%s: route = \"replica\" needs kind = \"read\": without it the rule could send writes to a replica (got kind %q)", label, r.Kind)
 		}
 	default:
-		p.add("%s: route must be \"master\" or \"replica\" (got %q; routing to another cluster is not supported yet)", label, r.Route)
+		switch {
+		case c.Cluster(r.Route) == nil:
+			p.add("%s: route must be \"master\", \"replica\" or the name of a [[cluster]] (got %q, and no [[cluster]] is named so)", label, r.Route)
+		case r.Cluster == r.Route:
+			p.add("%s: route = %q sends statements to the cluster the rule's cluster key already matches: use route = \"master\" or \"replica\"", label, r.Route)
+		}
 	}
 	if r.Error && r.Route != "" {
 		p.add("%s: error and route exclude each other: a refused statement goes nowhere", label)
+	}
+	if r.Error && r.Timeout.Duration != 0 {
+		p.add("%s: error and timeout exclude each other: a refused statement never runs", label)
+	}
+	if r.Error && r.Mirror != "" {
+		p.add("%s: error and mirror exclude each other: a refused statement is not copied", label)
 	}
 	if !r.Error && (r.ErrorCode != 0 || r.ErrorMessage != "") {
 		p.add("%s: error_code and error_message need error = true", label)
 	}
 	if r.ErrorCode != 0 && (r.ErrorCode < 1000 || r.ErrorCode > 65535) {
 		p.add("%s: error_code must be a MySQL error code between 1000 and 65535 (got %d)", label, r.ErrorCode)
+	}
+	if r.Timeout.Duration < 0 {
+		p.add("%s: timeout must be > 0 (got %s)", label, r.Timeout)
+	}
+	if r.Mirror != "" {
+		c.validateRuleMirror(p, label, r)
+	}
+}
+
+// validateRuleMirror checks a rule's mirror: a configured cluster other
+// than the one the matched statements run on, since a copy there would run
+// every write twice.
+func (c *Config) validateRuleMirror(p *problems, label string, r *Rule) {
+	own := r.Cluster
+	if own == "" && len(c.Shards) == 0 && len(c.Broadcast) == 0 {
+		// Unsharded, every statement runs on the default cluster.
+		own = c.DefaultCluster()
+	}
+	switch {
+	case c.Cluster(r.Mirror) == nil:
+		p.add("%s: mirror: no [[cluster]] is named %q", label, r.Mirror)
+	case r.Mirror == own:
+		p.add("%s: mirror = %q is the cluster the rule's statements run on: the copy would run every write twice there", label, r.Mirror)
+	case r.Mirror == r.Route:
+		p.add("%s: mirror = %q is also the rule's route: the copy would run every write twice there", label, r.Mirror)
+	case len(c.Broadcast) > 0:
+		// The copy is made before sharding places the statement.
+		p.add("%s: mirror cannot be used with [[broadcast]] tables: a write to one runs on every cluster, %q included, and its copy would run there again", label, r.Mirror)
+	case len(c.Shards) > 0 && r.Mirror == c.DefaultCluster():
+		p.add("%s: mirror = %q is the default cluster, where unsharded statements run: the copy would run every write twice there", label, r.Mirror)
+	case len(c.Shards) > 0 && slices.ContainsFunc(c.Shards, func(sh Shard) bool { return slices.Contains(sh.Clusters, r.Mirror) }):
+		p.add("%s: mirror = %q holds shards of a [[shard]] rule: a write the rule places there would run twice", label, r.Mirror)
 	}
 }
 
@@ -175,6 +225,12 @@ func describeRule(r *Rule) string {
 	}
 	if r.Log {
 		acts = append(acts, "log")
+	}
+	if r.Timeout.Duration > 0 {
+		acts = append(acts, "timeout "+r.Timeout.String())
+	}
+	if r.Mirror != "" {
+		acts = append(acts, "mirror "+r.Mirror)
 	}
 	if r.Continue {
 		acts = append(acts, "continue")

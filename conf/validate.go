@@ -121,6 +121,12 @@ func (c *Config) validateProxy(p *problems) {
 	if x.ShutdownTimeout.Duration <= 0 {
 		p.add("proxy.shutdown_timeout must be > 0 (got %s)", x.ShutdownTimeout)
 	}
+	if x.MirrorQueue < 1 || x.MirrorQueue > MaxMirrorQueue {
+		p.add("proxy.mirror_queue must be between 1 and %d (got %d)", MaxMirrorQueue, x.MirrorQueue)
+	}
+	if x.MirrorWorkers < 1 || x.MirrorWorkers > MaxMirrorWorkers {
+		p.add("proxy.mirror_workers must be between 1 and %d (got %d)", MaxMirrorWorkers, x.MirrorWorkers)
+	}
 	for _, r := range x.ServerVersion {
 		if r < 0x20 || r == 0x7f {
 			// The handshake sends the version NUL-terminated.

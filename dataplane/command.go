@@ -101,9 +101,12 @@ func (s *Session) comQuery(p []byte) error {
 	if done, err := s.grantsAndFirewall(plan, p[1:], doubt); done {
 		return err
 	}
-	rule, ruleSet, refused, err := s.applyRules(plan, p[1:])
+	rule, ruleSet, back, refused, err := s.applyRules(plan, p[1:], sql)
 	if refused {
 		return err
+	}
+	if back >= 0 {
+		defer s.useCluster(back) // a rule routed the statement to another cluster
 	}
 	if (plan.Opaque || doubt) && !answeredBySluice(plan) && router.UnsureConnectionCommand(unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)) {
 		// sluice cannot tell what this text does with connection ids.
@@ -135,7 +138,7 @@ func (s *Session) comQuery(p []byte) error {
 	// SQL_CALC_FOUND_ROWS does not pin: sluice learns the count once the
 	// statement ran (scoped.go).
 	s.pin(plan.Pins &^ router.PinFoundRows)
-	if s.env.shards() != nil {
+	if s.env.shards() != nil && back < 0 {
 		q, handled, err := s.shardQuery(p, plan, sql)
 		if handled {
 			return err
@@ -167,10 +170,7 @@ func (s *Session) comQuery(p []byte) error {
 			after = s.afterRelease
 		}
 	}
-	resp := protocol.ResponseResult
-	if s.key.localFiles {
-		resp = protocol.ResponseResultLocalInfile
-	}
+	resp := s.resultKind()
 	// A question about a previous statement that ended clean (no
 	// warning, no error) must find the diagnostics area empty, as on the
 	// session's own server connection; a pooled connection holds what
@@ -203,6 +203,15 @@ func (s *Session) comQuery(p []byte) error {
 		return errQuit
 	}
 	return err
+}
+
+// resultKind is how a text statement's answer is framed: with LOAD DATA
+// LOCAL INFILE requests when the client allows local files.
+func (s *Session) resultKind() protocol.ResponseKind {
+	if s.key.localFiles {
+		return protocol.ResponseResultLocalInfile
+	}
+	return protocol.ResponseResult
 }
 
 // localInfileRefusal is the error for LOAD DATA LOCAL INFILE when sluice

@@ -101,6 +101,8 @@ type Env struct {
 	users         userStates
 	rateLimited   *prometheus.CounterVec
 	queryTimeouts prometheus.Counter
+	// mirror runs the copies of statements query rules mirror (mirror.go).
+	mirror *mirror
 
 	// logins counts failed logins per client address for the login
 	// backoff of both ports (login.go).
@@ -178,6 +180,7 @@ func NewEnv(cfg *conf.Config, o Options) (*Env, error) {
 	}
 	e.initLimits(cfg)
 	e.initFirewall(cfg, o.Firewall)
+	e.initMirror(cfg)
 	ruleSet, err := rules.Compile(cfg, nil)
 	if err != nil {
 		return nil, err

@@ -144,23 +144,13 @@ func (e *Env) initLimits(cfg *conf.Config) {
 // of the KILL by the server is returned as its bare *protocol.SQLError.
 func (e *Env) killBackendQuery(run *backendIdent, still func() bool) error {
 	p := run.pool
-	d := net.Dialer{Timeout: p.dialTimeout}
 	ctx, cancel := context.WithTimeout(e.ctx, p.dialTimeout+e.config().Health.Timeout.Duration)
 	defer cancel()
-	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	nc, c, err := p.dialService(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot connect to %s: %w", p.addr, err)
+		return err
 	}
 	defer nc.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
-	c := protocol.NewConn(nc)
-	c.LenientSeq = true
-	if _, err := protocol.ClientHandshake(c, protocol.ClientConfig{User: p.user, Password: p.password,
-		Capabilities: protocol.BackendCapabilities, TLS: p.tls, TLSRequired: p.tlsRequired}); err != nil {
-		return fmt.Errorf("cannot log in to %s: %w", p.addr, err)
-	}
 	if !still() {
 		return nil
 	}
@@ -177,4 +167,27 @@ func (e *Env) killBackendQuery(run *backendIdent, still func() bool) error {
 		return fmt.Errorf("KILL QUERY (thread %d on %s): %w", run.threadID, p.addr, err)
 	}
 	return nil
+}
+
+// dialService opens a connection of its own to p's backend, logged in with
+// p's service account, for work beside the pooled data connections (a
+// KILL QUERY, a mirror worker). ctx bounds the dial and the login; the
+// connection keeps ctx's deadline, which the caller moves as it needs.
+func (p *Pool) dialService(ctx context.Context) (net.Conn, *protocol.Conn, error) {
+	d := net.Dialer{Timeout: p.dialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot connect to %s: %w", p.addr, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	c := protocol.NewConn(nc)
+	c.LenientSeq = true
+	if _, err := protocol.ClientHandshake(c, protocol.ClientConfig{User: p.user, Password: p.password,
+		Capabilities: protocol.BackendCapabilities, TLS: p.tls, TLSRequired: p.tlsRequired}); err != nil {
+		_ = nc.Close()
+		return nil, nil, fmt.Errorf("cannot log in to %s: %w", p.addr, err)
+	}
+	return nc, c, nil
 }

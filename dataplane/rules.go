@@ -40,16 +40,84 @@ func (s *Session) matchRules(plan *router.Plan, text []byte, count bool) (d rule
 	return d, set
 }
 
-// applyRules matches a text statement against the rules; refused: a rule
-// refused it, and err is what writing the error to the client returned.
-func (s *Session) applyRules(plan *router.Plan, text []byte) (d rules.Decision, set *rules.Set, refused bool, err error) {
+// applyRules matches a text statement against the rules and applies the
+// actions it takes before it runs: a refusal, a route to another cluster
+// (ruleCluster; back is the cluster to return to afterwards, -1 when the
+// session stays on its own), a timeout, a mirror copy. refused: the
+// statement is not to run, and err is what writing the error to the
+// client returned. sql is the statement's text under sharding.
+func (s *Session) applyRules(plan *router.Plan, text []byte, sql string) (d rules.Decision, set *rules.Set, back int, refused bool, err error) {
 	d, set = s.matchRules(plan, text, true)
+	back = -1
+	if !d.Matched() {
+		return d, set, back, false, nil
+	}
 	if d.Err {
 		e := ruleError(set, &d, plan)
 		s.noteResult(protocol.RelayResult{Err: e})
-		return d, set, true, s.client.WriteErr(e)
+		return d, set, back, true, s.client.WriteErr(e)
 	}
-	return d, set, false, nil
+	routed, from, e := s.ruleCluster(set, &d, plan, sql)
+	if e != nil {
+		s.noteResult(protocol.RelayResult{Err: e})
+		return d, set, back, true, s.client.WriteErr(e)
+	}
+	if routed {
+		back = from
+	}
+	s.applyRuleTimeout(d.Timeout)
+	s.mirrorStatement(set, &d, plan, text)
+	return d, set, back, false, nil
+}
+
+// prepareRules matches a statement being prepared against the rules: their
+// decision is kept with the statement, and counted at each execution. A
+// refusal (counted once, as the statement never executes) and a route to
+// another cluster (back, as for applyRules) apply at once: the statement
+// is prepared where it will run.
+func (s *Session) prepareRules(plan *router.Plan, text []byte, sql string) (d rules.Decision, set *rules.Set, back int, refused bool, err error) {
+	d, set = s.matchRules(plan, text, false)
+	back = -1
+	if d.Err {
+		s.countRules(set, &d, plan)
+		return d, set, back, true, s.client.WriteErr(ruleError(set, &d, plan))
+	}
+	if d.Route == rules.RouteCluster && s.env.shards() != nil {
+		return d, set, back, true, s.client.WriteErr(protocol.ERNotSupportedYet.New(
+			"sluice: query rule %q routes this statement to cluster %s, but under sharding only text statements are routed to a cluster; send it as text",
+			set.Rule(d.RouteRule).Name, set.Rule(d.RouteRule).RouteTo))
+	}
+	routed, from, e := s.ruleCluster(set, &d, plan, sql)
+	if e != nil {
+		return d, set, back, true, s.client.WriteErr(e)
+	}
+	if routed {
+		back = from
+	}
+	return d, set, back, false, nil
+}
+
+// executeRules counts an execution of prepared statement st (packet p,
+// parsed as ex) against the rules its PREPARE matched and applies their
+// route to another cluster (checked again: the session may have opened a
+// transaction since; back as for applyRules), timeout and mirror.
+func (s *Session) executeRules(st *preparedStmt, p []byte, ex protocol.Execute) (back int, refused bool, err error) {
+	back = -1
+	if !st.rule.Matched() {
+		return back, false, nil
+	}
+	s.countRules(st.ruleSet, &st.rule, st.plan)
+	routed, from, e := s.ruleCluster(st.ruleSet, &st.rule, st.plan, st.sql)
+	if e != nil {
+		s.noteResult(protocol.RelayResult{Err: e})
+		return back, true, s.client.WriteErr(e)
+	}
+	if routed {
+		back = from
+	}
+	s.applyRuleTimeout(st.rule.Timeout)
+	s.mirrorExecution(st, p, ex)
+	return back, false, nil
 }
 
 // countRules counts a statement of plan that d matched (again, for each
@@ -121,4 +189,84 @@ func (s *Session) clientAddr() netip.Addr {
 		}
 	}
 	return s.addr
+}
+
+// applyRuleTimeout arms the query timer for a statement a rule gives
+// timeout d: the statement is killed on its backend after d and the client
+// gets ERR 3024, as under [limits] query_timeout. A user query_timeout no
+// longer than d, already armed for the command, stands.
+func (s *Session) applyRuleTimeout(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if q := s.lims.lim.queryTimeout; q > 0 && q <= d {
+		return
+	}
+	s.armQueryTimerFor(d)
+	s.lims.ruleTimed = true
+}
+
+// ruleCluster makes the cluster a matched rule routes a statement of plan
+// to (route = "<cluster>") the session's active one. routed reports that
+// it did; the caller runs the statement and then returns the session to
+// cluster back. Statements that change only the session's state (USE,
+// SET, transaction control) are not moved: they run on the session's own
+// cluster, and the schema and variables they set are replayed on the
+// other cluster's connection before a routed statement, as for any
+// pooled connection. sql is the statement's text under sharding.
+//
+// When the statement could not run there exactly as on its own cluster,
+// it is refused, the ERR naming the rule: inside a transaction, with
+// state on the session's connections that cannot be replayed (temporary
+// tables, user variables, locks, SET ROLE, ...) or that the statement
+// itself would leave, or a text the session's sql_mode may make the
+// server read otherwise; under sharding, a statement that may reach a
+// sharded table.
+func (s *Session) ruleCluster(set *rules.Set, d *rules.Decision, plan *router.Plan, sql string) (routed bool, back int, e *protocol.SQLError) {
+	if d.Route != rules.RouteCluster || plan.Kind != router.KindRead && plan.Kind != router.KindWrite {
+		return false, 0, nil
+	}
+	r := set.Rule(d.RouteRule)
+	why := ""
+	switch {
+	case s.inTransaction():
+		why = "a transaction is open on cluster " + s.clusterName() + " (or autocommit is off)"
+	case s.pins != 0 || s.replay.insertID != 0 || s.cursors != 0:
+		why = "the session holds state on cluster " + s.clusterName() + " that cannot be replayed elsewhere: " + s.heldState()
+	case plan.Pins&^router.PinFoundRows != 0:
+		why = "the statement would leave state on its connection: " + pinNames(plan.Pins&^router.PinFoundRows, false)
+	case plan.Multi || s.lexDoubt(plan):
+		why = "sluice cannot be sure how the server reads the text (several statements, or the session's sql_mode or character set)"
+	}
+	if why == "" && s.env.shards() != nil {
+		if err := s.env.shards().CheckDefault(s.schema, sql, s.shardMode()); err != nil {
+			why = "the statement may reach a sharded or broadcast table, which only sharding places"
+		}
+	}
+	if why != "" {
+		return false, 0, protocol.ERNotSupportedYet.New("sluice: query rule %q routes this statement to cluster %s, but %s; it was not run (digest_id %s)",
+			r.Name, r.RouteTo, why, router.FormatDigestID(router.DigestID(plan.Digest)))
+	}
+	back = s.clusterIdx
+	s.useCluster(r.RouteToIdx)
+	return true, back, nil
+}
+
+// heldState names the session's pins and other unreplayable state.
+func (s *Session) heldState() string {
+	n := pinNames(s.pins, false)
+	if s.replay.insertID != 0 {
+		n = joinName(n, "insert_id")
+	}
+	if s.cursors != 0 {
+		n = joinName(n, "open cursors")
+	}
+	return n
+}
+
+func joinName(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "," + b
 }

@@ -244,7 +244,7 @@ func (s *Session) serve() error {
 		if ok {
 			timed := s.armQueryTimer()
 			err = s.dispatch(p)
-			if timed {
+			if timed || s.lims.ruleTimed {
 				s.disarmQueryTimer()
 			}
 		}
@@ -338,6 +338,9 @@ type sessionLimits struct {
 	armedAt    atomic.Int64
 	armedFor   atomic.Int64
 	timedOut   atomic.Bool
+	// ruleTimed: a query rule's timeout armed the timer for the command
+	// (rules.go).
+	ruleTimed bool
 }
 
 // acquireUser counts the session's client connection against user's
@@ -509,6 +512,12 @@ func (s *Session) armQueryTimer() bool {
 	if d <= 0 {
 		return false
 	}
+	s.armQueryTimerFor(d)
+	return true
+}
+
+// armQueryTimerFor (re)starts the query timer to fire d from now.
+func (s *Session) armQueryTimerFor(d time.Duration) {
 	s.lims.timedOut.Store(false)
 	s.lims.armedFor.Store(int64(d))
 	s.lims.armedAt.Store(int64(mono.Now()))
@@ -518,11 +527,11 @@ func (s *Session) armQueryTimer() bool {
 	} else {
 		s.lims.queryTimer.Reset(d)
 	}
-	return true
 }
 
 // disarmQueryTimer stops the query timer after the command.
 func (s *Session) disarmQueryTimer() {
+	s.lims.ruleTimed = false
 	s.lims.armedAt.Store(0)
 	s.lims.queryTimer.Stop()
 	s.lims.timedOut.Store(false)

@@ -106,11 +106,12 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	}
 	// The rules decide at PREPARE; each execution counts and follows
 	// that decision.
-	rule, ruleSet := s.matchRules(plan, p[1:], false)
-	if rule.Err {
-		// A refused PREPARE counts once, as it never executes.
-		s.countRules(ruleSet, &rule, plan)
-		return s.client.WriteErr(ruleError(ruleSet, &rule, plan))
+	rule, ruleSet, back, refused, err := s.prepareRules(plan, p[1:], sql)
+	if refused {
+		return err
+	}
+	if back >= 0 {
+		defer s.useCluster(back)
 	}
 	s.pin(plan.Pins &^ router.PinFoundRows) // see comQuery
 	if sc := plan.Scoped; sc != nil && sc.Uses&(router.ScopedRowCount|router.ScopedFoundRows) != 0 {
@@ -433,11 +434,14 @@ func (s *Session) comStmtExecute(p []byte) error {
 	} else if s.releases(st.plan) {
 		after = s.afterRelease
 	}
-	target := s.route(st.plan)
-	if st.rule.Matched() {
-		s.countRules(st.ruleSet, &st.rule, st.plan)
-		target = s.ruleTarget(st.ruleSet, &st.rule, st.plan, target)
+	back, refused, rerr := s.executeRules(st, p, ex)
+	if refused {
+		return rerr
 	}
+	if back >= 0 {
+		defer s.useCluster(back)
+	}
+	target := s.ruleTarget(st.ruleSet, &st.rule, st.plan, s.route(st.plan))
 	clientSeq := s.client.Seq()
 	err = s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
 		// Prepared first: preparing it under its own state may reset bc.

@@ -26,6 +26,12 @@ type Decision struct {
 	// is the first such rule's index.
 	Log     bool
 	LogRule int16
+	// Timeout is the first query timeout a matched rule set (0: none);
+	// Mirror: a matched rule copies the statement to another cluster,
+	// MirrorRule is the first such rule's index.
+	Timeout    time.Duration
+	Mirror     bool
+	MirrorRule int16
 	// matched are the indexes of the rules that matched.
 	matched [MaxRules / 64]uint64
 }
@@ -67,6 +73,12 @@ func (s *Set) Match(in *Input) Decision {
 		if r.Log && !d.Log {
 			d.Log, d.LogRule = true, int16(i)
 		}
+		if r.Timeout > 0 && d.Timeout == 0 {
+			d.Timeout = r.Timeout
+		}
+		if r.Mirror != "" && !d.Mirror {
+			d.Mirror, d.MirrorRule = true, int16(i)
+		}
 		if !r.Continue {
 			break
 		}
@@ -95,7 +107,8 @@ func (s *Set) Count(d *Decision, now time.Time) {
 	}
 }
 
-// Rule returns the rule at index i (a Decision's RouteRule or ErrRule).
+// Rule returns the rule at index i (a Decision's RouteRule, ErrRule,
+// LogRule or MirrorRule).
 func (s *Set) Rule(i int16) *Rule { return &s.rules[i] }
 
 // matches reports whether every match field of r holds for in. The cheap

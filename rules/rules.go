@@ -33,6 +33,10 @@ const (
 	// RouteReplica sends a read to a replica, whatever the cluster's
 	// consistency says; it is ignored for anything else.
 	RouteReplica
+	// RouteCluster sends the statement to another cluster (the rule's
+	// RouteTo), which picks its master or, for a read, a replica by its
+	// own consistency.
+	RouteCluster
 )
 
 func (r Route) String() string {
@@ -41,6 +45,8 @@ func (r Route) String() string {
 		return conf.RouteMaster
 	case RouteReplica:
 		return conf.RouteReplica
+	case RouteCluster:
+		return "cluster"
 	}
 	return ""
 }
@@ -80,6 +86,18 @@ type Rule struct {
 	ErrMsg   string
 	Log      bool
 	Continue bool
+	// RouteTo is the cluster a RouteCluster route sends statements to,
+	// RouteToIdx its index in the configuration's clusters (and every
+	// topology snapshot's).
+	RouteTo    string
+	RouteToIdx int
+	// Timeout is the query timeout of the statements the rule matches; 0
+	// for none.
+	Timeout time.Duration
+	// Mirror is the cluster that gets a copy of each matched statement,
+	// MirrorIdx its index; "" for none.
+	Mirror    string
+	MirrorIdx int
 
 	stats *stats
 }
@@ -91,6 +109,8 @@ type stats struct {
 	// warned: a replica route was ignored for a statement that is not a
 	// read, and that was logged once.
 	warned atomic.Bool
+	// The rule's mirror copies: run, dropped on a full queue, failed.
+	mirrored, mirrorDropped, mirrorFailed atomic.Uint64
 }
 
 // Hits returns how many statements the rule has matched.
@@ -104,16 +124,35 @@ func (r *Rule) LastHit() time.Time {
 	return time.Time{}
 }
 
+// NoteMirrored, NoteMirrorDropped and NoteMirrorFailed count one copy of
+// a statement the rule mirrors: run on the mirror cluster, dropped because
+// the mirror's queue was full, or not run (no master, a broken
+// connection). Safe for concurrent use; the counts carry over reloads
+// that keep the rule's name, as hits do.
+func (r *Rule) NoteMirrored()      { r.stats.mirrored.Add(1) }
+func (r *Rule) NoteMirrorDropped() { r.stats.mirrorDropped.Add(1) }
+func (r *Rule) NoteMirrorFailed()  { r.stats.mirrorFailed.Add(1) }
+
+// MirrorCounts returns the rule's copies run, dropped and failed.
+func (r *Rule) MirrorCounts() (mirrored, dropped, failed uint64) {
+	return r.stats.mirrored.Load(), r.stats.mirrorDropped.Load(), r.stats.mirrorFailed.Load()
+}
+
 // WarnOnce reports true the first time it is called for the rule (and its
 // successors in later Sets): the caller logs that a replica route was
 // ignored for a statement that is not a read.
 func (r *Rule) WarnOnce() bool { return !r.stats.warned.Swap(true) }
 
 // Actions spells the rule's actions for SHOW RULES: "route=replica",
-// "error=1142", "log", "continue", joined with commas.
+// "route=<cluster>", "error=1142", "log", "timeout=2s", "mirror=<cluster>",
+// "continue", joined with commas.
 func (r *Rule) Actions() string {
 	var a []string
-	if r.Route != RouteNone {
+	switch r.Route {
+	case RouteNone:
+	case RouteCluster:
+		a = append(a, "route="+r.RouteTo)
+	default:
 		a = append(a, "route="+r.Route.String())
 	}
 	if r.Err {
@@ -121,6 +160,12 @@ func (r *Rule) Actions() string {
 	}
 	if r.Log {
 		a = append(a, "log")
+	}
+	if r.Timeout > 0 {
+		a = append(a, "timeout="+r.Timeout.String())
+	}
+	if r.Mirror != "" {
+		a = append(a, "mirror="+r.Mirror)
 	}
 	if r.Continue {
 		a = append(a, "continue")
@@ -176,7 +221,19 @@ func Compile(cfg *conf.Config, prev *Set) (*Set, error) {
 			r.Route = RouteReplica
 		case "":
 		default:
-			return nil, fmt.Errorf("rule %q: route %q is not supported", c.Name, c.Route)
+			i := clusterIndex(cfg, c.Route)
+			if i < 0 {
+				return nil, fmt.Errorf("rule %q: route: no [[cluster]] is named %q", c.Name, c.Route)
+			}
+			r.Route, r.RouteTo, r.RouteToIdx = RouteCluster, c.Route, i
+		}
+		r.Timeout = c.Timeout.Duration
+		if c.Mirror != "" {
+			i := clusterIndex(cfg, c.Mirror)
+			if i < 0 {
+				return nil, fmt.Errorf("rule %q: mirror: no [[cluster]] is named %q", c.Name, c.Mirror)
+			}
+			r.Mirror, r.MirrorIdx = c.Mirror, i
 		}
 		r.Err, r.ErrMsg, r.Log, r.Continue = c.Error, c.ErrorMessage, c.Log, c.Continue
 		if c.Error {
@@ -196,6 +253,16 @@ const MaxRules = conf.MaxRules
 // DefaultErrorCode is the code of a rule's error without error_code:
 // ER_TABLEACCESS_DENIED_ERROR, as a firewall deny.
 const DefaultErrorCode = 1142
+
+// clusterIndex is the index of the cluster called name in cfg, -1 if none.
+func clusterIndex(cfg *conf.Config, name string) int {
+	for i := range cfg.Clusters {
+		if cfg.Clusters[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
 
 func (s *Set) statsOf(name string) *stats {
 	if s != nil {

@@ -297,3 +297,66 @@ pattern = "(?i)^UPDATE sbtest2"
 		})
 	}
 }
+
+// TestNewActions: route to another cluster, timeout and mirror compile
+// with the cluster's index, are spelled in Actions, and Match keeps the
+// first rule's of each as continue adds later rules' actions.
+func TestNewActions(t *testing.T) {
+	s := compile(t, `
+[[rule]]
+name = "away"
+kind = "read"
+route = "other"
+timeout = "2s"
+continue = true
+
+[[rule]]
+name = "copy"
+kind = "write"
+mirror = "other"
+timeout = "500ms"
+continue = true
+
+[[rule]]
+name = "later"
+timeout = "9s"
+mirror = "other"
+`, nil)
+	rs := s.Rules()
+	if r := rs[0]; r.Route != RouteCluster || r.RouteTo != "other" || r.RouteToIdx != 1 || r.Timeout != 2*time.Second {
+		t.Errorf("rule away compiled as %+v", r)
+	}
+	if r := rs[1]; r.Mirror != "other" || r.MirrorIdx != 1 || r.Route != RouteNone {
+		t.Errorf("rule copy compiled as %+v", r)
+	}
+	for i, want := range []string{"route=other,timeout=2s,continue", "timeout=500ms,mirror=other,continue", "timeout=9s,mirror=other"} {
+		if got := rs[i].Actions(); got != want {
+			t.Errorf("rule %s: Actions %q, want %q", rs[i].Name, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		sql     string
+		matched string
+		route   Route
+		timeout time.Duration
+		mirror  string // the rule whose mirror applies
+	}{
+		{"SELECT a FROM t", "away,later", RouteCluster, 2 * time.Second, "later"},
+		{"UPDATE t SET a = 1", "copy,later", RouteNone, 500 * time.Millisecond, "copy"},
+		{"BEGIN", "later", RouteNone, 9 * time.Second, "later"},
+	} {
+		d := s.Match(input(tc.sql))
+		if got := names(s, d); got != tc.matched {
+			t.Errorf("%s: matched %q, want %q", tc.sql, got, tc.matched)
+		}
+		if d.Route != tc.route || d.Timeout != tc.timeout {
+			t.Errorf("%s: route %v timeout %v, want %v %v", tc.sql, d.Route, d.Timeout, tc.route, tc.timeout)
+		}
+		if !d.Mirror || s.Rule(d.MirrorRule).Name != tc.mirror {
+			t.Errorf("%s: mirror %v rule %d, want rule %s", tc.sql, d.Mirror, d.MirrorRule, tc.mirror)
+		}
+		if d.Route == RouteCluster && s.Rule(d.RouteRule).RouteToIdx != 1 {
+			t.Errorf("%s: routed by rule %d", tc.sql, d.RouteRule)
+		}
+	}
+}

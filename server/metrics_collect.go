@@ -143,23 +143,42 @@ func boolValue(b bool) float64 {
 	return 0
 }
 
-// ruleCollector exports each query rule's hits at scrape time from the
-// rules' own counters (rules.Set): every configured rule has its series
-// from start, at 0, and a rule a reload removes disappears.
+// ruleCollector exports each query rule's hits and mirror copies at
+// scrape time from the rules' own counters (rules.Set): every configured
+// rule has its series from start, at 0, and a rule a reload removes
+// disappears.
 type ruleCollector struct {
-	s    *Server
-	hits *prometheus.Desc
+	s                                  *Server
+	hits, mirrored, dropped, mirrorErr *prometheus.Desc
 }
 
 func newRuleCollector(s *Server) *ruleCollector {
+	label := []string{"rule"}
 	return &ruleCollector{s: s, hits: prometheus.NewDesc("sluice_rule_hits_total",
-		"Statements each query rule ([[rule]]) matched; a prepared statement counts at each execution.", []string{"rule"}, nil)}
+		"Statements each query rule ([[rule]]) matched; a prepared statement counts at each execution.", label, nil),
+		mirrored: prometheus.NewDesc("sluice_rule_mirrored_total",
+			"Copies of statements a query rule mirrors that ran on the mirror cluster (their results, errors included, are discarded).", label, nil),
+		dropped: prometheus.NewDesc("sluice_rule_mirror_dropped_total",
+			"Copies of statements a query rule mirrors dropped because the mirror queue ([proxy] mirror_queue) was full.", label, nil),
+		mirrorErr: prometheus.NewDesc("sluice_rule_mirror_failed_total",
+			"Copies of statements a query rule mirrors that could not run: no master up on the mirror cluster, a connection or schema failure.", label, nil)}
 }
 
-func (c *ruleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.hits }
+func (c *ruleCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.hits
+	ch <- c.mirrored
+	ch <- c.dropped
+	ch <- c.mirrorErr
+}
 
 func (c *ruleCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, r := range c.s.env.Rules().Rules() {
+	rs := c.s.env.Rules().Rules()
+	for i := range rs {
+		r := &rs[i]
 		ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(r.Hits()), r.Name)
+		m, d, f := r.MirrorCounts()
+		ch <- prometheus.MustNewConstMetric(c.mirrored, prometheus.CounterValue, float64(m), r.Name)
+		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(d), r.Name)
+		ch <- prometheus.MustNewConstMetric(c.mirrorErr, prometheus.CounterValue, float64(f), r.Name)
 	}
 }

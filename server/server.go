@@ -444,6 +444,7 @@ func (srv *Server) Close() error {
 	if ferr := srv.fw.save(); ferr != nil {
 		srv.log.Error("cannot write the firewall allowlists at shutdown", zap.Error(ferr))
 	}
+	srv.env.StopMirror()
 	for _, p := range srv.env.Pools() {
 		p.Close()
 	}

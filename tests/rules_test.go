@@ -24,9 +24,8 @@ import (
 // each field, through sluice against the sandbox, for text and prepared
 // statements; hit counts in SHOW RULES and the metric; a reload.
 //
-// Routing to another cluster is not tested: this slice does not build
-// route = "<cluster>" (check-config refuses it), and the shared sandbox
-// topology has one cluster.
+// The actions that need a second cluster (route = "<cluster>", mirror) and
+// timeout are tested in rules_actions_test.go.
 
 // rulesConfig is the shared topology's configuration with clusterKeys in
 // its cluster, rules appended, and the admin account.

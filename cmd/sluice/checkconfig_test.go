@@ -38,6 +38,12 @@ func TestCheckConfigExitCodes(t *testing.T) {
 	if err := os.WriteFile(replicaRule, []byte(checkConfigFile+"\n[[rule]]\nname = \"reports\"\nuser = \"reporting\"\nroute = \"replica\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A rule with a route, a timeout and a mirror that are each wrong.
+	badActions := filepath.Join(dir, "bad-actions.toml")
+	if err := os.WriteFile(badActions, []byte(checkConfigFile+"\n[[cluster]]\nname = \"b\"\nuser = \"sluice\"\nmaster = \"127.0.0.1:3406\"\n"+
+		"\n[[rule]]\nname = \"bad\"\nroute = \"nowhere\"\ntimeout = \"-1s\"\nmirror = \"main\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	secret := filepath.Join(dir, "backend.secret")
 	const admin = "SLUICE_CHECK_CONFIG_TEST_ADMIN"
 	t.Setenv(admin, "")
@@ -74,6 +80,12 @@ func TestCheckConfigExitCodes(t *testing.T) {
 		{name: "a rule that could route writes to a replica", args: []string{"-skip-secrets", replicaRule}, code: exitError, stderr: []string{
 			note + ", so secrets are not checked",
 			replicaRule + `: line 16: rule[0] ("reports"): route = "replica" needs kind = "read": without it the rule could send writes to a replica (got kind "")`,
+		}},
+		{name: "a rule whose route, timeout and mirror are wrong", args: []string{"-skip-secrets", badActions}, code: exitError, stderr: []string{
+			note + ", so secrets are not checked",
+			badActions + `: line 20: rule[0] ("bad"): route must be "master", "replica" or the name of a [[cluster]] (got "nowhere", and no [[cluster]] is named so)`,
+			badActions + `: line 21: rule[0] ("bad"): timeout must be > 0 (got -1s)`,
+			badActions + `: line 22: rule[0] ("bad"): mirror = "main" is the cluster the rule's statements run on: the copy would run every write twice there`,
 		}},
 		{name: "every problem", args: []string{many}, code: exitError, stderr: []string{
 			many + ": line 7: proxy.max_client_connections: want an integer, got a string",

@@ -20,7 +20,7 @@ var (
 	// utilities any package may import.
 	utilities = []string{"internal/mono", "internal/failpoint", "internal/promtest", "health/loadavg"}
 	// foundation packages import only each other (and utilities).
-	foundation = []string{"conf", "protocol", "router", "shard", "auth", "auth/grants", "health"}
+	foundation = []string{"conf", "protocol", "router", "shard", "auth", "auth/grants", "health", "health/binlog"}
 	// foundationDeps are the arrows inside the foundation.
 	foundationDeps = map[string][]string{
 		"conf":     nil,
@@ -32,6 +32,9 @@ var (
 		// a statement needs.
 		"auth/grants": {"protocol", "router"},
 		"health":      {"conf", "protocol"},
+		// The binlog tailer reads the tables a statement of the master's
+		// binary log writes with the router's parser.
+		"health/binlog": {"router"},
 	}
 	// leaves import the foundation only: never each other.
 	leaves = []string{"internal/evloop", "policy", "observe", "rules"}
