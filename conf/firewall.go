@@ -99,9 +99,17 @@ func (c *Config) validateFirewall(p *problems) {
 		case strings.TrimSpace(u.Name) == "":
 			p.add("%s: name is required", label)
 		case dup:
-			p.add("%s: name %q already has an entry, firewall.user[%d]", label, u.Name, j)
+			p.add("%s: name %q is already used by firewall.user[%d]", label, u.Name, j)
 		default:
 			first[u.Name] = i
+		}
+		if u.Name != "" && u.Name == c.Admin.User {
+			p.add("%s: %q is the admin user, which cannot log in on the data port", label, u.Name)
+		}
+		if u.Name != "" && c.Auth.Backend == "static" && !slices.ContainsFunc(c.Auth.Users, func(a StaticUser) bool { return a.Name == u.Name }) {
+			// With static auth the users are known: a name that is not
+			// one of them is a typo that would leave the user unchecked.
+			p.add("%s: no [[auth.user]] is named %q", label, u.Name)
 		}
 		switch {
 		case u.Mode == "":

@@ -48,7 +48,8 @@ func TestFirewallValidation(t *testing.T) {
 		{"[[firewall.user]]\nname = \"app\"", 1, `firewall.user[0] ("app"): mode is required`},
 		{"[[firewall.user]]\nname = \"app\"\nmode = \"on\"", 3, `firewall.user[0] ("app"): mode: unknown value "on"`},
 		{"[[firewall.user]]\nname = \"app\"\nmode = \"off\"\n[[firewall.user]]\nname = \"app\"\nmode = \"learn\"", 5,
-			`firewall.user[1] ("app"): name "app" already has an entry, firewall.user[0]`},
+			`firewall.user[1] ("app"): name "app" is already used by firewall.user[0]`},
+		{"[[firewall.user]]\nname = \"admin\"\nmode = \"learn\"", 1, `firewall.user[0] ("admin"): "admin" is the admin user`},
 		{"[firewall]\nmod = \"learn\"", 2, `unknown key "firewall.mod"`},
 	} {
 		_, err := Parse([]byte(base + "\n" + tc.doc + "\n"))
@@ -56,6 +57,20 @@ func TestFirewallValidation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want+tc.want) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.doc, err, want+tc.want)
 		}
+	}
+}
+
+// TestFirewallStaticUsers: with static auth an entry must name one of
+// the [[auth.user]] entries.
+func TestFirewallStaticUsers(t *testing.T) {
+	static := strings.Replace(base, "address = \"127.0.0.1:3310\"", "backend = \"static\"", 1) +
+		"[[auth.user]]\nname = \"app\"\npassword_hash = \"*0123456789ABCDEF0123456789ABCDEF01234567\"\n"
+	if _, err := Parse([]byte(static + "[[firewall.user]]\nname = \"app\"\nmode = \"enforce\"\n")); err != nil {
+		t.Errorf("a firewall entry for a static user: %v", err)
+	}
+	_, err := Parse([]byte(static + "[[firewall.user]]\nname = \"apq\"\nmode = \"enforce\"\n"))
+	if want := `firewall.user[0] ("apq"): no [[auth.user]] is named "apq"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to contain %q", err, want)
 	}
 }
 
