@@ -46,7 +46,7 @@ type firewallStore struct {
 func loadFirewall(dir string, log *zap.Logger) (*firewallStore, error) {
 	f := &firewallStore{dir: dir, allow: rules.NewAllowlist(), log: log}
 	if dir == "" {
-		return f, nil
+		return f, nil // conf.Warnings says what that means, and New logs it
 	}
 	path := filepath.Join(dir, FirewallStateFile)
 	data, err := os.ReadFile(path)

@@ -111,6 +111,9 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Firewall.On() && cfg.Proxy.StateDir == "" {
+		log.Warn("the firewall learns or enforces without proxy.state_dir: its allowlists are lost at restart")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		fw:      fw,
