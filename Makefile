@@ -11,7 +11,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Where make package writes dist/sluice_<debian version>_amd64.deb.
 DIST ?= dist
 # Packages with concurrency run under the race detector.
-RACE_PKGS := ./protocol/... ./auth/... ./router/... ./shard/... ./health/... ./server/... ./dataplane/... ./admin/... ./observe/... ./policy/... ./internal/... ./sandbox/...
+RACE_PKGS := ./protocol/... ./fleet/... ./auth/... ./router/... ./shard/... ./health/... ./server/... ./dataplane/... ./admin/... ./observe/... ./policy/... ./internal/... ./sandbox/...
 # How much `make fuzz` fuzzes each target, and at most how much it spends
 # shrinking one new input (the default 60s would eat a short run). Budgets
 # are execution counts (Nx), not durations: with a duration, Go 1.26's fuzz

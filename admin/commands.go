@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +43,10 @@ func (p *Port) run(a *session, cmd adminCommand) (*Table, string, error) {
 		return p.showShards(), "", nil
 	case adminShowRules:
 		return ShowRules(p.ctl), "", nil
+	case adminShowCache:
+		return ShowCache(p.ctl.Cache(), cmd.limit), "", nil
+	case adminFlushCache:
+		return nil, flushCache(a, p.ctl.Cache(), cmd.schema, cmd.table), nil
 	case adminShowEvents:
 		return ShowEvents(p.ctl), "", nil
 	case adminShowConfig:
@@ -54,6 +57,9 @@ func (p *Port) run(a *session, cmd adminCommand) (*Table, string, error) {
 		return r, "", nil
 	case adminShowVersion:
 		return p.showVersion(), "", nil
+	case adminShowFleet:
+		t, err := ShowFleet(p.ctx, p.ctl)
+		return t, "", err
 	case adminSetOffline, adminSetOnline, adminSetWeight:
 		info, err := p.setBackend(cmd)
 		return nil, info, err
@@ -260,12 +266,7 @@ func ShowEvents(ctl Control) *Table {
 }
 
 func (p *Port) showVersion() *Table {
-	v := Version
-	if v == "dev" {
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-	}
+	v := BuildVersion()
 	advertised := p.ctl.ServerVersion()
 	if advertised == "" {
 		advertised = "(not learnt yet)"

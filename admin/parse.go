@@ -35,6 +35,9 @@ const (
 	adminFailover
 	adminReload
 	adminFlushPrivileges
+	adminShowCache
+	adminFlushCache
+	adminShowFleet
 	adminShowFirewall
 	adminFirewallAllow
 	adminFirewallForget
@@ -51,8 +54,10 @@ type adminCommand struct {
 	weight  int    // SET BACKEND ... WEIGHT n
 	id      uint32 // KILL
 	cluster string // SWITCHOVER, FAILOVER
-	user    string // SHOW FIREWALL FOR, FIREWALL ... FOR
-	digest  uint64 // FIREWALL ALLOW | FORGET <digest id>
+	// schema and table of FLUSH CACHE schema.table; both "" for all.
+	schema, table string
+	user          string // SHOW FIREWALL FOR, FIREWALL ... FOR
+	digest        uint64 // FIREWALL ALLOW | FORGET <digest id>
 }
 
 // adminCommands lists the valid commands, for HELP and for the error an
@@ -65,9 +70,11 @@ var adminCommands = [][2]string{
 	{"SHOW QUERY DIGESTS [LIMIT n]", "statement digests by total time: count, times, rows, errors, route, digest_id"},
 	{"SHOW SHARDS", "the shard and broadcast rules"},
 	{"SHOW RULES", "the query rules in order: hits, last hit, actions, match fields"},
+	{"SHOW CACHE [LIMIT n]", "the result cache: hits, misses, stores, evictions, invalidations, bytes; then its most hit entries"},
 	{"SHOW EVENTS", "failovers, fencing, reloads, backends going up/down, with time and epoch"},
 	{"SHOW CONFIG", "the running configuration, secrets redacted"},
 	{"SHOW VERSION", "the sluice version"},
+	{"SHOW FLEET", "the instances of the fleet ([fleet], etcd): addresses, version, config revision, start, lease left"},
 	{"HELP", "this list (SHOW HELP in the mysql and mariadb clients, which answer HELP themselves)"},
 	{"SET BACKEND '<addr>' OFFLINE | ONLINE | WEIGHT <n>", "drain a backend, put it back (also un-fences), or change its balancer weight"},
 	{"KILL [CONNECTION | QUERY] <id>", "close a client session, or kill the statement it runs"},
@@ -75,6 +82,7 @@ var adminCommands = [][2]string{
 	{"FAILOVER CLUSTER <name>", "promote a replica of the cluster now"},
 	{"RELOAD CONFIG", "load the configuration file again and apply it"},
 	{"FLUSH PRIVILEGES", "read every account's grants again from the auth server, at each session's next statement"},
+	{"FLUSH CACHE [schema.table]", "drop every result cache entry, or those that read one table"},
 	{"SHOW FIREWALL [FOR '<user>']", "the firewall's allowlists: user, mode, digest_id, digest, source, learned_at, hits"},
 	{"FIREWALL ALLOW <digest id> FOR '<user>'", "add a digest to the user's allowlist (enforce mode then lets it through)"},
 	{"FIREWALL FORGET <digest id> | ALL FOR '<user>'", "remove one digest, or all, from the user's allowlist"},
@@ -160,7 +168,9 @@ func tokenizeAdmin(q string) ([]adminToken, error) {
 			i = j
 		case isWordByte(c):
 			j := i
-			for j < len(s) && isWordByte(s[j]) {
+			// A dot between word bytes joins a qualified name (FLUSH
+			// CACHE db.t) into one word.
+			for j < len(s) && (isWordByte(s[j]) || s[j] == '.' && j+1 < len(s) && isWordByte(s[j+1]) && j > i) {
 				j++
 			}
 			toks = append(toks, adminToken{kind: tokWord, text: s[i:j]})
@@ -201,49 +211,34 @@ func parseAdmin(q string) (adminCommand, error) {
 	case "HELP":
 		cmd.kind = adminHelp
 	case "SHOW":
-		switch w := p.word(); w {
-		case "BACKENDS":
-			cmd.kind = adminShowBackends
-		case "CLUSTERS":
-			cmd.kind = adminShowClusters
-		case "POOLS":
-			cmd.kind = adminShowPools
-		case "SESSIONS", "PROCESSLIST":
-			cmd.kind = adminShowSessions
-		case "QUERY":
-			if !p.accept("DIGESTS") {
-				return cmd, p.expected("DIGESTS after SHOW QUERY")
-			}
-			cmd.kind = adminShowDigests
-			if p.accept("LIMIT") {
-				n, err := p.number("LIMIT", 1<<20)
-				if err != nil {
-					return cmd, err
-				}
-				cmd.limit = n
-			}
-		case "SHARDS":
-			cmd.kind = adminShowShards
-		case "RULES":
-			cmd.kind = adminShowRules
-		case "EVENTS":
-			cmd.kind = adminShowEvents
-		case "CONFIG":
-			cmd.kind = adminShowConfig
-		case "VERSION":
-			cmd.kind = adminShowVersion
-		case "HELP":
-			cmd.kind = adminHelp
-		case "FIREWALL":
-			if err := p.showFirewall(&cmd); err != nil {
-				return cmd, err
-			}
-		default:
-			return cmd, p.unknown()
+		if err := p.show(&cmd); err != nil {
+			return cmd, err
 		}
 	case "SET":
-		if err := p.setBackend(&cmd); err != nil {
+		if !p.accept("BACKEND") {
+			return cmd, p.expected("BACKEND after SET")
+		}
+		addr, err := p.str("the backend address")
+		if err != nil {
 			return cmd, err
+		}
+		cmd.addr = addr
+		switch w := p.word(); w {
+		case "OFFLINE":
+			cmd.kind = adminSetOffline
+		case "ONLINE":
+			cmd.kind = adminSetOnline
+		case "WEIGHT":
+			n, err := p.number("WEIGHT", maxAdminWeight)
+			if err != nil {
+				return cmd, err
+			}
+			if n < 1 {
+				return cmd, fmt.Errorf("%w: WEIGHT must be between 1 and %d, not %d", errAdminSyntax, maxAdminWeight, n)
+			}
+			cmd.kind, cmd.weight = adminSetWeight, n
+		default:
+			return cmd, p.expected("OFFLINE, ONLINE or WEIGHT <n> after SET BACKEND '<addr>'")
 		}
 	case "KILL":
 		cmd.kind = adminKillConnection
@@ -257,30 +252,25 @@ func parseAdmin(q string) (adminCommand, error) {
 			return cmd, err
 		}
 		cmd.id = uint32(n)
-	case "SWITCHOVER":
-		name, err := p.clusterName("SWITCHOVER")
-		if err != nil {
+	case "SWITCHOVER", "FAILOVER":
+		if err := p.masterChange(first, &cmd); err != nil {
 			return cmd, err
 		}
-		if !p.accept("TO") {
-			return cmd, p.expected("TO '<addr>' after SWITCHOVER CLUSTER <name>")
-		}
-		addr, err := p.str("the target address")
-		if err != nil {
-			return cmd, err
-		}
-		cmd.kind, cmd.cluster, cmd.addr = adminSwitchover, name, addr
-	case "FAILOVER":
-		name, err := p.clusterName("FAILOVER")
-		if err != nil {
-			return cmd, err
-		}
-		cmd.kind, cmd.cluster = adminFailover, name
 	case "FIREWALL":
 		if err := p.firewall(&cmd); err != nil {
 			return cmd, err
 		}
 	case "RELOAD", "FLUSH":
+		if first == "FLUSH" && p.accept("CACHE") {
+			cmd.kind = adminFlushCache
+			if p.i < len(p.toks) {
+				var err error
+				if cmd.schema, cmd.table, err = p.tableName(); err != nil {
+					return cmd, err
+				}
+			}
+			break
+		}
 		var err error
 		if cmd.kind, err = p.reloadOrFlush(first); err != nil {
 			return cmd, err
@@ -294,34 +284,79 @@ func parseAdmin(q string) (adminCommand, error) {
 	return cmd, nil
 }
 
-// setBackend parses the rest of SET BACKEND '<addr>' OFFLINE | ONLINE |
-// WEIGHT <n>.
-func (p *adminParser) setBackend(cmd *adminCommand) error {
-	if !p.accept("BACKEND") {
-		return p.expected("BACKEND after SET")
+// show parses the rest of a SHOW command into cmd.
+func (p *adminParser) show(cmd *adminCommand) error {
+	switch w := p.word(); w {
+	case "BACKENDS":
+		cmd.kind = adminShowBackends
+	case "CLUSTERS":
+		cmd.kind = adminShowClusters
+	case "POOLS":
+		cmd.kind = adminShowPools
+	case "SESSIONS", "PROCESSLIST":
+		cmd.kind = adminShowSessions
+	case "QUERY":
+		if !p.accept("DIGESTS") {
+			return p.expected("DIGESTS after SHOW QUERY")
+		}
+		cmd.kind = adminShowDigests
+		if p.accept("LIMIT") {
+			n, err := p.number("LIMIT", 1<<20)
+			if err != nil {
+				return err
+			}
+			cmd.limit = n
+		}
+	case "SHARDS":
+		cmd.kind = adminShowShards
+	case "RULES":
+		cmd.kind = adminShowRules
+	case "CACHE":
+		cmd.kind = adminShowCache
+		if p.accept("LIMIT") {
+			n, err := p.number("LIMIT", 1<<20)
+			if err != nil {
+				return err
+			}
+			cmd.limit = n
+		}
+	case "EVENTS":
+		cmd.kind = adminShowEvents
+	case "CONFIG":
+		cmd.kind = adminShowConfig
+	case "VERSION":
+		cmd.kind = adminShowVersion
+	case "FLEET":
+		cmd.kind = adminShowFleet
+	case "FIREWALL":
+		return p.showFirewall(cmd)
+	case "HELP":
+		cmd.kind = adminHelp
+	default:
+		return p.unknown()
 	}
-	addr, err := p.str("the backend address")
+	return nil
+}
+
+// masterChange parses the rest of SWITCHOVER CLUSTER <name> TO '<addr>'
+// or FAILOVER CLUSTER <name> into cmd, first being the command's first word.
+func (p *adminParser) masterChange(first string, cmd *adminCommand) error {
+	name, err := p.clusterName(first)
 	if err != nil {
 		return err
 	}
-	cmd.addr = addr
-	switch w := p.word(); w {
-	case "OFFLINE":
-		cmd.kind = adminSetOffline
-	case "ONLINE":
-		cmd.kind = adminSetOnline
-	case "WEIGHT":
-		n, err := p.number("WEIGHT", maxAdminWeight)
-		if err != nil {
-			return err
-		}
-		if n < 1 {
-			return fmt.Errorf("%w: WEIGHT must be between 1 and %d, not %d", errAdminSyntax, maxAdminWeight, n)
-		}
-		cmd.kind, cmd.weight = adminSetWeight, n
-	default:
-		return p.expected("OFFLINE, ONLINE or WEIGHT <n> after SET BACKEND '<addr>'")
+	if first == "FAILOVER" {
+		cmd.kind, cmd.cluster = adminFailover, name
+		return nil
 	}
+	if !p.accept("TO") {
+		return p.expected("TO '<addr>' after SWITCHOVER CLUSTER <name>")
+	}
+	addr, err := p.str("the target address")
+	if err != nil {
+		return err
+	}
+	cmd.kind, cmd.cluster, cmd.addr = adminSwitchover, name, addr
 	return nil
 }
 
@@ -371,6 +406,21 @@ func (p *adminParser) str(what string) (string, error) {
 	}
 	p.i++
 	return p.toks[p.i-1].text, nil
+}
+
+// tableName reads the schema.table of FLUSH CACHE, as one word or a
+// quoted string.
+func (p *adminParser) tableName() (schema, table string, err error) {
+	if p.i >= len(p.toks) || p.toks[p.i].kind == tokNumber {
+		return "", "", p.expected("schema.table after FLUSH CACHE")
+	}
+	t := p.toks[p.i].text
+	p.i++
+	schema, table, ok := strings.Cut(t, ".")
+	if !ok || schema == "" || table == "" || strings.Contains(table, ".") {
+		return "", "", fmt.Errorf("%w: FLUSH CACHE takes schema.table, not %q", errAdminSyntax, t)
+	}
+	return schema, table, nil
 }
 
 // number reads a decimal number between 0 and maxV.

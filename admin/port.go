@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/auth"
+	"github.com/sluice-proxy/sluice/cache"
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/observe"
@@ -47,6 +48,8 @@ type Control interface {
 	// proxy.state_dir now (nothing without one).
 	Firewall() *rules.Allowlist
 	SaveFirewall() error
+	// Cache is the result cache.
+	Cache() *cache.Cache
 	// Event records a SHOW EVENTS row.
 	Event(kind, cluster, backend, detail string)
 	// BackendStateChanged publishes a state change an admin command made.
@@ -71,6 +74,9 @@ type Control interface {
 	LoginSucceeded(remote net.Addr)
 	// NextConnectionID numbers a connection, as the data port does.
 	NextConnectionID() uint32
+	// Fleet lists the fleet's members (SHOW FLEET), asking etcd within
+	// ctx; an instance without [fleet] returns the SQL error to send.
+	Fleet(ctx context.Context) ([]FleetRow, error)
 }
 
 // PoolInfo is one backend pool's figures for SHOW BACKENDS and SHOW POOLS.

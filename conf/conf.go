@@ -70,6 +70,9 @@ type Config struct {
 	Rules []Rule `toml:"rule"`
 	// Firewall is the statement allowlist's [firewall] table.
 	Firewall Firewall `toml:"firewall"`
+	Cache    Cache    `toml:"cache"`
+	// Fleet is [fleet]: the etcd cluster this instance shares with others.
+	Fleet Fleet `toml:"fleet"`
 
 	// Path is the file the configuration was loaded from; it is empty when
 	// the configuration came from Parse.
@@ -575,12 +578,14 @@ func defaults() *Config {
 			MaxConcurrentLogins: DefaultMaxConcurrentLogins,
 			EnforceGrants:       true, GrantsTTL: Duration{DefaultGrantsTTL}, ProxyProtocolVersion: DefaultProxyProtocolVersion},
 		Admin:    Admin{User: DefaultAdminUser},
+		Fleet:    fleetDefaults(),
 		Sharding: Sharding{MaxMergeRows: DefaultMaxMergeRows},
 		Limits: Limits{LimitValues: LimitValues{
 			IdleTimeout:  Duration{DefaultIdleTimeout},
 			MaxQueued:    DefaultMaxQueued,
 			QueueTimeout: Duration{DefaultQueueTimeout},
 		}},
+		Cache: defaultCache(),
 		Health: Health{
 			Interval:           Duration{DefaultHealthInterval},
 			Timeout:            Duration{DefaultHealthTimeout},

@@ -491,6 +491,7 @@ func tables(m map[string]any, key string) []map[string]any {
 // normalize brings values that have several spellings to one: password
 // hashes to upper case.
 func (c *Config) normalize() {
+	c.Fleet.normalize()
 	for i := range c.Auth.Users {
 		c.Auth.Users[i].PasswordHash = strings.ToUpper(c.Auth.Users[i].PasswordHash)
 	}

@@ -56,6 +56,7 @@ func (c *Config) Describe() string {
 	line("  slow_query_threshold %s, log_sql %v", slow, x.LogSQL)
 
 	c.Auth.describe(line)
+	c.Fleet.describe(line)
 	line("admin: user %q, %s", c.Admin.User, passwordSource(c.Admin.Password, c.Admin.PasswordEnv, c.Admin.PasswordFile))
 
 	h := &c.Health
@@ -114,6 +115,7 @@ func (c *Config) Describe() string {
 		line("rule %q: %s", c.Rules[i].Name, describeRule(&c.Rules[i]))
 	}
 	describeFirewall(&c.Firewall, line)
+	line("cache: max_memory %d, max_entry %d, own_writes_window %s", c.Cache.MaxMemory, c.Cache.MaxEntry, c.Cache.OwnWritesWindow.Duration)
 	if len(c.Broadcast) > 0 {
 		names := make([]string, len(c.Broadcast))
 		for i, t := range c.Broadcast {

@@ -175,6 +175,8 @@ func Diff(old, new *Config) Changes {
 	d.limitUsers(old.Limits.Users, new.Limits.Users)
 	d.rules(old.Rules, new.Rules)
 	d.firewall(&old.Firewall, &new.Firewall)
+	d.cache(&old.Cache, &new.Cache)
+	d.fleet(&old.Fleet, &new.Fleet)
 	return d.out
 }
 
@@ -383,6 +385,7 @@ func Live(running, file *Config) *Config {
 		rp.MetricsUser, rp.MetricsPassword, rp.MetricsPasswordEnv, rp.MetricsPasswordFile
 	op.MetricsTLSCert, op.MetricsTLSKey = rp.MetricsTLSCert, rp.MetricsTLSKey
 	out.Admin = running.Admin
+	out.Fleet = running.Fleet
 	if file.Sharding.DefaultCluster == "" {
 		// The first cluster of file, which running's order may not have
 		// first.

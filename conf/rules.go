@@ -56,6 +56,9 @@ type Rule struct {
 	// Mirror names a [[cluster]] that gets a copy of each matched
 	// statement, run asynchronously, its result discarded.
 	Mirror string `toml:"mirror"`
+	// CacheTTL caches the answers of the matched statements that are
+	// cacheable for this long (0: not cached); see [cache].
+	CacheTTL Duration `toml:"cache_ttl"`
 }
 
 // RuleKinds are the values of a rule's kind.
@@ -92,6 +95,7 @@ func (c *Config) validateRules(p *problems) {
 		}
 		c.validateRuleMatch(p, label, r)
 		c.validateRuleActions(p, label, r)
+		validateRuleCache(p, label, r)
 	}
 }
 
@@ -234,6 +238,9 @@ func describeRule(r *Rule) string {
 	}
 	if r.Continue {
 		acts = append(acts, "continue")
+	}
+	if r.CacheTTL.Duration > 0 {
+		acts = append(acts, "cache "+r.CacheTTL.Duration.String())
 	}
 	if len(acts) == 0 {
 		acts = []string{"count only"}

@@ -52,6 +52,9 @@ func (c *Config) resolveSecrets(src secretSource) []error {
 	if err := resolveSecret("auth.service_", &c.Auth.ServicePassword, c.Auth.ServicePasswordEnv, c.Auth.ServicePasswordFile, src); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.resolveFleetSecret(src); err != nil {
+		errs = append(errs, err)
+	}
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		if err := resolveSecret("", &cl.Password, cl.PasswordEnv, cl.PasswordFile, src); err != nil {

@@ -38,6 +38,8 @@ func (c *Config) Validate() error {
 	c.validateLimits(&p)
 	c.validateRules(&p)
 	c.validateFirewall(&p)
+	c.validateCache(&p)
+	c.validateFleet(&p)
 	return errors.Join(p...)
 }
 

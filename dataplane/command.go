@@ -176,26 +176,15 @@ func (s *Session) comQuery(p []byte) error {
 	// session's own server connection; a pooled connection holds what
 	// its last statement left.
 	clearDiag := plan.FollowsPrevious && !s.holdWarnings
+	// Before it is sent: a write begins on its tables' cache counters.
+	s.noteWrites(plan, doubt)
 	if invisible := invisibleLID(plan, doubt); plan.Scoped != nil || invisible || clearDiag {
-		// It reads values of the client's own connection: see scoped.go.
-		clientSeq := s.client.Seq()
-		return s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
-			if clearDiag {
-				// A statement that reads a table and raises nothing
-				// empties the diagnostics area.
-				if _, err := bc.queryValue("SELECT 1 FROM information_schema.ENGINES LIMIT 0"); err != nil {
-					return protocol.RelayResult{}, err
-				}
-				if plan.Scoped == nil && !invisible {
-					return s.send(bc, p, clientSeq, resp)
-				}
-			}
-			q, err := s.scopedText(bc, p, plan, invisible)
-			if err != nil {
-				return protocol.RelayResult{}, err
-			}
-			return s.send(bc, q, clientSeq, resp)
-		}, after)
+		return s.scopedExchange(target, p, plan, resp, clearDiag, invisible, after)
+	}
+	if rule.CacheTTL > 0 {
+		if done, err := s.cachedQuery(plan, p, resp, rule.CacheTTL); done {
+			return err
+		}
 	}
 	err = s.forward(target, p, resp, after)
 	if err == nil && s.replay.quit {
@@ -212,6 +201,31 @@ func (s *Session) resultKind() protocol.ResponseKind {
 		return protocol.ResponseResultLocalInfile
 	}
 	return protocol.ResponseResult
+}
+
+// scopedExchange runs a statement that reads values of the client's own
+// connection (see scoped.go), or that must find the diagnostics area
+// empty (clearDiag).
+func (s *Session) scopedExchange(target router.Target, p []byte, plan *router.Plan, resp protocol.ResponseKind, clearDiag, invisible bool,
+	after func(*BackendConn, protocol.RelayResult)) error {
+	clientSeq := s.client.Seq()
+	return s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
+		if clearDiag {
+			// A statement that reads a table and raises nothing
+			// empties the diagnostics area.
+			if _, err := bc.queryValue("SELECT 1 FROM information_schema.ENGINES LIMIT 0"); err != nil {
+				return protocol.RelayResult{}, err
+			}
+			if plan.Scoped == nil && !invisible {
+				return s.send(bc, p, clientSeq, resp)
+			}
+		}
+		q, err := s.scopedText(bc, p, plan, invisible)
+		if err != nil {
+			return protocol.RelayResult{}, err
+		}
+		return s.send(bc, q, clientSeq, resp)
+	}, after)
 }
 
 // localInfileRefusal is the error for LOAD DATA LOCAL INFILE when sluice
@@ -301,6 +315,7 @@ func (s *Session) resetState() {
 // afterCommand gives the connections back to the pools between statements
 // unless the session is pinned, so many clients share few connections.
 func (s *Session) afterCommand() {
+	s.endWrites(false)
 	if s.masterBusy.Load() != 0 && !s.inTransaction() {
 		s.masterBusy.Store(0)
 	}

@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sluice-proxy/sluice/cache"
 	"sync"
 	"sync/atomic"
 
@@ -97,7 +98,9 @@ type Env struct {
 	// shared state, and the limit metrics.
 	limits atomic.Pointer[limitSet]
 	// rules are the query rules in force (SetRules).
-	rules         atomic.Pointer[rules.Set]
+	rules atomic.Pointer[rules.Set]
+	// cache is the result cache (cache.go).
+	cache         *cache.Cache
 	users         userStates
 	rateLimited   *prometheus.CounterVec
 	queryTimeouts prometheus.Counter
@@ -186,6 +189,7 @@ func NewEnv(cfg *conf.Config, o Options) (*Env, error) {
 		return nil, err
 	}
 	e.rules.Store(ruleSet)
+	e.newCache(cfg)
 	return e, nil
 }
 
@@ -194,7 +198,10 @@ func (e *Env) Config() *conf.Config { return e.live.Load() }
 
 // SetConfig makes cfg the running configuration; the server's reload
 // calls it once cfg's pools, rules and limits are in place.
-func (e *Env) SetConfig(cfg *conf.Config) { e.live.Store(cfg) }
+func (e *Env) SetConfig(cfg *conf.Config) {
+	e.cache.SetLimits(cfg.Cache.MaxMemory, cfg.Cache.MaxEntry)
+	e.live.Store(cfg)
+}
 
 // Router is the statement router sessions classify with.
 func (e *Env) Router() *router.Router { return e.router }

@@ -137,6 +137,8 @@ type Session struct {
 	// grants is what the session checks statements against; nil when
 	// grants are not enforced (grants.go).
 	grants *sessionGrants
+	// cw is the session's part of the result cache (cache.go).
+	cw cacheState
 }
 
 func newSession(env *Env, id uint32, nc net.Conn) *Session {
@@ -270,6 +272,7 @@ func (s *Session) close() {
 		s.lims.queryTimer.Stop()
 	}
 	s.release(s.inTransaction() || s.pins != 0 || s.cursors != 0 || s.replay.insertID != 0)
+	s.endWrites(true)
 	_ = s.Close()
 }
 

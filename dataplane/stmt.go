@@ -442,8 +442,26 @@ func (s *Session) comStmtExecute(p []byte) error {
 		defer s.useCluster(back)
 	}
 	target := s.ruleTarget(st.ruleSet, &st.rule, st.plan, s.route(st.plan))
+	s.noteWrites(st.plan, s.lexDoubt(st.plan))
+	if st.rule.CacheTTL > 0 && after == nil {
+		if done, err := s.cachedExecute(st, p, ex, variant, st.rule.CacheTTL); done {
+			return err
+		}
+	}
+	err = s.executeOn(target, st, p, ex, variant, after)
+	if err == nil && s.replay.quit {
+		return errQuit
+	}
+	return err
+}
+
+// executeOn runs the execution p of st (parsed as ex) on a backend of
+// target: prepared there first if needed, with its long data and the
+// parameter types the backend has not seen.
+func (s *Session) executeOn(target router.Target, st *preparedStmt, p []byte, ex protocol.Execute, variant string,
+	after func(*BackendConn, protocol.RelayResult)) error {
 	clientSeq := s.client.Seq()
-	err = s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
+	return s.exchange(target, func(bc *BackendConn) (protocol.RelayResult, error) {
 		// Prepared first: preparing it under its own state may reset bc.
 		bs, err := s.prepareOn(bc, st, variant)
 		if err != nil {
@@ -477,10 +495,6 @@ func (s *Session) comStmtExecute(p []byte) error {
 		}
 		return res, err
 	}, after)
-	if err == nil && s.replay.quit {
-		return errQuit
-	}
-	return err
 }
 
 // currentTemplate makes st's sharding template the one the running rules

@@ -71,6 +71,8 @@ type Conn struct {
 	// on read-only replica connections and re-runs the refused statement
 	// on the master).
 	InterceptErr uint16
+	// teeTo, when set, gets a copy of what Relay writes (SetTee).
+	teeTo *Tee
 
 	// A lean connection waits for a command by reading into first;
 	// src hands those bytes to the read buffer, then reads nc.

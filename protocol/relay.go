@@ -283,6 +283,7 @@ func relayBufferedRows(client, backend *Conn, res *RelayResult) error {
 	if _, err := client.writer().Write(buf[:off]); err != nil {
 		return fmt.Errorf("%w: %w", ErrClientIO, err)
 	}
+	client.tee(buf[:off])
 	_, _ = br.Discard(off)
 	backend.seq, client.seq = seq, cseq
 	res.Packets += packets
@@ -354,6 +355,7 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (in
 		if _, err := bw.Write(dst.hdr[:]); err != nil {
 			return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
 		}
+		dst.tee(dst.hdr[:])
 		// From here on the client has (part of) a packet: a failure
 		// leaves its stream cut mid-packet (only a packet bigger than
 		// the read buffer, or a continuation of one, can be torn).
@@ -368,6 +370,7 @@ func relayPacket(dst, src *Conn, head []byte, res *RelayResult, okHere bool) (in
 			if _, err := bw.Write(p); err != nil {
 				return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
 			}
+			dst.tee(p)
 			_, _ = br.Discard(k)
 			rest -= k
 		}
@@ -411,6 +414,8 @@ func relayReplacedErr(dst, src *Conn, n int, head []byte, res *RelayResult, e *S
 	if _, err := bw.Write(out); err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrClientIO, err)
 	}
+	dst.tee(dst.hdr[:])
+	dst.tee(out)
 	dst.SentErr, res.Err = e.Code, e
 	res.Bytes += int64(m)
 	return m, head[:copy(head, out)], nil
@@ -453,6 +458,8 @@ func relayTrackedOK(dst, src *Conn, n int, head []byte, res *RelayResult) (int, 
 	if _, err := bw.Write(out); err != nil {
 		return 0, nil, true, fmt.Errorf("%w: %w", ErrClientIO, err)
 	}
+	dst.tee(dst.hdr[:])
+	dst.tee(out)
 	h := head[:copy(head, out)]
 	_, _ = br.Discard(n)
 	res.Bytes += int64(m)

@@ -32,6 +32,8 @@ type Decision struct {
 	Timeout    time.Duration
 	Mirror     bool
 	MirrorRule int16
+	// CacheTTL is the first cache_ttl a matched rule set (0: none).
+	CacheTTL time.Duration
 	// matched are the indexes of the rules that matched.
 	matched [MaxRules / 64]uint64
 }
@@ -69,6 +71,9 @@ func (s *Set) Match(in *Input) Decision {
 		}
 		if r.Err && !errSet && !routeSet {
 			d.Err, d.ErrCode, d.ErrMsg, d.ErrRule, errSet = true, r.ErrCode, r.ErrMsg, int16(i), true
+		}
+		if r.CacheTTL > 0 && d.CacheTTL == 0 {
+			d.CacheTTL = r.CacheTTL
 		}
 		if r.Log && !d.Log {
 			d.Log, d.LogRule = true, int16(i)

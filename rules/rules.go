@@ -98,6 +98,9 @@ type Rule struct {
 	// MirrorIdx its index; "" for none.
 	Mirror    string
 	MirrorIdx int
+	// CacheTTL: the answers of matched cacheable statements are cached
+	// this long (0: not cached).
+	CacheTTL time.Duration
 
 	stats *stats
 }
@@ -170,6 +173,9 @@ func (r *Rule) Actions() string {
 	if r.Continue {
 		a = append(a, "continue")
 	}
+	if r.CacheTTL > 0 {
+		a = append(a, "cache_ttl="+r.CacheTTL.String())
+	}
 	return strings.Join(a, ",")
 }
 
@@ -236,6 +242,7 @@ func Compile(cfg *conf.Config, prev *Set) (*Set, error) {
 			r.Mirror, r.MirrorIdx = c.Mirror, i
 		}
 		r.Err, r.ErrMsg, r.Log, r.Continue = c.Error, c.ErrorMessage, c.Log, c.Continue
+		r.CacheTTL = c.CacheTTL.Duration
 		if c.Error {
 			r.ErrCode = DefaultErrorCode
 			if c.ErrorCode != 0 {

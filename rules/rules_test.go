@@ -360,3 +360,37 @@ mirror = "other"
 		}
 	}
 }
+
+// TestCacheTTL: the first cache_ttl of the matching rules is the
+// decision's, also through continue; a non-matching rule's is not.
+func TestCacheTTL(t *testing.T) {
+	s := compile(t, `
+[[rule]]
+name = "count"
+continue = true
+
+[[rule]]
+name = "catalog"
+pattern = "FROM catalog"
+kind = "read"
+cache_ttl = "5s"
+continue = true
+
+[[rule]]
+name = "all-reads"
+kind = "read"
+cache_ttl = "1s"
+`, nil)
+	if d := s.Match(input("SELECT * FROM catalog WHERE id = 1")); d.CacheTTL != 5*time.Second || names(s, d) != "count,catalog,all-reads" {
+		t.Errorf("catalog read: cache_ttl %v, matched %s", d.CacheTTL, names(s, d))
+	}
+	if d := s.Match(input("SELECT * FROM orders")); d.CacheTTL != time.Second {
+		t.Errorf("other read: cache_ttl %v, want 1s", d.CacheTTL)
+	}
+	if d := s.Match(input("UPDATE catalog SET a = 1")); d.CacheTTL != 0 {
+		t.Errorf("write: cache_ttl %v, want none", d.CacheTTL)
+	}
+	if a := s.Rules()[1].Actions(); a != "continue,cache_ttl=5s" {
+		t.Errorf("actions %q", a)
+	}
+}

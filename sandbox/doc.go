@@ -36,6 +36,12 @@
 // Options.AuthProxyProtocolNetworks starts the auth server with MariaDB's proxy_protocol_networks,
 // for tests of sluice's PROXY protocol header; connections without a header keep working.
 //
+// StartEtcd starts a local etcd cluster (Debian's etcd-server binary) for the fleet's tests:
+// N members on free loopback client and peer ports, each with its own data dir and log, ready
+// once every member's /health says it has a leader. A member can be stopped, killed and started
+// again on the same data dir (EtcdMember.Stop, Kill, Start) to take the cluster's quorum away
+// and give it back. FindEtcdBinary's error matches ErrNoEtcd when etcd is not installed.
+//
 // # Concurrency
 //
 // Topology.Stop, Topology.WaitReplicated and Topology.Servers may be called from any goroutine.
@@ -45,5 +51,5 @@
 // while the server is down. The *sql.DB from RootDB is shared: do not Close it.
 //
 // The package never imports the proxy; it depends only on the standard library and
-// github.com/go-sql-driver/mysql.
+// github.com/go-sql-driver/mysql (etcd is driven over its HTTP /health endpoint, not its client).
 package sandbox

@@ -7,8 +7,10 @@
 # Node package of tests/testdata/clients/node (mysql2, pinned by its lock file),
 # promtool (Debian's prometheus package) for the alert rules, Chromium for the
 # status page's browser test (tests/web), podman with runc for the image's
-# test (deploy/image), and systemd-analyze (package systemd) for the Debian
-# package's test.
+# test (deploy/image), systemd-analyze (package systemd) for the Debian
+# package's test, and etcd (Debian's etcd-server) for the fleet's tests, which
+# start their own etcd cluster (sandbox.StartEtcd; the package's own service
+# is kept from starting like MariaDB's).
 # The bench mode (for `make bench`) adds sysbench and HAProxy to the server
 # packages.
 # It is quiet and does nothing when everything is there.
@@ -54,6 +56,8 @@ if [ "$what" = test ]; then
   command -v runc >/dev/null || need+=(runc)
   # make test-deb verifies the packaged units offline (no running systemd needed).
   command -v systemd-analyze >/dev/null || need+=(systemd)
+  # The fleet's tests run a 3-member etcd cluster (tests/fleet_test.go).
+  command -v etcd >/dev/null || [ -x /usr/bin/etcd ] || need+=(etcd-server)
 fi
 if [ "$what" = bench ]; then
   command -v sysbench >/dev/null || need+=(sysbench)
@@ -67,7 +71,7 @@ if [ ${#need[@]} -gt 0 ]; then
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  # Keep package scripts from starting a system MariaDB service: sandbox runs its own.
+  # Keep package scripts from starting a system MariaDB (or etcd) service: sandbox runs its own.
   policy=/usr/sbin/policy-rc.d
   created_policy=0
   if [ ! -e "$policy" ]; then

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-proxy/sluice/cache"
 	"net"
 
 	"go.uber.org/zap"
@@ -65,6 +66,7 @@ func (c control) Config() *conf.Config           { return c.s.config() }
 func (c control) Topology() *health.Topology     { return c.s.topo }
 func (c control) Digests() *observe.Digests      { return c.s.digests }
 func (c control) Rules() *rules.Set              { return c.s.env.Rules() }
+func (c control) Cache() *cache.Cache            { return c.s.env.Cache() }
 func (c control) Events() *observe.Events        { return &c.s.events }
 func (c control) ServerVersion() string          { return c.s.env.ServerVersion() }
 func (c control) NextConnectionID() uint32       { return c.s.env.Registry().NextConnectionID() }
@@ -93,6 +95,9 @@ func (c control) LoginRefused(remote net.Addr, port string) func(string) {
 	return c.s.env.LoginRefused(remote, port)
 }
 func (c control) LoginSucceeded(remote net.Addr) { c.s.env.LoginSucceeded(remote) }
+func (c control) Fleet(ctx context.Context) ([]admin.FleetRow, error) {
+	return c.s.fleetRows(ctx)
+}
 
 // Pool describes the pool of the backend at addr.
 func (c control) Pool(addr string) (admin.PoolInfo, bool) {

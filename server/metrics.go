@@ -87,7 +87,7 @@ func (srv *Server) SetSlowQueryLog(threshold time.Duration, logSQL bool) {
 // time, the shard and scatter routes, and the
 // slow-query log settings.
 func (srv *Server) initMetrics() {
-	srv.metrics.Reg.MustRegister(newPoolCollector(srv), newBackendCollector(srv), newRuleCollector(srv))
+	srv.metrics.Reg.MustRegister(newPoolCollector(srv), newBackendCollector(srv), newRuleCollector(srv), newFleetCollector(srv))
 	srv.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_event_loop_sessions",
 		Help: "Client sessions served by event loops ([proxy] event_loop); 0 without them.",

@@ -62,7 +62,8 @@ func (srv *Server) Ready() (ok bool, reason string) {
 }
 
 // serveReadyz answers /readyz: 200 "ready" when Ready, else 503 with the
-// reason, one line per cluster that cannot serve.
+// reason, one line per cluster that cannot serve. A fleet member whose etcd
+// does not answer is ready, with a second line that says so.
 func (srv *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -73,4 +74,8 @@ func (srv *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
+	if f := srv.fleet.fleet(); f != nil && !f.Up() {
+		// Still ready: the fleet's etcd is never on a client's path.
+		_, _ = w.Write([]byte("fleet: etcd does not answer; serving without it\n"))
+	}
 }

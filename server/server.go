@@ -91,6 +91,9 @@ type Server struct {
 	// sessionEnded wakes Shutdown when a session ends while draining.
 	unready      atomic.Bool
 	sessionEnded chan struct{}
+
+	// fleet is the membership in a fleet of sluices ([fleet], fleet.go).
+	fleet fleetState
 }
 
 // New builds a Server from a validated configuration.
@@ -207,6 +210,7 @@ func (srv *Server) MetricsAddr() net.Addr { return srv.metricsAddr }
 // Start binds the listeners and serves in the background, with the health
 // prober.
 func (srv *Server) Start() error {
+	started := time.Now()
 	if n := srv.cfg.Proxy.Threads; n > 0 {
 		// The proxy owns its process: threads sets how many OS threads
 		// run Go code at once for all of it.
@@ -228,6 +232,11 @@ func (srv *Server) Start() error {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	if err := srv.startAdmin(); err != nil {
+		srv.ln.Close()
+		srv.cancel()
+		return err
+	}
+	if err := srv.startFleet(started); err != nil {
 		srv.ln.Close()
 		srv.cancel()
 		return err
@@ -283,6 +292,7 @@ func (srv *Server) Start() error {
 	if srv.cfg.Proxy.EventLoop {
 		// Last, so no earlier failure leaves loops behind.
 		if err := srv.startLoops(); err != nil {
+			srv.closeFleet()
 			srv.ln.Close()
 			srv.cancel()
 			return err
@@ -435,6 +445,8 @@ func (srv *Server) endSession(sess *dataplane.Session, counted bool) {
 // connection, and waits for the sessions to end: the hard stop (Shutdown
 // is the graceful one).
 func (srv *Server) Close() error {
+	// Leaving first lets the other instances see this one go at once.
+	srv.closeFleet()
 	srv.cancel()
 	var err error
 	if srv.ln != nil {

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-proxy/sluice/admin"
+	"github.com/sluice-proxy/sluice/fleet"
+	"github.com/sluice-proxy/sluice/protocol"
+)
+
+// fleetState is the Server's membership in a fleet ([fleet]): set once by
+// startFleet before the Server serves anyone, read by the admin port and
+// the metrics collector; nil fleet without [fleet].
+type fleetState struct {
+	p     atomic.Pointer[fleet.Fleet]
+	close sync.Once
+}
+
+// fleet is the membership, nil without [fleet] or before Start.
+func (s *fleetState) fleet() *fleet.Fleet { return s.p.Load() }
+
+// startFleet joins the fleet when [fleet] names etcd endpoints. It needs
+// the bound listeners (the record holds their addresses) and returns
+// without waiting for etcd: an unreachable etcd is logged and retried in
+// the background, never a reason not to serve.
+func (srv *Server) startFleet(started time.Time) error {
+	fc := &srv.cfg.Fleet
+	if !fc.Enabled() {
+		return nil
+	}
+	addr := advertised(srv.ln.Addr())
+	self := fleet.Member{Instance: fc.Instance, Address: addr, Version: admin.BuildVersion(), Started: started}
+	if srv.adminLn != nil {
+		self.AdminAddress = advertised(srv.adminLn.Addr())
+	}
+	if self.Instance == "" {
+		self.Instance = defaultInstance(srv.ln.Addr())
+	}
+	f, err := fleet.New(fc, self, srv.log)
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	srv.fleet.p.Store(f)
+	f.Start()
+	return nil
+}
+
+// closeFleet leaves the fleet (its key goes away at once); safe to call
+// more than once.
+func (srv *Server) closeFleet() {
+	if f := srv.fleet.fleet(); f != nil {
+		srv.fleet.close.Do(func() { _ = f.Close() })
+	}
+}
+
+// Fleet is the instance's fleet membership, nil without [fleet] (for tests).
+func (srv *Server) Fleet() *fleet.Fleet { return srv.fleet.fleet() }
+
+// advertised is how other instances reach a listener: its address, with
+// the host name in place of an unspecified address (":6033", "[::]:6033").
+func advertised(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	return defaultInstance(a)
+}
+
+// defaultInstance names an instance by its host and data port
+// ("db-proxy-1:6033"), [fleet] instance's default.
+func defaultInstance(a net.Addr) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	port := "0"
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		port = strconv.Itoa(tcp.Port)
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// fleetRows lists the fleet's members for SHOW FLEET, with the time each
+// member's lease has left, asked of etcd in parallel within ctx.
+func (srv *Server) fleetRows(ctx context.Context) ([]admin.FleetRow, error) {
+	f := srv.fleet.fleet()
+	if f == nil {
+		return nil, protocol.EROptionPreventsStmt.New("SHOW FLEET: this sluice runs without a fleet ([fleet] names no etcd endpoints)")
+	}
+	members := f.Members()
+	self := f.Self()
+	if !slices.ContainsFunc(members, func(m fleet.Member) bool { return m.Instance == self.Instance }) {
+		// Not registered (etcd never answered, or the lease was lost):
+		// the instance still lists itself, saying so.
+		members = append([]fleet.Member{self}, members...)
+	}
+	rows := make([]admin.FleetRow, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		rows[i] = admin.FleetRow{Instance: m.Instance, Address: m.Address, AdminAddress: m.AdminAddress, Version: m.Version,
+			ConfigRevision: m.ConfigRevision, Started: m.Started}
+		switch {
+		case m.Instance == self.Instance && !f.Registered():
+			rows[i].LeaseTTL = "self (not registered: no lease)"
+		case m.Instance == self.Instance:
+			rows[i].LeaseTTL = "self"
+		case !f.Up():
+			rows[i].LeaseTTL = "unknown (etcd does not answer)"
+		default:
+			wg.Go(func() {
+				ttl, err := f.LeaseTTL(ctx, m.Lease)
+				if err != nil {
+					rows[i].LeaseTTL = "unknown (" + err.Error() + ")"
+					return
+				}
+				rows[i].LeaseTTL = ttl.String()
+			})
+		}
+	}
+	wg.Wait()
+	return rows, nil
+}
+
+// fleetCollector exports the fleet's state at scrape time from the Fleet's
+// atomics (no request to etcd). Without [fleet] the series exist at 0.
+type fleetCollector struct {
+	s                       *Server
+	up, members, registered *prometheus.Desc
+	registrations           *prometheus.Desc
+}
+
+func newFleetCollector(s *Server) *fleetCollector {
+	return &fleetCollector{
+		s: s,
+		up: prometheus.NewDesc("sluice_fleet_etcd_up",
+			"1 while etcd answers this instance's quorum reads (every second), 0 while it does not or without [fleet].", nil, nil),
+		members: prometheus.NewDesc("sluice_fleet_members",
+			"Instances in this instance's view of the fleet (the last one read while etcd does not answer); 0 without [fleet].", nil, nil),
+		registered: prometheus.NewDesc("sluice_fleet_registered",
+			"1 while this instance's membership key is held by a live etcd lease, else 0.", nil, nil),
+		registrations: prometheus.NewDesc("sluice_fleet_registrations_total",
+			"Membership keys this instance wrote: 1 on joining, one more each time it joined again after losing its lease.", nil, nil),
+	}
+}
+
+func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.members, c.registered, c.registrations} {
+		ch <- d
+	}
+}
+
+func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	var up, registered bool
+	var members int
+	var registrations uint64
+	if f := c.s.fleet.fleet(); f != nil {
+		up, registered, members, registrations = f.Up(), f.Registered(), len(f.Members()), f.Registrations()
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, boolValue(up))
+	ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(members))
+	ch <- prometheus.MustNewConstMetric(c.registered, prometheus.GaugeValue, boolValue(registered))
+	ch <- prometheus.MustNewConstMetric(c.registrations, prometheus.CounterValue, float64(registrations))
+}
