@@ -93,6 +93,8 @@ func (p *Port) run(a *session, cmd adminCommand) (*Table, string, error) {
 		a.log.Info("admin: flush privileges")
 		p.ctl.FlushPrivileges()
 		return nil, "", nil
+	case adminShowFirewall, adminFirewallAllow, adminFirewallForget, adminFirewallForgetAll:
+		return p.runFirewall(a, cmd)
 	}
 	return nil, "", protocol.ERUnknownError.New("sluice admin: command %d has no handler", cmd.kind)
 }

@@ -38,6 +38,10 @@ const (
 	adminShowCache
 	adminFlushCache
 	adminShowFleet
+	adminShowFirewall
+	adminFirewallAllow
+	adminFirewallForget
+	adminFirewallForgetAll
 )
 
 // adminCommand is one parsed admin command. Which fields matter depends on
@@ -52,6 +56,8 @@ type adminCommand struct {
 	cluster string // SWITCHOVER, FAILOVER
 	// schema and table of FLUSH CACHE schema.table; both "" for all.
 	schema, table string
+	user          string // SHOW FIREWALL FOR, FIREWALL ... FOR
+	digest        uint64 // FIREWALL ALLOW | FORGET <digest id>
 }
 
 // adminCommands lists the valid commands, for HELP and for the error an
@@ -77,6 +83,9 @@ var adminCommands = [][2]string{
 	{"RELOAD CONFIG", "load the configuration file again and apply it"},
 	{"FLUSH PRIVILEGES", "read every account's grants again from the auth server, at each session's next statement"},
 	{"FLUSH CACHE [schema.table]", "drop every result cache entry, or those that read one table"},
+	{"SHOW FIREWALL [FOR '<user>']", "the firewall's allowlists: user, mode, digest_id, digest, source, learned_at, hits"},
+	{"FIREWALL ALLOW <digest id> FOR '<user>'", "add a digest to the user's allowlist (enforce mode then lets it through)"},
+	{"FIREWALL FORGET <digest id> | ALL FOR '<user>'", "remove one digest, or all, from the user's allowlist"},
 }
 
 // adminUsage is the list of valid commands in one line, for errors.
@@ -148,7 +157,12 @@ func tokenizeAdmin(q string) ([]adminToken, error) {
 				j++
 			}
 			if j < len(s) && isWordByte(s[j]) {
-				return nil, fmt.Errorf("%w: bad number %q", errAdminSyntax, wordAt(s, i))
+				// Letters after digits: a hex digest id, or a bad
+				// number (number says so).
+				w := wordAt(s, i)
+				toks = append(toks, adminToken{kind: tokWord, text: w})
+				i += len(w)
+				continue
 			}
 			toks = append(toks, adminToken{kind: tokNumber, text: s[i:j]})
 			i = j
@@ -242,6 +256,10 @@ func parseAdmin(q string) (adminCommand, error) {
 		if err := p.masterChange(first, &cmd); err != nil {
 			return cmd, err
 		}
+	case "FIREWALL":
+		if err := p.firewall(&cmd); err != nil {
+			return cmd, err
+		}
 	case "RELOAD", "FLUSH":
 		if first == "FLUSH" && p.accept("CACHE") {
 			cmd.kind = adminFlushCache
@@ -310,6 +328,8 @@ func (p *adminParser) show(cmd *adminCommand) error {
 		cmd.kind = adminShowVersion
 	case "FLEET":
 		cmd.kind = adminShowFleet
+	case "FIREWALL":
+		return p.showFirewall(cmd)
 	case "HELP":
 		cmd.kind = adminHelp
 	default:
@@ -405,6 +425,9 @@ func (p *adminParser) tableName() (schema, table string, err error) {
 
 // number reads a decimal number between 0 and maxV.
 func (p *adminParser) number(what string, maxV int) (int, error) {
+	if p.i < len(p.toks) && p.toks[p.i].kind == tokWord && p.toks[p.i].text[0] >= '0' && p.toks[p.i].text[0] <= '9' {
+		return 0, fmt.Errorf("%w: bad number %q for %s", errAdminSyntax, p.toks[p.i].text, what)
+	}
 	if p.i >= len(p.toks) || p.toks[p.i].kind != tokNumber {
 		return 0, p.expected("a number for " + what)
 	}

@@ -44,6 +44,10 @@ type Control interface {
 	Events() *observe.Events
 	// Rules are the query rules in force, with their counters.
 	Rules() *rules.Set
+	// Firewall is the firewall's allowlist; SaveFirewall writes it to
+	// proxy.state_dir now (nothing without one).
+	Firewall() *rules.Allowlist
+	SaveFirewall() error
 	// Cache is the result cache.
 	Cache() *cache.Cache
 	// Event records a SHOW EVENTS row.

@@ -68,7 +68,9 @@ type Config struct {
 	Limits    Limits      `toml:"limits"`
 	// Rules are the [[rule]] entries, in the order they are tried.
 	Rules []Rule `toml:"rule"`
-	Cache Cache  `toml:"cache"`
+	// Firewall is the statement allowlist's [firewall] table.
+	Firewall Firewall `toml:"firewall"`
+	Cache    Cache    `toml:"cache"`
 	// Fleet is [fleet]: the etcd cluster this instance shares with others.
 	Fleet Fleet `toml:"fleet"`
 
@@ -550,6 +552,7 @@ const (
 // array element; those are filled in by applyElementDefaults after decoding.
 func defaults() *Config {
 	return &Config{
+		Firewall: Firewall{Mode: FirewallOff},
 		Proxy: Proxy{
 			Listen:                DefaultListen,
 			AdminListen:           DefaultAdminListen,

@@ -114,6 +114,7 @@ func (c *Config) Describe() string {
 	for i := range c.Rules {
 		line("rule %q: %s", c.Rules[i].Name, describeRule(&c.Rules[i]))
 	}
+	describeFirewall(&c.Firewall, line)
 	line("cache: max_memory %d, max_entry %d, own_writes_window %s", c.Cache.MaxMemory, c.Cache.MaxEntry, c.Cache.OwnWritesWindow.Duration)
 	if len(c.Broadcast) > 0 {
 		names := make([]string, len(c.Broadcast))

@@ -69,7 +69,8 @@ func (cs Changes) NeedRestart() int {
 // [sharding], [[shard]] and [[broadcast]]; all of [limits] and
 // [[limits.user]] (new connections and the next statement of every
 // session); [[rule]] (the next statement of every session; a prepared
-// statement keeps the decision of its PREPARE).
+// statement keeps the decision of its PREPARE); [firewall] and
+// [[firewall.user]] (the next statement of every session).
 //
 // Restart: the listeners (listen, admin_listen, metrics_listen, and the
 // metrics listener's metrics_user, its password and metrics_tls_*), client TLS
@@ -173,6 +174,7 @@ func Diff(old, new *Config) Changes {
 	d.limits("limits.", &old.Limits.LimitValues, &new.Limits.LimitValues)
 	d.limitUsers(old.Limits.Users, new.Limits.Users)
 	d.rules(old.Rules, new.Rules)
+	d.firewall(&old.Firewall, &new.Firewall)
 	d.cache(&old.Cache, &new.Cache)
 	d.fleet(&old.Fleet, &new.Fleet)
 	return d.out

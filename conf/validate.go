@@ -37,6 +37,7 @@ func (c *Config) Validate() error {
 	c.validateShards(&p)
 	c.validateLimits(&p)
 	c.validateRules(&p)
+	c.validateFirewall(&p)
 	c.validateCache(&p)
 	c.validateFleet(&p)
 	return errors.Join(p...)

@@ -35,7 +35,7 @@ func (c *Config) Warnings() []string {
 		out = append(out, "auth.enforce_grants = false: every logged-in user may do whatever the clusters' service accounts may, "+
 			"whatever the auth server grants them")
 	}
-	return out
+	return append(out, c.firewallWarnings()...)
 }
 
 // IsLoopbackListen reports whether a host:port listen address binds only

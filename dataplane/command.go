@@ -98,7 +98,7 @@ func (s *Session) comQuery(p []byte) error {
 		return s.client.WriteErr(e)
 	}
 	doubt := s.lexDoubt(plan)
-	if done, err := s.grantsGate(plan, doubt); done {
+	if done, err := s.grantsAndFirewall(plan, p[1:], doubt); done {
 		return err
 	}
 	rule, ruleSet, back, refused, err := s.applyRules(plan, p[1:], sql)

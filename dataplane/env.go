@@ -118,6 +118,12 @@ type Env struct {
 	reg *Registry
 	// draining: a graceful shutdown closes sessions as they go idle.
 	draining atomic.Bool
+
+	// The firewall (firewall.go): the modes in force, the allowlists,
+	// the refusals by user label.
+	firewall  atomic.Pointer[firewallSet]
+	allow     *rules.Allowlist
+	fwRefused *prometheus.CounterVec
 }
 
 // Options are what NewEnv needs besides the configuration.
@@ -139,6 +145,9 @@ type Options struct {
 	// several statements in one text, ran at all): the [auth]
 	// mirror_schema trigger. It must return at once.
 	SchemaChanged func()
+	// Firewall is the firewall's allowlist as the server loaded it; nil
+	// starts an empty one.
+	Firewall *rules.Allowlist
 }
 
 // NewEnv builds the data plane's shared state for a validated cfg: the
@@ -173,6 +182,7 @@ func NewEnv(cfg *conf.Config, o Options) (*Env, error) {
 		e.version.Store(&v)
 	}
 	e.initLimits(cfg)
+	e.initFirewall(cfg, o.Firewall)
 	e.initMirror(cfg)
 	ruleSet, err := rules.Compile(cfg, nil)
 	if err != nil {

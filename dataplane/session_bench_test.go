@@ -252,6 +252,9 @@ func BenchmarkSession(b *testing.B) {
 		// statement (each match field in turn), so each is tried.
 		{"query-point-select-rules", pointSelect, benchTextResult(), true, false, false, ""},
 		{"execute-point-select-bound-rules", benchExecute(true), benchBinaryResult(), true, true, false, ""},
+		// firewall: the user enforces the firewall, and the statement's
+		// digest is on its allowlist.
+		{"query-point-select-firewall", pointSelect, benchTextResult(), true, false, false, ""},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := benchServer(b)
@@ -264,6 +267,9 @@ func BenchmarkSession(b *testing.B) {
 				if srv.Rules().Len() != 20 {
 					b.Fatalf("%d rules loaded", srv.Rules().Len())
 				}
+			}
+			if strings.HasSuffix(bc.name, "-firewall") {
+				srv = offlineServerWith(b, "", 1, "[firewall]\nmode = \"enforce\"\n")
 			}
 			if strings.HasSuffix(bc.name, "-limited") {
 				srv = offlineServerWith(b, "", 1, "[limits]\nmax_statements_per_second = 10000000\nburst = 100000000\nquery_timeout = \"1h\"\n")
@@ -290,6 +296,9 @@ func BenchmarkSession(b *testing.B) {
 			}
 			if strings.HasSuffix(bc.name, "-grants") {
 				benchGrants(b, srv, s)
+			}
+			if strings.HasSuffix(bc.name, "-firewall") {
+				benchFirewall(b, s)
 			}
 			// One idle data connection in the pool of the backend that
 			// serves the command, as one an earlier session gave back.

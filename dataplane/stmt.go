@@ -95,7 +95,7 @@ func (s *Session) comStmtPrepare(p []byte) error {
 	if e := preparedSessionCommand(plan); e != nil {
 		return s.client.WriteErr(e)
 	}
-	if e := s.allowedPrepared(plan); e != nil {
+	if e := s.preparedRefusal(plan, sql); e != nil {
 		return s.client.WriteErr(e)
 	}
 	if (plan.Opaque || s.lexDoubt(plan)) && router.UnsureConnectionCommand(sql) {

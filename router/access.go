@@ -224,6 +224,10 @@ type Access struct {
 	// EXECUTE Execute of it; Deallocate names DEALLOCATE PREPARE's.
 	Prepare, Execute, Deallocate string
 	Inner                        *Access
+	// InnerDigest is the digest of PREPARE's text (as Plan.Digest is of
+	// a statement's), which the PREPARE's own digest hides as a literal:
+	// the firewall checks both.
+	InnerDigest string
 	// literal: what the statement needs depends on its literals (the
 	// text of PREPARE, the account of SHOW GRANTS FOR), so its plan must
 	// not be shared with texts that differ only in them.

@@ -36,7 +36,8 @@ func accessOf(stmts []ast.StmtNode) *Access {
 			if inner.Unknown {
 				return unknownAccess
 			}
-			return &Access{Needs: inner.Needs, Prepare: strings.ToLower(s.Name), Inner: inner, literal: true}
+			return &Access{Needs: inner.Needs, Prepare: strings.ToLower(s.Name), Inner: inner, literal: true,
+				InnerDigest: parser.Normalize(s.SQLText, "ON")}
 		case *ast.ExecuteStmt:
 			return &Access{Execute: strings.ToLower(s.Name)}
 		case *ast.DeallocateStmt:

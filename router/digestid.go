@@ -1,6 +1,10 @@
 package router
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/pingcap/tidb/pkg/parser"
+)
 
 // DigestID is the 64-bit id of a digest (Plan.Digest): FNV-1a over its
 // text. SHOW QUERY DIGESTS prints it with FormatDigestID, and a query
@@ -37,3 +41,9 @@ func ParseDigestID(s string) (id uint64, ok bool) {
 	id, err := strconv.ParseUint(s, 16, 64)
 	return id, err == nil
 }
+
+// DigestOf returns the digest of text as Plan.Digest would hold it. The
+// plan of a text over 1 MiB, which the router does not parse, has no
+// digest: a caller that must still tell such texts apart (the firewall)
+// computes it here, at the cost of a pass over the text.
+func DigestOf(text string) string { return parser.Normalize(text, "ON") }

@@ -74,6 +74,8 @@ func (c control) KillConnection(id uint32) error { return c.s.killConnection(id)
 func (c control) KillQuery(id uint32) error      { return c.s.killQuery(id) }
 func (c control) Reload() ([]string, error)      { return c.s.Reload() }
 func (c control) FlushPrivileges()               { c.s.grants.Flush() }
+func (c control) Firewall() *rules.Allowlist     { return c.s.env.Firewall() }
+func (c control) SaveFirewall() error            { return c.s.saveFirewall() }
 func (c control) Event(kind, cluster, backend, detail string) {
 	c.s.event(kind, cluster, backend, detail)
 }

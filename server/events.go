@@ -9,7 +9,7 @@ import (
 // event records one row of SHOW EVENTS, with the topology epoch current
 // when it is recorded. kind is one of "failover", "failover_refused",
 // "repointed", "switchover", "fenced", "backend_up", "backend_down",
-// "reload", "offline", "online". It is safe
+// "reload", "offline", "online", "mirror", "firewall". It is safe
 // for concurrent use from any goroutine.
 func (srv *Server) event(kind, cluster, backend, detail string) {
 	var epoch uint64

@@ -222,8 +222,8 @@ func (srv *Server) restartProber(h conf.Health) {
 //   - [auth], for new logins (and the schema mirror, which runs again
 //     after every reload); the proxy limits and [limits] (new
 //     connections, and every session's next command); shard and broadcast
-//     rules and [sharding], and the query rules ([[rule]]), for the
-//     statements that start afterwards.
+//     rules and [sharding], and the query rules ([[rule]]) and the
+//     [firewall] modes, for the statements that start afterwards.
 //
 // changes lists every difference with Change.String, those that wait for a
 // restart prefixed "needs restart: ", and notes for changes that could not
@@ -284,6 +284,7 @@ func (srv *Server) Reload() (changes []string, err error) {
 	srv.env.SetShards(set)
 	srv.env.SetLimits(next)
 	srv.env.SetRules(ruleSet)
+	srv.env.SetFirewall(next)
 	if v := next.Proxy.ServerVersion; v != "" {
 		srv.env.SetServerVersion(v)
 	}

@@ -63,6 +63,8 @@ type Server struct {
 	reload    reloader
 	// mirror runs [auth] mirror_schema in the background (mirror.go).
 	mirror *schemaMirror
+	// fw keeps the firewall's allowlists in state_dir (firewall.go).
+	fw *firewallStore
 
 	ln          net.Listener
 	metricsAddr net.Addr
@@ -108,8 +110,16 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	fw, err := loadFirewall(cfg.Proxy.StateDir, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Firewall.On() && cfg.Proxy.StateDir == "" {
+		log.Warn("the firewall learns or enforces without proxy.state_dir: its allowlists are lost at restart")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
+		fw:      fw,
 		cfg:     cfg,
 		log:     log,
 		auth:    &liveAuth{},
@@ -131,7 +141,8 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 	configureGrants(s.grants, cfg)
 	s.mirror = newSchemaMirror(s)
 	s.env, err = dataplane.NewEnv(cfg, dataplane.Options{Log: log, Ctx: ctx, Host: host{s}, Auth: s.auth, Topo: s.topo,
-		Metrics: s.metrics, Digests: s.digests, TLS: stls, Grants: s.grants, SchemaChanged: s.mirror.request})
+		Metrics: s.metrics, Digests: s.digests, TLS: stls, Grants: s.grants, SchemaChanged: s.mirror.request,
+		Firewall: fw.allow})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -230,6 +241,8 @@ func (srv *Server) Start() error {
 		srv.cancel()
 		return err
 	}
+	srv.wg.Add(1)
+	go func() { defer srv.wg.Done(); srv.fw.run(srv.ctx) }()
 	prober := &health.Prober{
 		Topology:           srv.topo,
 		Interval:           srv.config().Health.Interval.Duration,
@@ -443,6 +456,9 @@ func (srv *Server) Close() error {
 		_ = h.Close()
 	}
 	srv.wg.Wait()
+	if ferr := srv.fw.save(); ferr != nil {
+		srv.log.Error("cannot write the firewall allowlists at shutdown", zap.Error(ferr))
+	}
 	srv.env.StopMirror()
 	for _, p := range srv.env.Pools() {
 		p.Close()

@@ -33,6 +33,8 @@ func (f *fakeControl) Config() *conf.Config         { return f.cfg }
 func (f *fakeControl) Topology() *health.Topology   { return f.topo }
 func (f *fakeControl) Digests() *observe.Digests    { return f.digests }
 func (f *fakeControl) Rules() *rules.Set            { return nil }
+func (f *fakeControl) Firewall() *rules.Allowlist   { return rules.NewAllowlist() }
+func (f *fakeControl) SaveFirewall() error          { return nil }
 func (f *fakeControl) Events() *observe.Events      { return f.events }
 func (f *fakeControl) Sessions() []admin.SessionRow { return f.sessions }
 func (f *fakeControl) Pool(addr string) (admin.PoolInfo, bool) {
