@@ -61,6 +61,9 @@ type mirrorJob struct {
 	cluster int
 	schema  string
 	text    []byte
+	// plan is the copied statement's (shared, read-only): a write's
+	// tables are invalidated in the result cache once the copy ran.
+	plan *router.Plan
 }
 
 // initMirror makes the Env's mirror with cfg's queue and worker count
@@ -118,7 +121,7 @@ func (s *Session) mirrorStatement(set *rules.Set, d *rules.Decision, plan *route
 		// copy would run the statement twice there.
 		return
 	}
-	s.env.mirror.enqueue(mirrorJob{rule: r, cluster: r.MirrorIdx, schema: s.schema, text: append([]byte(nil), text...)})
+	s.env.mirror.enqueue(mirrorJob{rule: r, cluster: r.MirrorIdx, schema: s.schema, text: append([]byte(nil), text...), plan: plan})
 }
 
 // mirrorExecution queues a copy of an execution of prepared statement st
@@ -204,7 +207,9 @@ func (m *mirror) work() {
 		case <-m.done:
 			return
 		case j := <-m.queue:
-			if err := m.run(conns, j); err != nil {
+			err := m.run(conns, j)
+			m.env.invalidateMirrored(j)
+			if err != nil {
 				j.rule.NoteMirrorFailed()
 				if ce := m.env.log.Check(zap.DebugLevel, "mirror: copy not run"); ce != nil {
 					ce.Write(zap.String("rule", j.rule.Name), zap.Error(err))
@@ -330,4 +335,41 @@ func (m *mirror) closeConn(mc *mirrorConn) {
 	delete(m.conns, mc.nc)
 	m.mu.Unlock()
 	_ = mc.nc.Close()
+}
+
+// invalidateMirrored bumps, in the result cache, the tables a mirrored
+// write may have changed on its cluster, after the copy ran (or failed
+// part way): an answer of that cluster read before the copy landed stops
+// being served. The copy is asynchronous, so nothing the client was told
+// depends on it; what matters is that an entry older than the copy does
+// not outlive it. Tables sluice cannot name bump every entry.
+func (e *Env) invalidateMirrored(j mirrorJob) {
+	c := e.cache
+	if c == nil || !c.Enabled() || j.plan == nil || j.plan.Kind != router.KindWrite {
+		return
+	}
+	a := j.plan.Access
+	if a == nil || a.Unknown || j.plan.Opaque || j.plan.Call || len(j.plan.Funcs) > 0 || a.Inner != nil || a.Execute != "" {
+		c.V.Global().Bump()
+		return
+	}
+	named := false
+	for _, n := range a.Needs {
+		if n.Level != router.NeedTable && n.Level != router.NeedColumn {
+			continue
+		}
+		db := n.DB
+		if db == "" {
+			db = j.schema
+		}
+		if db == "" {
+			c.V.Global().Bump()
+			return
+		}
+		c.V.Of(db, n.Table).Bump()
+		named = true
+	}
+	if !named {
+		c.V.Global().Bump()
+	}
 }

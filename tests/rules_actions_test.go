@@ -154,6 +154,13 @@ pattern = "^INSERT INTO ra_mirror"
 kind = "write"
 mirror = "other"
 
+[[rule]]
+name = "cached-other"
+pattern = "cached-other"
+kind = "read"
+route = "other"
+cache_ttl = "60s"
+
 [limits]
 query_timeout = "2s"
 `
@@ -170,7 +177,10 @@ query_timeout = "2s"
 	t.Run("mirror", func(t *testing.T) {
 		testRuleMirror(t, srv, c, otherRoot, mainRoot, hits)
 	})
-	checkRuleHits(t, srv, []string{"to-other", "slow", "slow-long", "copy-insert"}, hits)
+	t.Run("a mirrored write invalidates the cache of its cluster", func(t *testing.T) {
+		testMirrorInvalidates(t, srv, c, otherRoot, hits)
+	})
+	checkRuleHits(t, srv, []string{"to-other", "slow", "slow-long", "copy-insert", "cached-other"}, hits)
 	h, rows := adminRows(t, srv, "SHOW RULES")
 	for name, want := range map[string]string{"to-other": "route=other", "slow": "timeout=1s", "copy-insert": "mirror=other"} {
 		if got := rowWith(t, h, rows, "name", name)["actions"]; got != want {
@@ -301,6 +311,58 @@ func testRuleTimeout(t *testing.T, srv *server.Server, c *sql.Conn, hits map[str
 	var v int
 	if err := c.QueryRowContext(ctx, "SELECT SLEEP(1.2)").Scan(&v); err != nil || v != 0 {
 		t.Errorf("an unmatched SLEEP(1.2): %d, %v", v, err)
+	}
+}
+
+// testMirrorInvalidates: another session caches a read of ra_mirror on
+// "other" while a mirrored insert waits there (a READ lock holds it): the
+// session's own insert was acknowledged on main long before, so only the
+// copy landing can tell the cache the answer changed. Once the lock goes,
+// the copy lands and the cached count must follow, well before the
+// rule's 60 s cache_ttl.
+func testMirrorInvalidates(t *testing.T, srv *server.Server, c *sql.Conn, otherRoot *sql.DB, hits map[string]int) {
+	ctx := ctxT(t)
+	reader := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
+	count := func() int {
+		var n int
+		if err := reader.QueryRowContext(ctx, "SELECT COUNT(*) FROM ra_mirror /* cached-other */").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		hits["cached-other"]++
+		return n
+	}
+	before := mirrorRows(t, otherRoot)
+	lock, err := otherRoot.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLES "+sandbox.TestDatabase+".ra_mirror READ"); err != nil {
+		t.Fatal(err)
+	}
+	mirrored := scrapeFrom(t, srv, `sluice_rule_mirrored_total{rule="copy-insert"}`)
+	if _, err := c.ExecContext(ctx, "INSERT INTO ra_mirror VALUES (1000, 'held')"); err != nil {
+		t.Fatal(err)
+	}
+	hits["copy-insert"]++
+	hits0 := scrapeFrom(t, srv, "sluice_cache_hits_total")
+	if n := count(); n != before {
+		t.Fatalf("other answered %d rows while the copy waits, want %d", n, before)
+	}
+	if n := count(); n != before {
+		t.Fatalf("the second read answered %d rows, want %d", n, before)
+	}
+	if h := scrapeFrom(t, srv, "sluice_cache_hits_total"); h <= hits0 {
+		t.Fatalf("the second read was not a cache hit (hits %v then %v): the test shows nothing", hits0, h)
+	}
+	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the copy ran on other", func() bool {
+		return scrapeFrom(t, srv, `sluice_rule_mirrored_total{rule="copy-insert"}`) == mirrored+1
+	})
+	if n := count(); n != before+1 {
+		t.Errorf("after the mirrored insert ran on other the cached read answers %d rows, want %d", n, before+1)
 	}
 }
 
