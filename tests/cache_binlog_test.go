@@ -133,6 +133,42 @@ func pollFresh(t *testing.T, c *sql.Conn, want string, from time.Time, limit tim
 	}
 }
 
+// slaveHost is the host the replica with server_id id registered with on
+// the master (SHOW SLAVE HOSTS), "" when none did.
+func slaveHost(t *testing.T, root *sql.DB, id uint32) string {
+	t.Helper()
+	rows, err := root.QueryContext(ctxT(t), "SHOW SLAVE HOSTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		row := map[string]string{}
+		for i, c := range cols {
+			row[strings.ToLower(c)] = vals[i].String
+		}
+		if row["server_id"] == strconv.FormatUint(uint64(id), 10) {
+			return row["host"]
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ""
+}
+
 // quantile is the q-quantile of sorted d.
 func quantile(d []time.Duration, q float64) time.Duration { return d[int(q*float64(len(d)-1))] }
 
@@ -175,6 +211,11 @@ func TestCacheBinlogInvalidation(t *testing.T) {
 		t.Fatalf("%d binlog tailers, want 1 (one cluster)", len(tls))
 	}
 	pollUntil(t, "the tailer attaches to the master", func() bool { return tls[0].Stats().Master == env.topo.Master.Addr() })
+	// It registered with the configured binlog_server_id.
+	id := binlog.DefaultServerID("main", t.Name())
+	pollUntil(t, fmt.Sprintf("SHOW SLAVE HOSTS lists server_id %d as sluice-main", id), func() bool {
+		return slaveHost(t, root, id) == "sluice-main"
+	})
 	c := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
 	waitCaching(t, srv, c)
 
