@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"math"
 	"time"
 )
 
@@ -18,6 +19,17 @@ type Cache struct {
 	// backend, not the cache, for this long after the write (its own
 	// writes are visible to it whatever reached the cache).
 	OwnWritesWindow Duration `toml:"own_writes_window"`
+	// BinlogInvalidation tails each cluster's master's binary log (package
+	// health/binlog) and invalidates the entries of the tables written
+	// there, so writes that bypass sluice show within the tailer's delay
+	// rather than at cache_ttl. Off by default: it needs REPLICATION SLAVE
+	// for the service account and a binary log on the masters.
+	BinlogInvalidation bool `toml:"binlog_invalidation"`
+	// BinlogServerID is the server_id the tailers register with; 0 derives
+	// one per cluster from the host name and process id (binlog.
+	// DefaultServerID). Two sluices tailing the same master need different
+	// ids.
+	BinlogServerID int64 `toml:"binlog_server_id"`
 }
 
 // Defaults of [cache] and bounds of cache_ttl.
@@ -50,6 +62,11 @@ func (c *Config) validateCache(p *problems) {
 	if x.OwnWritesWindow.Duration < 0 {
 		p.add("cache.own_writes_window must be ≥ 0, got %s", x.OwnWritesWindow.Duration)
 	}
+	// server_id is an unsigned 32-bit value on the master; 0 is no id (a
+	// master refuses a replica without one), so it means "derive one".
+	if x.BinlogServerID < 0 || x.BinlogServerID > math.MaxUint32 {
+		p.add("cache.binlog_server_id must be 0 (derived) or 1 … %d, got %d", uint32(math.MaxUint32), x.BinlogServerID)
+	}
 }
 
 // validateRuleCache checks a rule's cache_ttl.
@@ -66,9 +83,12 @@ func validateRuleCache(p *problems, label string, r *Rule) {
 	}
 }
 
-// diffCache records the changes of [cache]; all are live.
+// diffCache records the changes of [cache]; all are live (a reload starts,
+// stops or restarts the binlog tailers).
 func (d *differ) cache(old, new *Cache) {
 	same(d, "cache.max_memory", old.MaxMemory, new.MaxMemory, live)
 	same(d, "cache.max_entry", old.MaxEntry, new.MaxEntry, live)
 	same(d, "cache.own_writes_window", old.OwnWritesWindow, new.OwnWritesWindow, live)
+	same(d, "cache.binlog_invalidation", old.BinlogInvalidation, new.BinlogInvalidation, live)
+	same(d, "cache.binlog_server_id", old.BinlogServerID, new.BinlogServerID, live)
 }

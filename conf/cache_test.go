@@ -29,6 +29,9 @@ func TestCacheKeys(t *testing.T) {
 		{"[cache]\nmax_entry = 0", "cache.max_entry must be ≥ 1"},
 		{"[cache]\nown_writes_window = \"-1s\"", "cache.own_writes_window must be ≥ 0"},
 		{"[cache]\nmax_memmory = 1", `unknown key "cache.max_memmory"`},
+		{"[cache]\nbinlog_server_id = -1", "cache.binlog_server_id must be 0 (derived) or 1 … 4294967295, got -1"},
+		{"[cache]\nbinlog_server_id = 4294967296", "cache.binlog_server_id must be 0 (derived) or 1 … 4294967295"},
+		{"[cache]\nbinlog_invalidation = \"yes\"", "cache.binlog_invalidation"},
 		{"[[rule]]\nname = \"a\"\ncache_ttl = \"-1s\"", `rule[0] ("a"): cache_ttl must be ≥ 0`},
 		{"[[rule]]\nname = \"a\"\ncache_ttl = \"25h\"", `rule[0] ("a"): cache_ttl must be at most 24h0m0s`},
 		{"[[rule]]\nname = \"a\"\ncache_ttl = \"5s\"\nerror = true", `rule[0] ("a"): cache_ttl and error exclude each other`},
@@ -40,10 +43,21 @@ func TestCacheKeys(t *testing.T) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.doc, err, tc.want)
 		}
 	}
+	if c.Cache.BinlogInvalidation || c.Cache.BinlogServerID != 0 {
+		t.Errorf("binlog invalidation on by default: %+v", c.Cache)
+	}
+	c = mustParse(t, base+"[cache]\nbinlog_invalidation = true\nbinlog_server_id = 4294967295\n")
+	if !c.Cache.BinlogInvalidation || c.Cache.BinlogServerID != 4294967295 {
+		t.Errorf("[cache] binlog keys %+v", c.Cache)
+	}
 	old := mustParse(t, base)
 	next := mustParse(t, base+"[cache]\nmax_memory = 1000\n")
 	ch := Diff(old, next)
 	if len(ch) != 1 || ch[0].Key != "cache.max_memory" || ch[0].Restart {
 		t.Errorf("diff %+v, want cache.max_memory live", ch)
+	}
+	ch = Diff(old, mustParse(t, base+"[cache]\nbinlog_invalidation = true\nbinlog_server_id = 7\n"))
+	if len(ch) != 2 || ch[0].Key != "cache.binlog_invalidation" || ch[1].Key != "cache.binlog_server_id" || ch[0].Restart || ch[1].Restart {
+		t.Errorf("diff %+v, want cache.binlog_invalidation and cache.binlog_server_id live", ch)
 	}
 }

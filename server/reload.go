@@ -305,6 +305,9 @@ func (srv *Server) Reload() (changes []string, err error) {
 		srv.restartProber(next.Health)
 	}
 
+	// Binlog invalidation turned on or off, or a new server_id.
+	srv.applyBinlog(next)
+
 	// The auth server's schemas are mirrored again with the new settings
 	// (a DBA's nudge after DDL that did not pass through sluice).
 	srv.mirror.request()

@@ -94,6 +94,9 @@ type Server struct {
 
 	// fleet is the membership in a fleet of sluices ([fleet], fleet.go).
 	fleet fleetState
+	// binlog runs the result cache's binlog tailers ([cache]
+	// binlog_invalidation, binlog.go).
+	binlog binlogTailers
 }
 
 // New builds a Server from a validated configuration.
@@ -162,6 +165,7 @@ func New(cfg *conf.Config, log *zap.Logger) (*Server, error) {
 		}
 	}
 	s.initMetrics()
+	s.initBinlogMetrics()
 	return s, nil
 }
 
@@ -282,6 +286,7 @@ func (srv *Server) Start() error {
 		go func() { defer srv.wg.Done(); srv.checkShardTables() }()
 	}
 	srv.runProber(prober)
+	srv.applyBinlog(srv.config())
 	srv.wg.Add(1)
 	go func() { defer srv.wg.Done(); srv.env.WatchStalls() }()
 	// The schema mirror's first run, in the background: listeners do not
@@ -295,6 +300,7 @@ func (srv *Server) Start() error {
 			srv.closeFleet()
 			srv.ln.Close()
 			srv.cancel()
+			srv.closeBinlog()
 			return err
 		}
 	}
@@ -448,6 +454,7 @@ func (srv *Server) Close() error {
 	// Leaving first lets the other instances see this one go at once.
 	srv.closeFleet()
 	srv.cancel()
+	srv.closeBinlog()
 	var err error
 	if srv.ln != nil {
 		err = srv.ln.Close()

@@ -45,6 +45,11 @@ type Options struct {
 	User, Password string
 	// TLS, when set, is the TLS configuration to connect to the master with.
 	TLS *tls.Config
+	// MasterTLS, when set, is asked for the TLS configuration of each
+	// connection to the master at addr and overrides TLS: a certificate is
+	// verified against the name of the master connected to, which changes
+	// with a failover. nil means no TLS for that master.
+	MasterTLS func(addr string) *tls.Config
 	// ServerID is the replica server_id the tailer registers with. It must
 	// be unique in the replication topology: two replicas with the same id
 	// make the master drop the older one's connection each time the other
@@ -156,6 +161,14 @@ func Start(ctx context.Context, o Options) *Tailer {
 // Done is closed when the tailer has stopped: its context ended, its
 // connections are closed and its goroutines have returned.
 func (t *Tailer) Done() <-chan struct{} { return t.done }
+
+// tlsFor is the TLS configuration of a connection to the master at addr.
+func (t *Tailer) tlsFor(addr string) *tls.Config {
+	if t.o.MasterTLS != nil {
+		return t.o.MasterTLS(addr)
+	}
+	return t.o.TLS
+}
 
 // Stats is what a tailer has done so far.
 type Stats struct {

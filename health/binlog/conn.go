@@ -75,7 +75,7 @@ func (c *conn) tail(ctx context.Context) error {
 	cfg := replication.BinlogSyncerConfig{
 		ServerID: t.o.ServerID, Flavor: mysql.MariaDBFlavor,
 		Host: host, Port: uint16(port), User: t.o.User, Password: t.o.Password,
-		TLSConfig: t.o.TLS, Localhost: "sluice-" + t.o.Cluster,
+		TLSConfig: t.tlsFor(c.addr), Localhost: "sluice-" + t.o.Cluster,
 		HeartbeatPeriod: t.o.Heartbeat, ReadTimeout: 5 * t.o.Heartbeat,
 		// The tailer reconnects itself, to follow the master and to reset
 		// when it cannot resume.
@@ -134,8 +134,8 @@ func (c *conn) dial(ctx context.Context) error {
 	defer cancel()
 	ctl, err := client.ConnectWithDialer(dctx, "tcp", c.addr, t.o.User, t.o.Password, "", dialer, func(cc *client.Conn) error {
 		cc.SetAttributes(map[string]string{"program_name": "sluice-binlog"})
-		if t.o.TLS != nil {
-			cc.SetTLSConfig(t.o.TLS)
+		if tc := t.tlsFor(c.addr); tc != nil {
+			cc.SetTLSConfig(tc)
 		}
 		cc.ReadTimeout, cc.WriteTimeout = timeout, timeout
 		return nil
