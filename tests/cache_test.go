@@ -96,6 +96,11 @@ func cacheSluiceFile(t *testing.T, text string) (*server.Server, string, *sql.DB
 		cb = append(cb, fmt.Sprintf("(%d, 0)", g))
 	}
 	mustExec(t, db, "INSERT INTO cache_b VALUES "+strings.Join(cb, ","))
+	// Reads no rule sends to the master may reach a replica: they must
+	// find the tables and rows there.
+	if err := env.topo.WaitReplicated(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	return srv, path, db
 }
 
