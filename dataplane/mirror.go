@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -64,6 +65,11 @@ type mirrorJob struct {
 	// plan is the copied statement's (shared, read-only): a write's
 	// tables are invalidated in the result cache once the copy ran.
 	plan *router.Plan
+	// nbe: the text was written for a session whose sql_mode has
+	// NO_BACKSLASH_ESCAPES, so it must be read that way on the mirror
+	// too (else a value ending in a backslash would end its string
+	// elsewhere).
+	nbe bool
 }
 
 // initMirror makes the Env's mirror with cfg's queue and worker count
@@ -110,18 +116,27 @@ func mirrorable(plan *router.Plan) bool {
 
 // mirrorStatement queues a copy of text when a rule of d mirrors it. It
 // never blocks: a full queue drops the copy and counts it.
-func (s *Session) mirrorStatement(set *rules.Set, d *rules.Decision, plan *router.Plan, text []byte) {
+func (s *Session) mirrorStatement(set *rules.Set, d *rules.Decision, plan *router.Plan, text []byte, schema string) {
 	if !d.Mirror || !mirrorable(plan) {
 		return
 	}
 	r := set.Rule(d.MirrorRule)
+	if s.lexDoubt(plan) || !s.utf8Client() && !ascii(text) {
+		// The mirror connection reads text with the server's default
+		// sql_mode (but for NO_BACKSLASH_ESCAPES, set per copy) in
+		// utf8mb4: a text that may read otherwise there is not copied
+		// rather than copied wrong.
+		r.NoteMirrorFailed()
+		return
+	}
 	if r.MirrorIdx == s.clusterIdx {
 		// check-config keeps mirrors off the clusters statements run
 		// on; should the session be on the mirror cluster anyway, a
 		// copy would run the statement twice there.
 		return
 	}
-	s.env.mirror.enqueue(mirrorJob{rule: r, cluster: r.MirrorIdx, schema: s.schema, text: append([]byte(nil), text...), plan: plan})
+	s.env.mirror.enqueue(mirrorJob{rule: r, cluster: r.MirrorIdx, schema: schema, text: append([]byte(nil), text...), plan: plan,
+		nbe: s.lastStatus&protocol.StatusNoBackslashEscape != 0})
 }
 
 // mirrorExecution queues a copy of an execution of prepared statement st
@@ -151,7 +166,8 @@ func (s *Session) mirrorExecution(st *preparedStmt, p []byte, ex protocol.Execut
 		st.ruleSet.Rule(st.rule.MirrorRule).NoteMirrorFailed()
 		return
 	}
-	s.mirrorStatement(st.ruleSet, &st.rule, st.plan, unsafe.Slice(unsafe.StringData(q), len(q)))
+	// An execution runs in the schema its statement was prepared in.
+	s.mirrorStatement(st.ruleSet, &st.rule, st.plan, unsafe.Slice(unsafe.StringData(q), len(q)), st.schema)
 }
 
 // enqueue puts j on the queue, starting the workers on first use, or
@@ -190,6 +206,9 @@ type mirrorConn struct {
 	schema string
 	// used is when the connection last ran a copy.
 	used time.Time
+	// nbe is whether the connection's sql_mode has NO_BACKSLASH_ESCAPES
+	// (from its last OK or EOF), modeKnown whether nbe was learnt yet.
+	nbe, modeKnown bool
 }
 
 // work runs copies until the mirror stops. A worker keeps a connection
@@ -264,11 +283,21 @@ func (m *mirror) run(conns map[int]*mirrorConn, j mirrorJob) error {
 			return fmt.Errorf("schema %s on %s: %w", j.schema, mc.addr, err)
 		}
 	}
+	if !mc.modeKnown || mc.nbe != j.nbe {
+		if err := mc.setNoBackslashEscapes(j.nbe); err != nil {
+			m.closeConn(mc)
+			delete(conns, j.cluster)
+			return fmt.Errorf("sql_mode on %s: %w", mc.addr, err)
+		}
+	}
 	mc.c.ResetSeq()
 	err := mc.c.WritePacketFlush(append([]byte{protocol.ComQuery}, j.text...))
 	var status uint16
 	if err == nil {
 		status, err = protocol.ReadResponse(mc.c, protocol.ResponseResult)
+		if err == nil {
+			mc.nbe = status&protocol.StatusNoBackslashEscape != 0
+		}
 	}
 	var se *protocol.SQLError
 	if err != nil && !errors.As(err, &se) {
@@ -284,6 +313,57 @@ func (m *mirror) run(conns map[int]*mirrorConn, j mirrorJob) error {
 	}
 	j.rule.NoteMirrored()
 	return nil
+}
+
+// setNoBackslashEscapes adds NO_BACKSLASH_ESCAPES to the connection's
+// sql_mode, or takes it away, and checks that the server's status agrees.
+func (mc *mirrorConn) setNoBackslashEscapes(on bool) error {
+	q := "SET SESSION sql_mode = REPLACE(@@SESSION.sql_mode, 'NO_BACKSLASH_ESCAPES', '')"
+	if on {
+		q = "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_BACKSLASH_ESCAPES')"
+	}
+	mc.c.ResetSeq()
+	if err := mc.c.WritePacketFlush(append([]byte{protocol.ComQuery}, q...)); err != nil {
+		return err
+	}
+	status, err := protocol.ReadResponse(mc.c, protocol.ResponseResult)
+	if err != nil {
+		return err
+	}
+	mc.nbe, mc.modeKnown = status&protocol.StatusNoBackslashEscape != 0, true
+	if mc.nbe != on {
+		return fmt.Errorf("NO_BACKSLASH_ESCAPES stays %v", mc.nbe)
+	}
+	return nil
+}
+
+// utf8Client reports whether the session's client character set is
+// utf8mb4 or utf8mb3 (whose bytes utf8mb4 reads alike): the character set
+// of the mirror's connections.
+func (s *Session) utf8Client() bool {
+	for i := len(s.vars) - 1; i >= 0; i-- {
+		switch s.vars[i].Name {
+		case "names", "character set", "character_set_client":
+			switch strings.ToLower(s.vars[i].Charset) {
+			case "utf8mb4", "utf8", "utf8mb3":
+				return true
+			}
+			return false
+		}
+	}
+	c := s.key.collation
+	return c == 33 || c == 45 || c == 46 || c == 83 || c >= 192 && c <= 215 || c >= 224 && c <= 247
+}
+
+// ascii reports whether text is all 7-bit: read alike in every client
+// character set sluice lets through.
+func ascii(text []byte) bool {
+	for _, b := range text {
+		if b >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // mirrorIdleCheck: a worker's connection idle for longer is pinged before

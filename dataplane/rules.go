@@ -66,7 +66,7 @@ func (s *Session) applyRules(plan *router.Plan, text []byte, sql string) (d rule
 		back = from
 	}
 	s.applyRuleTimeout(d.Timeout)
-	s.mirrorStatement(set, &d, plan, text)
+	s.mirrorStatement(set, &d, plan, text, s.schema)
 	return d, set, back, false, nil
 }
 

@@ -177,6 +177,9 @@ query_timeout = "2s"
 	t.Run("mirror", func(t *testing.T) {
 		testRuleMirror(t, srv, c, otherRoot, mainRoot, hits)
 	})
+	t.Run("mirror under NO_BACKSLASH_ESCAPES", func(t *testing.T) {
+		testMirrorNoBackslashEscapes(t, srv, otherRoot, hits)
+	})
 	t.Run("a mirrored write invalidates the cache of its cluster", func(t *testing.T) {
 		testMirrorInvalidates(t, srv, c, otherRoot, hits)
 	})
@@ -311,6 +314,52 @@ func testRuleTimeout(t *testing.T, srv *server.Server, c *sql.Conn, hits map[str
 	var v int
 	if err := c.QueryRowContext(ctx, "SELECT SLEEP(1.2)").Scan(&v); err != nil || v != 0 {
 		t.Errorf("an unmatched SLEEP(1.2): %d, %v", v, err)
+	}
+}
+
+// testMirrorNoBackslashEscapes: a session whose sql_mode has
+// NO_BACKSLASH_ESCAPES writes values ending in a backslash. Prepared, the
+// copies (the values written in as that session reads them) land on other
+// exactly as on main: read the session's way, not the mirror connection's
+// default way, where a backslash would end no string and a value could
+// run as SQL. As text, sluice is in doubt how the server reads it, and it
+// is not copied rather than copied wrong.
+func testMirrorNoBackslashEscapes(t *testing.T, srv *server.Server, otherRoot *sql.DB, hits map[string]int) {
+	ctx := ctxT(t)
+	c := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
+	if _, err := c.ExecContext(ctx, "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_BACKSLASH_ESCAPES')"); err != nil {
+		t.Fatal(err)
+	}
+	mirrored := scrapeFrom(t, srv, `sluice_rule_mirrored_total{rule="copy-insert"}`)
+	want := map[int]string{2000: `a\`, 2001: `b\', 'x`}
+	for _, id := range []int{2000, 2001} {
+		if _, err := c.ExecContext(ctx, "INSERT INTO ra_mirror VALUES (?, ?)", id, want[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.ExecContext(ctx, `INSERT INTO ra_mirror VALUES (2002, 'c\')`); err != nil {
+		t.Fatal(err)
+	}
+	hits["copy-insert"] += 3
+	pollUntil(t, "the two prepared copies ran", func() bool {
+		return scrapeFrom(t, srv, `sluice_rule_mirrored_total{rule="copy-insert"}`) == mirrored+2
+	})
+	got := map[int]string{}
+	rows, err := otherRoot.QueryContext(ctx, "SELECT id, v FROM "+sandbox.TestDatabase+".ra_mirror WHERE id >= 2000 ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int
+		var v string
+		if err := rows.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = v
+	}
+	if len(got) != len(want) || got[2000] != want[2000] || got[2001] != want[2001] {
+		t.Errorf("other holds %#v, want exactly %#v as the session wrote them", got, want)
 	}
 }
 
