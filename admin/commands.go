@@ -63,10 +63,11 @@ func (p *Port) run(a *session, cmd adminCommand) (*Table, string, error) {
 	case adminSetOffline, adminSetOnline, adminSetWeight:
 		info, err := p.setBackend(cmd)
 		return nil, info, err
-	case adminKillConnection:
-		return nil, "", p.ctl.KillConnection(cmd.id)
-	case adminKillQuery:
-		return nil, "", p.ctl.KillQuery(cmd.id)
+	case adminKillConnection, adminKillQuery:
+		return nil, "", p.kill(a, cmd)
+	case adminShowSessionsFleet:
+		t, err := p.showSessionsFleet()
+		return t, "", err
 	case adminSwitchover:
 		ctx, cancel := context.WithCancel(p.ctx)
 		defer cancel()
@@ -276,8 +277,8 @@ func (p *Port) showVersion() *Table {
 
 // findBackend returns the backend at addr in the current snapshot and its
 // cluster.
-func (p *Port) findBackend(addr string) (*health.Cluster, *health.Backend) {
-	for _, c := range p.ctl.Topology().Current().Clusters {
+func findBackend(ctl Control, addr string) (*health.Cluster, *health.Backend) {
+	for _, c := range ctl.Topology().Current().Clusters {
 		for _, b := range c.Watched() {
 			if b.Address == addr {
 				return c, b
@@ -287,41 +288,57 @@ func (p *Port) findBackend(addr string) (*health.Cluster, *health.Backend) {
 	return nil, nil
 }
 
-// setBackend runs SET BACKEND '<addr>' OFFLINE | ONLINE | WEIGHT n.
-func (p *Port) setBackend(cmd adminCommand) (string, error) {
-	c, b := p.findBackend(cmd.addr)
+// CheckBackendChange says whether ch can apply to this instance's
+// topology: the backend exists and, to go offline, is not the master. Its
+// info is what SET BACKEND answers on success.
+func CheckBackendChange(ctl Control, ch BackendChange) (string, error) {
+	c, b := findBackend(ctl, ch.Addr)
 	if b == nil {
-		return "", protocol.ERWrongArguments.New("sluice admin: no backend %q; SHOW BACKENDS lists the addresses", cmd.addr)
+		return "", protocol.ERWrongArguments.New("sluice admin: no backend %q; SHOW BACKENDS lists the addresses", ch.Addr)
 	}
-	switch cmd.kind {
-	case adminSetOffline:
+	switch ch.Op {
+	case OpOffline:
 		if b == c.Master {
 			return "", protocol.ERWrongArguments.New("sluice admin: %s is the master of cluster %s and cannot go offline; use SWITCHOVER CLUSTER %s TO '<replica>' first",
 				b.Address, c.Name, c.Name)
 		}
-		from := b.Hold(health.StateOffline)
-		if from != health.StateOffline {
-			p.ctl.BackendStateChanged(b, from, health.StateOffline, "admin: SET BACKEND OFFLINE")
-		}
-		return "", nil
-	case adminSetOnline:
-		from := b.State()
-		to := b.Release()
-		if from != to {
-			p.ctl.Event("online", b.Cluster, b.Address, "admin: SET BACKEND ONLINE, was "+from.String())
-			p.ctl.BackendStateChanged(b, from, to, "admin: SET BACKEND ONLINE")
-		}
-		return "", nil
-	default:
-		prev := b.CurrentWeight()
-		b.SetWeight(cmd.weight)
-		p.log.Info("backend weight changed", zap.String("cluster", b.Cluster), zap.String("backend", b.Address),
-			zap.Int("from", prev), zap.Int("to", cmd.weight))
+	case OpWeight:
 		if c.Balance == health.BalanceRoundRobin || c.Balance == "" {
 			return "cluster " + c.Name + " balances round-robin, which ignores weights", nil
 		}
-		return "", nil
 	}
+	return "", nil
+}
+
+// ApplyBackendChange applies one SET BACKEND to this instance: an admin's
+// here, or one the fleet shares. It is safe for concurrent use; the
+// backend's state and weight are atomics.
+func ApplyBackendChange(ctl Control, log *zap.Logger, ch BackendChange) (string, error) {
+	info, err := CheckBackendChange(ctl, ch)
+	if err != nil {
+		return "", err
+	}
+	_, b := findBackend(ctl, ch.Addr)
+	switch ch.Op {
+	case OpOffline:
+		from := b.Hold(health.StateOffline)
+		if from != health.StateOffline {
+			ctl.BackendStateChanged(b, from, health.StateOffline, "admin: SET BACKEND OFFLINE")
+		}
+	case OpOnline:
+		from := b.State()
+		to := b.Release()
+		if from != to {
+			ctl.Event("online", b.Cluster, b.Address, "admin: SET BACKEND ONLINE, was "+from.String())
+			ctl.BackendStateChanged(b, from, to, "admin: SET BACKEND ONLINE")
+		}
+	default:
+		prev := b.CurrentWeight()
+		b.SetWeight(ch.Weight)
+		log.Info("backend weight changed", zap.String("cluster", b.Cluster), zap.String("backend", b.Address),
+			zap.Int("from", prev), zap.Int("to", ch.Weight))
+	}
+	return info, nil
 }
 
 // Version is the sluice version SHOW VERSION reports; cmd/sluice sets it

@@ -42,18 +42,22 @@ const (
 	adminFirewallAllow
 	adminFirewallForget
 	adminFirewallForgetAll
+	adminShowSessionsFleet
 )
 
 // adminCommand is one parsed admin command. Which fields matter depends on
 // kind; values come from the client's text only through the tokenizer, never
 // by pasting text into SQL.
 type adminCommand struct {
-	kind    adminKind
-	limit   int    // SHOW QUERY DIGESTS LIMIT n; -1 when not given
-	addr    string // SET BACKEND, SWITCHOVER ... TO
-	weight  int    // SET BACKEND ... WEIGHT n
-	id      uint32 // KILL
-	cluster string // SWITCHOVER, FAILOVER
+	kind   adminKind
+	limit  int    // SHOW QUERY DIGESTS LIMIT n; -1 when not given
+	addr   string // SET BACKEND, SWITCHOVER ... TO
+	weight int    // SET BACKEND ... WEIGHT n
+	id     uint32 // KILL
+	// instance is the fleet member of KILL '<instance>:<id>'; "" for a
+	// session of this instance.
+	instance string
+	cluster  string // SWITCHOVER, FAILOVER
 	// schema and table of FLUSH CACHE schema.table; both "" for all.
 	schema, table string
 	user          string // SHOW FIREWALL FOR, FIREWALL ... FOR
@@ -67,6 +71,7 @@ var adminCommands = [][2]string{
 	{"SHOW CLUSTERS", "every cluster: master, replicas, balance policy, epoch"},
 	{"SHOW POOLS", "the data connection pool of every backend"},
 	{"SHOW SESSIONS", "client sessions: id, user, client, schema, backend, state, time, digest, pins"},
+	{"SHOW SESSIONS FLEET", "the client sessions of every fleet member ([fleet]), each row led by its instance"},
 	{"SHOW QUERY DIGESTS [LIMIT n]", "statement digests by total time: count, times, rows, errors, route, digest_id"},
 	{"SHOW SHARDS", "the shard and broadcast rules"},
 	{"SHOW RULES", "the query rules in order: hits, last hit, actions, match fields"},
@@ -78,6 +83,7 @@ var adminCommands = [][2]string{
 	{"HELP", "this list (SHOW HELP in the mysql and mariadb clients, which answer HELP themselves)"},
 	{"SET BACKEND '<addr>' OFFLINE | ONLINE | WEIGHT <n>", "drain a backend, put it back (also un-fences), or change its balancer weight"},
 	{"KILL [CONNECTION | QUERY] <id>", "close a client session, or kill the statement it runs"},
+	{"KILL [CONNECTION | QUERY] '<instance>:<id>'", "the same for a session of any fleet member, forwarded to its admin port"},
 	{"SWITCHOVER CLUSTER <name> TO '<addr>'", "planned master switch with no lost writes"},
 	{"FAILOVER CLUSTER <name>", "promote a replica of the cluster now"},
 	{"RELOAD CONFIG", "load the configuration file again and apply it"},
@@ -247,11 +253,9 @@ func parseAdmin(q string) (adminCommand, error) {
 		} else {
 			p.accept("CONNECTION")
 		}
-		n, err := p.number("the session id of KILL", 1<<32-1)
-		if err != nil {
+		if err := p.killTarget(&cmd); err != nil {
 			return cmd, err
 		}
-		cmd.id = uint32(n)
 	case "SWITCHOVER", "FAILOVER":
 		if err := p.masterChange(first, &cmd); err != nil {
 			return cmd, err
@@ -295,6 +299,9 @@ func (p *adminParser) show(cmd *adminCommand) error {
 		cmd.kind = adminShowPools
 	case "SESSIONS", "PROCESSLIST":
 		cmd.kind = adminShowSessions
+		if p.accept("FLEET") {
+			cmd.kind = adminShowSessionsFleet
+		}
 	case "QUERY":
 		if !p.accept("DIGESTS") {
 			return p.expected("DIGESTS after SHOW QUERY")
@@ -335,6 +342,29 @@ func (p *adminParser) show(cmd *adminCommand) error {
 	default:
 		return p.unknown()
 	}
+	return nil
+}
+
+// killTarget reads the session of KILL: a number for a session of this
+// instance, or '<instance>:<id>' for one of any fleet member. Instance
+// names hold colons (host:port), so the id follows the last one.
+func (p *adminParser) killTarget(cmd *adminCommand) error {
+	if p.i >= len(p.toks) || p.toks[p.i].kind != tokString {
+		n, err := p.number("the session id of KILL", 1<<32-1)
+		cmd.id = uint32(n)
+		return err
+	}
+	t := p.toks[p.i].text
+	p.i++
+	i := strings.LastIndexByte(t, ':')
+	if i <= 0 {
+		return fmt.Errorf("%w: KILL takes '<instance>:<id>' (as SHOW SESSIONS FLEET lists them), not %q", errAdminSyntax, t)
+	}
+	n, err := strconv.ParseUint(t[i+1:], 10, 32)
+	if err != nil {
+		return fmt.Errorf("%w: bad session id %q in KILL '%s'", errAdminSyntax, t[i+1:], t)
+	}
+	cmd.instance, cmd.id = t[:i], uint32(n)
 	return nil
 }
 

@@ -77,6 +77,15 @@ type Control interface {
 	// Fleet lists the fleet's members (SHOW FLEET), asking etcd within
 	// ctx; an instance without [fleet] returns the SQL error to send.
 	Fleet(ctx context.Context) ([]FleetRow, error)
+	// FleetPeers names this instance and the fleet's other members with
+	// their admin addresses (the view, no request to etcd); an instance
+	// without [fleet] returns the SQL error to send.
+	FleetPeers() (self string, peers []FleetPeer, err error)
+	// SetBackendFleet stores a SET BACKEND in etcd for every member and
+	// applies it here; shared false (and nil) without [fleet], when the
+	// caller applies it here alone. An etcd that does not take the write
+	// is an error and nothing is applied.
+	SetBackendFleet(ctx context.Context, ch BackendChange) (shared bool, err error)
 }
 
 // PoolInfo is one backend pool's figures for SHOW BACKENDS and SHOW POOLS.

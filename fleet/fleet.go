@@ -85,6 +85,13 @@ type Fleet struct {
 
 	mu      sync.Mutex
 	members map[string]Member // the view, by instance
+
+	// applyBackend applies the fleet's backend settings (OnBackend, set
+	// before Start); settingsMu orders the applies, and applied holds the
+	// revision applied last for each settings key.
+	applyBackend ApplyFunc
+	settingsMu   sync.Mutex
+	applied      map[string]appliedSetting
 }
 
 // New prepares the etcd client for cfg (an enabled [fleet]); self is this
@@ -110,6 +117,7 @@ func New(cfg *conf.Fleet, self Member, log *zap.Logger) (*Fleet, error) {
 		ctx:           ctx, cancel: cancel,
 		members: map[string]Member{},
 		lost:    make(chan struct{}, 1),
+		applied: map[string]appliedSetting{},
 	}
 	f.key = f.membersPrefix + self.Instance
 	f.clientCfg = clientv3.Config{
@@ -167,6 +175,10 @@ func (f *Fleet) Start() {
 		go func() { defer f.wg.Done(); f.register() }()
 		go func() { defer f.wg.Done(); f.follow() }()
 		go func() { defer f.wg.Done(); f.probe() }()
+		if f.applyBackend != nil {
+			f.wg.Add(1)
+			go func() { defer f.wg.Done(); f.followBackends() }()
+		}
 	}()
 }
 

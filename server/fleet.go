@@ -50,6 +50,7 @@ func (srv *Server) startFleet(started time.Time) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
+	f.OnBackend(srv.applyFleetBackend)
 	srv.fleet.p.Store(f)
 	f.Start()
 	return nil
