@@ -55,6 +55,10 @@ func (f *Fleet) hold(sess *concurrency.Session) bool {
 				continue
 			}
 			f.log.Warn("fleet: the membership key was deleted by someone else; written again", zap.String("key", f.key))
+		case <-f.refresh:
+			if err := f.rewrite(sess.Lease()); err != nil {
+				f.log.Warn("fleet: could not write the applied configuration revision into the membership key", zap.Error(err))
+			}
 		case <-sess.Done():
 			f.registered.Store(false)
 			if f.ctx.Err() != nil {
@@ -74,6 +78,7 @@ func (f *Fleet) hold(sess *concurrency.Session) bool {
 func (f *Fleet) record(lease clientv3.LeaseID) (string, error) {
 	self := f.self
 	self.Lease = int64(lease)
+	self.ConfigRevision = f.configRev.Load()
 	value, err := json.Marshal(self)
 	if err != nil {
 		return "", fmt.Errorf("fleet: encoding the membership record: %w", err)
