@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/fleet"
 	"github.com/sluice-proxy/sluice/sandbox"
@@ -170,7 +172,8 @@ func (l *fleetLoad) stop() {
 // refused with check-config's messages and changes neither etcd nor any
 // instance; a revision written to etcd past the command that does not
 // validate is refused by every instance, which keeps the one it applied;
-// an instance that starts later applies the stored revision.
+// an instance that starts later applies the stored revision, and keeps it
+// over its local file through RELOAD CONFIG.
 func TestFleetConfigPush(t *testing.T) {
 	c := startFleetEtcd(t)
 	prefix := fmt.Sprintf("/sluice/cfg-%d", time.Now().UnixNano())
@@ -290,12 +293,33 @@ route = "replica"
 	if err != nil {
 		t.Fatal(err)
 	}
-	s4 := fleetSluice(t, c, prefix, "cfg-4")
+	s4, local4 := fleetSluiceFromFile(t, c, prefix, "cfg-4")
 	took = waitUntil(t, "the late instance applies the stored revision", 20*time.Second, func() bool {
 		return s4.Fleet().ConfigRevision() == rev2
 	})
 	t.Logf("cfg-4 applied the stored revision %d %v after it started", rev2, took.Round(time.Millisecond))
-	assertPushedInEffect(t, "cfg-4", adminDB(t, s4, adminPassword), replica, "3")
+	a4 := adminDB(t, s4, adminPassword)
+	assertPushedInEffect(t, "cfg-4", a4, replica, "3")
+	// RELOAD CONFIG reads the local file again and keeps the pushed
+	// revision over it; the local file still decides its instance-local
+	// keys (here a proxy.state_dir, which needs a restart, is reported).
+	text, err := os.ReadFile(local4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	text = []byte(strings.Replace(string(text), "[proxy]\n", fmt.Sprintf("[proxy]\nstate_dir = %q\n", stateDir), 1))
+	if err := os.WriteFile(local4, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := s4.Reload()
+	if err != nil {
+		t.Fatalf("RELOAD on cfg-4: %v", err)
+	}
+	if !strings.Contains(strings.Join(changes, "; "), "needs restart: proxy.state_dir") {
+		t.Errorf("RELOAD on cfg-4 after a local state_dir change: %v, want it reported as needing a restart", changes)
+	}
+	assertPushedInEffect(t, "cfg-4 after RELOAD", a4, replica, "3")
 	for i, s := range srvs {
 		waitUntil(t, names[i]+" applies the good revision after the bad one", 10*time.Second, func() bool {
 			return s.Fleet().ConfigRevision() == rev2
@@ -304,6 +328,43 @@ route = "replica"
 			t.Errorf("%s: sluice_fleet_config_rejected_revision %v after a good revision, want 0", names[i], got)
 		}
 	}
+}
+
+// fleetSluiceFromFile is fleetSluice with the configuration loaded from a
+// file (returned), so that RELOAD CONFIG can read it again.
+func fleetSluiceFromFile(t *testing.T, c *sandbox.EtcdCluster, prefix, instance string) (*server.Server, string) {
+	t.Helper()
+	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
+		ProxyKeys: []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}}
+	text := env.topo.SluiceConfigWith(o) + fmt.Sprintf(`
+[admin]
+user = "admin"
+password = %q
+
+[fleet]
+etcd = ["%s"]
+prefix = %q
+instance = %q
+dial_timeout = "1s"
+session_ttl = "2s"
+`, adminPassword, strings.Join(c.Endpoints(), `", "`), prefix, instance)
+	path := filepath.Join(t.TempDir(), "local.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := conf.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv, path
 }
 
 // assertPushedInEffect checks that the pushed rule and weight are in force
@@ -317,10 +378,18 @@ func assertPushedInEffect(t *testing.T, name string, admin *sql.DB, replica, wei
 	if !found {
 		t.Errorf("%s: SHOW RULES lacks the pushed rule fleet-pushed", name)
 	}
+	seen := false
 	for _, r := range adminQuery(t, admin, "SHOW BACKENDS") {
-		if r["address"] == replica && r["weight"] != weight {
+		if r["address"] != replica {
+			continue
+		}
+		seen = true
+		if r["weight"] != weight {
 			t.Errorf("%s: SHOW BACKENDS gives %s weight %s, want the pushed %s", name, replica, r["weight"], weight)
 		}
+	}
+	if !seen {
+		t.Errorf("%s: SHOW BACKENDS lacks the replica %s", name, replica)
 	}
 }
 
