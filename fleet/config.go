@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,16 +51,20 @@ func Dial(cfg *conf.Fleet) (*clientv3.Client, error) {
 // does and returns its text; skipSecrets is check-config's -skip-secrets.
 // The error is check-config's (every problem, one per line).
 func CheckConfigFile(path string, skipSecrets bool) ([]byte, error) {
-	if _, err := conf.LoadWith(path, conf.LoadOptions{SkipSecrets: skipSecrets}); err != nil {
-		return nil, err
-	}
 	text, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	// Checked again: the file may have changed between the two reads.
-	if _, err := conf.ParsePushed(text, path); err != nil && !skipSecrets {
-		return nil, fmt.Errorf("%s changed while it was checked: %w", path, err)
+	if _, err := conf.LoadWith(path, conf.LoadOptions{SkipSecrets: skipSecrets}); err != nil {
+		return nil, err
+	}
+	// What is stored must be what was checked.
+	again, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if !bytes.Equal(text, again) {
+		return nil, fmt.Errorf("%s changed while it was checked; push it again", path)
 	}
 	return text, nil
 }
