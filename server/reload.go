@@ -238,9 +238,11 @@ func (srv *Server) restartProber(h conf.Health) {
 // be applied as written (a removed replica that a failover made the
 // master). A file that does not load, or whose live part does not validate
 // against the running clusters, changes nothing: the error is a
-// *protocol.SQLError naming the key, and line where known. Reload is safe
-// to call concurrently with sessions and with itself (calls run one at a
-// time).
+// *protocol.SQLError naming the key, and line where known. Once a fleet
+// configuration revision was applied (fleetconfig.go), the file decides
+// only the instance-local keys and that revision is applied over it again.
+// Reload is safe to call concurrently with sessions, with itself and with
+// a fleet configuration being applied (calls run one at a time).
 func (srv *Server) Reload() (changes []string, err error) {
 	srv.reload.mu.Lock()
 	defer srv.reload.mu.Unlock()
