@@ -92,6 +92,20 @@ type Fleet struct {
 	applyBackend ApplyFunc
 	settingsMu   sync.Mutex
 	applied      map[string]appliedSetting
+	// applyConfig applies pushed configurations (OnConfig); nil leaves the
+	// configuration key unwatched. offered is the newest revision handed
+	// to it, touched only by followConfig's goroutine.
+	applyConfig ApplyConfig
+	offered     int64
+	// configRev is the applied configuration revision, which the
+	// membership record carries; refresh tells register to rewrite the
+	// record after it changed (buffered, one slot).
+	configRev atomic.Int64
+	refresh   chan struct{}
+	// rejected is the last refused revision and its error, under rejectMu.
+	rejectMu    sync.Mutex
+	rejected    int64
+	rejectedWhy string
 }
 
 // New prepares the etcd client for cfg (an enabled [fleet]); self is this
@@ -118,6 +132,7 @@ func New(cfg *conf.Fleet, self Member, log *zap.Logger) (*Fleet, error) {
 		members: map[string]Member{},
 		lost:    make(chan struct{}, 1),
 		applied: map[string]appliedSetting{},
+		refresh: make(chan struct{}, 1),
 	}
 	f.key = f.membersPrefix + self.Instance
 	f.clientCfg = clientv3.Config{
@@ -179,6 +194,10 @@ func (f *Fleet) Start() {
 			f.wg.Add(1)
 			go func() { defer f.wg.Done(); f.followBackends() }()
 		}
+		if f.applyConfig != nil {
+			f.wg.Add(1)
+			go func() { defer f.wg.Done(); f.followConfig() }()
+		}
 	}()
 }
 
@@ -227,7 +246,11 @@ func (f *Fleet) Close() error {
 }
 
 // Self is this instance's record as it registers it.
-func (f *Fleet) Self() Member { return f.self }
+func (f *Fleet) Self() Member {
+	m := f.self
+	m.ConfigRevision = f.configRev.Load()
+	return m
+}
 
 // Up reports whether etcd answered the last quorum read (every second).
 func (f *Fleet) Up() bool { return f.up.Load() }

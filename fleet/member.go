@@ -43,6 +43,9 @@ func (f *Fleet) register() {
 // returns true: join again) or the Fleet closes (it leaves and returns
 // false). A key someone else deleted is written again under the same lease.
 func (f *Fleet) hold(sess *concurrency.Session) bool {
+	// retry is set while a rewrite of the record (a new applied
+	// configuration revision) failed and waits to be tried again.
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-f.ctx.Done():
@@ -55,6 +58,10 @@ func (f *Fleet) hold(sess *concurrency.Session) bool {
 				continue
 			}
 			f.log.Warn("fleet: the membership key was deleted by someone else; written again", zap.String("key", f.key))
+		case <-f.refresh:
+			retry = f.rewriteRevision(sess)
+		case <-retry:
+			retry = f.rewriteRevision(sess)
 		case <-sess.Done():
 			f.registered.Store(false)
 			if f.ctx.Err() != nil {
@@ -70,10 +77,24 @@ func (f *Fleet) hold(sess *concurrency.Session) bool {
 	}
 }
 
+// rewriteRevision writes the membership record again after the applied
+// configuration revision changed; on failure it returns a timer to try
+// again on (a lost lease ends the session instead, and joining writes the
+// record anew).
+func (f *Fleet) rewriteRevision(sess *concurrency.Session) <-chan time.Time {
+	if err := f.rewrite(sess.Lease()); err != nil {
+		f.log.Warn("fleet: could not write the applied configuration revision into the membership key; trying again",
+			zap.Int64("config_revision", f.configRev.Load()), zap.Error(err))
+		return time.After(500 * time.Millisecond)
+	}
+	return nil
+}
+
 // record is this instance's membership value under lease.
 func (f *Fleet) record(lease clientv3.LeaseID) (string, error) {
 	self := f.self
 	self.Lease = int64(lease)
+	self.ConfigRevision = f.configRev.Load()
 	value, err := json.Marshal(self)
 	if err != nil {
 		return "", fmt.Errorf("fleet: encoding the membership record: %w", err)

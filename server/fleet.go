@@ -51,6 +51,9 @@ func (srv *Server) startFleet(started time.Time) error {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	f.OnBackend(srv.applyFleetBackend)
+	// A configuration pushed to the fleet is applied over the local file
+	// (fleetconfig.go), the stored one first, as soon as etcd answers.
+	f.OnConfig(srv.applyFleetConfig)
 	srv.fleet.p.Store(f)
 	f.Start()
 	return nil
@@ -138,6 +141,7 @@ type fleetCollector struct {
 	s                       *Server
 	up, members, registered *prometheus.Desc
 	registrations           *prometheus.Desc
+	configRev, rejectedRev  *prometheus.Desc
 }
 
 func newFleetCollector(s *Server) *fleetCollector {
@@ -151,11 +155,15 @@ func newFleetCollector(s *Server) *fleetCollector {
 			"1 while this instance's membership key is held by a live etcd lease, else 0.", nil, nil),
 		registrations: prometheus.NewDesc("sluice_fleet_registrations_total",
 			"Membership keys this instance wrote: 1 on joining, one more each time it joined again after losing its lease.", nil, nil),
+		configRev: prometheus.NewDesc("sluice_fleet_config_revision",
+			"etcd revision of the fleet configuration (sluice config push) this instance applied; 0 before any or without [fleet].", nil, nil),
+		rejectedRev: prometheus.NewDesc("sluice_fleet_config_rejected_revision",
+			"etcd revision of the last fleet configuration this instance refused (it kept the one it ran); 0 when none was refused since the last one applied.", nil, nil),
 	}
 }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.members, c.registered, c.registrations} {
+	for _, d := range []*prometheus.Desc{c.up, c.members, c.registered, c.registrations, c.configRev, c.rejectedRev} {
 		ch <- d
 	}
 }
@@ -164,11 +172,16 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	var up, registered bool
 	var members int
 	var registrations uint64
+	var configRev, rejectedRev int64
 	if f := c.s.fleet.fleet(); f != nil {
 		up, registered, members, registrations = f.Up(), f.Registered(), len(f.Members()), f.Registrations()
+		configRev = f.ConfigRevision()
+		rejectedRev, _ = f.RejectedRevision()
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, boolValue(up))
 	ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(members))
 	ch <- prometheus.MustNewConstMetric(c.registered, prometheus.GaugeValue, boolValue(registered))
 	ch <- prometheus.MustNewConstMetric(c.registrations, prometheus.CounterValue, float64(registrations))
+	ch <- prometheus.MustNewConstMetric(c.configRev, prometheus.GaugeValue, float64(configRev))
+	ch <- prometheus.MustNewConstMetric(c.rejectedRev, prometheus.GaugeValue, float64(rejectedRev))
 }

@@ -40,6 +40,14 @@ type reloader struct {
 	prober       health.Prober
 	proberCancel context.CancelFunc
 	proberDone   chan struct{}
+
+	// local is the instance's own file as last loaded (nil: the
+	// configuration the Server started with); pushed is the fleet's
+	// configuration last applied over it (nil: none), and pushedRev its
+	// revision. Guarded by mu.
+	local     *conf.Config
+	pushed    *conf.Config
+	pushedRev int64
 }
 
 // liveAuth is the Server's Authenticator: it delegates to the one built from
@@ -230,9 +238,11 @@ func (srv *Server) restartProber(h conf.Health) {
 // be applied as written (a removed replica that a failover made the
 // master). A file that does not load, or whose live part does not validate
 // against the running clusters, changes nothing: the error is a
-// *protocol.SQLError naming the key, and line where known. Reload is safe
-// to call concurrently with sessions and with itself (calls run one at a
-// time).
+// *protocol.SQLError naming the key, and line where known. Once a fleet
+// configuration revision was applied (fleetconfig.go), the file decides
+// only the instance-local keys and that revision is applied over it again.
+// Reload is safe to call concurrently with sessions, with itself and with
+// a fleet configuration being applied (calls run one at a time).
 func (srv *Server) Reload() (changes []string, err error) {
 	srv.reload.mu.Lock()
 	defer srv.reload.mu.Unlock()
@@ -246,6 +256,27 @@ func (srv *Server) Reload() (changes []string, err error) {
 		// happened to it (SIGHUP, admin RELOAD CONFIG).
 		return nil, protocol.ERUnknownError.New("sluice: reload failed, running configuration unchanged: %v", oneLine(err))
 	}
+	local := file
+	if p := srv.reload.pushed; p != nil {
+		// The fleet's configuration stays in force: the local file
+		// decides only the instance-local keys (fleetconfig.go).
+		if file, err = effectiveConfig(p, local); err != nil {
+			return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged: with fleet configuration revision %d: %v",
+				srv.reload.pushedRev, oneLine(err))
+		}
+	}
+	changes, err = srv.applyLocked(old, file, "reload")
+	if err == nil {
+		srv.reload.local = local
+	}
+	return changes, err
+}
+
+// applyLocked is Reload's work once file (a configuration valid on its
+// own) is read: it checks file's live part against the running one, builds
+// what the change needs, then swaps it in; kind names the event. The
+// caller holds reload.mu.
+func (srv *Server) applyLocked(old, file *conf.Config, kind string) (changes []string, err error) {
 	diff := conf.Diff(old, file)
 	next := conf.Live(old, file)
 	if err := next.Validate(); err != nil {
@@ -267,10 +298,30 @@ func (srv *Server) Reload() (changes []string, err error) {
 			return nil, protocol.ERUnknownError.New("sluice: reload refused, running configuration unchanged: %v", err)
 		}
 	}
+	epoch, notes := srv.swapConfig(old, next, authn, set, ruleSet)
 
-	// Everything is checked: apply. The configuration first, so pools
-	// built for the new snapshot and sessions that see it read the new
-	// settings.
+	changes = append(diff.Strings(), notes...)
+	summary := fmt.Sprintf("%d changes applied, %d need a restart", len(diff)-diff.NeedRestart(), diff.NeedRestart())
+	if len(notes) > 0 {
+		summary += fmt.Sprintf(", %d not applied", len(notes))
+	}
+	if len(changes) > 0 {
+		summary += ": " + strings.Join(changes, "; ")
+	}
+	srv.event(kind, "", "", summary)
+	srv.log.Info("configuration reloaded", zap.String("source", kind), zap.String("path", old.Path), zap.Uint64("epoch", epoch),
+		zap.Strings("changes", changes), zap.Int("need_restart", diff.NeedRestart()))
+	if changes == nil {
+		changes = []string{}
+	}
+	return changes, nil
+}
+
+// swapConfig puts next in force in place of old; everything it needs was
+// built and checked. The caller holds reload.mu.
+func (srv *Server) swapConfig(old, next *conf.Config, authn auth.Authenticator, set *dataplane.ShardSet, ruleSet *rules.Set) (epoch uint64, notes []string) {
+	// The configuration first, so pools built for the new snapshot and
+	// sessions that see it read the new settings.
 	srv.env.SetConfig(next)
 	srv.SetSlowQueryLog(next.Proxy.SlowQueryThreshold.Duration, next.Proxy.LogSQL)
 	if authn != nil {
@@ -311,22 +362,7 @@ func (srv *Server) Reload() (changes []string, err error) {
 	// The auth server's schemas are mirrored again with the new settings
 	// (a DBA's nudge after DDL that did not pass through sluice).
 	srv.mirror.request()
-
-	changes = append(diff.Strings(), notes...)
-	summary := fmt.Sprintf("%d changes applied, %d need a restart", len(diff)-diff.NeedRestart(), diff.NeedRestart())
-	if len(notes) > 0 {
-		summary += fmt.Sprintf(", %d not applied", len(notes))
-	}
-	if len(changes) > 0 {
-		summary += ": " + strings.Join(changes, "; ")
-	}
-	srv.event("reload", "", "", summary)
-	srv.log.Info("configuration reloaded", zap.String("path", old.Path), zap.Uint64("epoch", snap.Epoch),
-		zap.Strings("changes", changes), zap.Int("need_restart", diff.NeedRestart()))
-	if changes == nil {
-		changes = []string{}
-	}
-	return changes, nil
+	return snap.Epoch, notes
 }
 
 // oneLine joins a multi-line error (errors.Join of validation problems) for

@@ -4,6 +4,7 @@
 //
 //	sluice [run] -config sluice.toml   serve
 //	sluice check-config [-skip-secrets] FILE  validate a configuration and print its topology
+//	sluice config push|get ...         the fleet's configuration in etcd
 //	sluice sandbox [-replicas N]       start a local MariaDB topology with sluice in front
 //	sluice version                     print the version
 package main
@@ -65,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return checkConfig(args, stdout, stderr)
 	case "sandbox":
 		return runSandbox(args, stdout, stderr)
+	case "config":
+		return configCommand(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n", cmd)
 	usage(stderr)
@@ -76,6 +79,10 @@ func usage(w io.Writer) {
   sluice [run] [-config sluice.toml]  serve MySQL clients
   sluice check-config FILE            validate a configuration and print its topology
                                       (every problem, one per line; -skip-secrets leaves secrets unread)
+  sluice config push [-config LOCAL] FILE
+                                      validate FILE as check-config does, then store it in etcd
+                                      as the fleet's configuration (LOCAL's [fleet] reaches etcd)
+  sluice config get [-config LOCAL]   print the fleet's configuration and its revision
   sluice sandbox [flags]              local MariaDB master, replicas and auth server with sluice in front
   sluice version                      print the version, the commit and the Go version
   sluice help                         print this
