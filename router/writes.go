@@ -54,9 +54,13 @@ func WrittenTables(sql, schema string, modes LexModes) (Writes, error) {
 	}
 	p := parserPool.Get().(*parser.Parser)
 	p.SetSQLMode(sqlModeOf(modes))
+	// The parser reuses its nodes' memory on its next parse: the tree is
+	// walked before the parser goes back to the pool.
+	defer func() {
+		p.SetSQLMode(defaultSQLMode)
+		parserPool.Put(p)
+	}()
 	stmts, _, err := parseSafe(p, sql)
-	p.SetSQLMode(defaultSQLMode)
-	parserPool.Put(p)
 	if err != nil || len(stmts) != 1 {
 		if routineDDL(sql) {
 			return Writes{Routines: true}, nil
