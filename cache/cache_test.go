@@ -359,3 +359,21 @@ func TestInvalidate(t *testing.T) {
 		t.Fatal("a change without a table left an entry")
 	}
 }
+
+// TestGetSinceBoundsAge: an entry whose query was sent at or before since
+// is not served, though its expiry is later (a cache_ttl lowered by a
+// reload after it was stored).
+func TestGetSinceBoundsAge(t *testing.T) {
+	c := New(1<<20, 1<<20)
+	_, f, _ := c.Get([]byte("q"), 0, true)
+	c.Finish(f, Entry{Data: []byte("x"), Refs: refsOf(c, "t"), Sent: 10, Expires: 1000})
+	if a, _, _ := c.GetSince([]byte("q"), 50, 9, false); a.Data == nil {
+		t.Fatal("an entry sent after since was not served")
+	}
+	if a, _, _ := c.GetSince([]byte("q"), 50, 10, false); a.Data != nil {
+		t.Fatal("an entry sent at since was served")
+	}
+	if a, _, _ := c.Get([]byte("q"), 50, false); a.Data != nil {
+		t.Fatal("an entry refused for its age stayed stored")
+	}
+}

@@ -87,26 +87,40 @@ func mayWrite(plan *router.Plan, doubt bool) bool {
 	switch plan.Kind {
 	case router.KindWrite:
 		return true
-	case router.KindUse, router.KindTxn:
+	case router.KindUse:
 		return false
+	case router.KindTxn:
+		// XA COMMIT of a branch another session prepared makes rows
+		// visible that no write of this session named: every XA
+		// statement counts as a write of unknown tables.
+		return isXA(plan)
 	}
 	// A read or SET that calls a stored function may write through it.
 	return doubt || plan.Call || len(plan.Funcs) > 0
 }
 
+// isXA reports an XA statement (XA START, END, PREPARE, COMMIT,
+// ROLLBACK, RECOVER); the digest quotes the word.
+func isXA(plan *router.Plan) bool {
+	return plan.Kind == router.KindTxn && (strings.HasPrefix(plan.Digest, "`xa` ") || strings.HasPrefix(plan.Digest, "xa "))
+}
+
 // noteWrites begins a write on the counter of every table the statement
 // of plan may change, before it is sent; on the global counter when sluice
-// cannot name them for sure. A DDL also drops the entries of its tables.
-// For a read it costs a switch.
-func (s *Session) noteWrites(plan *router.Plan, doubt bool) {
+// cannot name them for sure. Unqualified names are in schema: the
+// session's current one for a text statement, the one a prepared
+// statement was prepared in for its executions. A DDL also drops the
+// entries of its tables. For a read it costs a switch.
+func (s *Session) noteWrites(plan *router.Plan, doubt bool, schema string) {
 	c := s.env.cache
 	if c == nil || !mayWrite(plan, doubt) {
 		return
 	}
 	start := len(s.cw.writes)
 	known := !doubt && !plan.Opaque && !plan.Multi && plan.ParseErr == nil && !plan.Call && len(plan.Funcs) == 0 &&
-		plan.Access != nil && !plan.Access.Unknown && plan.Access.Execute == "" && plan.Access.Inner == nil
-	cat := s.catalog()
+		plan.Access != nil && !plan.Access.Unknown && plan.Access.Execute == "" && plan.Access.Inner == nil &&
+		plan.Kind != router.KindTxn
+	cat := s.cacheCatalog()
 	if cat == nil {
 		known = false // a name may be a view
 	}
@@ -116,7 +130,7 @@ func (s *Session) noteWrites(plan *router.Plan, doubt bool) {
 		case router.NeedTable, router.NeedColumn:
 			db := n.DB
 			if db == "" {
-				db = s.schema
+				db = schema
 			}
 			if db == "" || cat.Object(db, n.Table, 't') != nil {
 				known = false
@@ -154,13 +168,26 @@ func (s *Session) noteWrites(plan *router.Plan, doubt bool) {
 	clear(s.cw.writes[n:])
 	s.cw.writes = s.cw.writes[:n]
 	if plan.DDL {
-		s.dropCached(plan, known)
+		s.dropCached(plan, known, schema)
 	}
+}
+
+// cacheCatalog is the catalog of views the result cache may trust for a
+// statement on the session's cluster: nil while a statement that may
+// change views runs or ran since the probes last read them (a view just
+// created would be taken for a table), and nil on a cluster the catalog
+// is not built from (a rule's route to another cluster).
+func (s *Session) cacheCatalog() *objectCatalog {
+	c := s.env.catalog()
+	if c == nil || !c.covers(s.clusterIdx) || s.env.catalogStale() {
+		return nil
+	}
+	return c
 }
 
 // dropCached removes the entries a DDL's tables invalidate (all of them
 // when its tables are not known), so they do not wait for eviction.
-func (s *Session) dropCached(plan *router.Plan, known bool) {
+func (s *Session) dropCached(plan *router.Plan, known bool, schema string) {
 	if !known {
 		s.env.cache.Flush()
 		return
@@ -169,7 +196,7 @@ func (s *Session) dropCached(plan *router.Plan, known bool) {
 		if n.Level == router.NeedTable {
 			db := n.DB
 			if db == "" {
-				db = s.schema
+				db = schema
 			}
 			s.env.cache.Drop(db, n.Table)
 		}
@@ -246,7 +273,7 @@ func (s *Session) cacheRefs(plan *router.Plan, schema string) bool {
 			return false
 		}
 	}
-	cat := s.catalog()
+	cat := s.cacheCatalog()
 	if cat == nil {
 		return false
 	}
@@ -438,11 +465,15 @@ func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
 	run func(took func(*BackendConn, protocol.RelayResult)) error) (done bool, err error) {
 	defer s.trimKey()
 	c := s.env.cache
-	a, f, lead := c.Get(s.cw.key, int64(mono.Now()), true)
+	// The rule's ttl now, not the one the entry was stored under, bounds
+	// its age: a reload that lowers it shortens entries already stored.
+	now := mono.Now()
+	a, f, lead := c.GetSince(s.cw.key, int64(now), int64(now-ttl), true)
 	if a.Data == nil && f != nil && !lead {
 		// Another session runs this query: wait for its answer.
 		if s.waitFlight(f) {
-			a, _, _ = c.Get(s.cw.key, int64(mono.Now()), false)
+			now = mono.Now()
+			a, _, _ = c.GetSince(s.cw.key, int64(now), int64(now-ttl), false)
 		}
 		if a.Data == nil {
 			return false, nil
@@ -467,7 +498,7 @@ func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
 	s.client.SetTee(nil)
 	if err == nil && ran && storable(&res) && !s.cw.tee.Over {
 		c.Finish(f, cache.Entry{Data: bytes.Clone(s.cw.tee.Buf), Rows: res.Rows, Refs: refs,
-			Expires: int64(sent + ttl), Digest: plan.Digest, Tables: tableNames(plan, schema)})
+			Expires: int64(sent + ttl), Sent: int64(sent), Digest: plan.Digest, Tables: tableNames(plan, schema)})
 		landed = true
 	}
 	if cap(s.cw.tee.Buf) > keptBuffer {
