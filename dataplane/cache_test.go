@@ -74,6 +74,10 @@ func TestMayWrite(t *testing.T) {
 		{"SET @x = f()", true},
 		{"CALL p()", true},
 		{"BEGIN", false},
+		// XA COMMIT may make another session's prepared branch visible.
+		{"XA COMMIT 'x'", true},
+		{"XA START 'x'", true},
+		{"xa rollback 'x'", true},
 		{"USE db", false},
 		{"SET NAMES utf8mb4", false},
 	} {

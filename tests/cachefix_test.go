@@ -104,9 +104,10 @@ func TestCacheFixWriteThroughNewView(t *testing.T) {
 	w := conn(t, db)
 	for i := range 5 {
 		id := 1 + i
-		before := cachedV(t, srv, r, id)
 		mustExecC(t, w, "DROP VIEW IF EXISTS cachefix_v")
+		// The DDL drops cache_b's entries: the read is stored after it.
 		mustExecC(t, w, "CREATE VIEW cachefix_v AS SELECT id, v FROM cache_b")
+		before := cachedV(t, srv, r, id)
 		mustExecC(t, w, "UPDATE cachefix_v SET v = v + 100 WHERE id = ?", id)
 		if v := fixReadV(t, r, id); v != before+100 {
 			t.Fatalf("round %d: after an UPDATE through a view just created, the read of its base table answers %d, want %d", i, v, before+100)
@@ -180,4 +181,30 @@ func TestCacheFixTTLLoweredByReload(t *testing.T) {
 	}
 	// pollUntil allows 20 s; the old ttl would serve the old row for 600.
 	pollUntil(t, "the direct write shows under the lowered cache_ttl", func() bool { return fixReadV(t, r, 4) == 9 })
+}
+
+// TestCacheFixShardingOnThenOff: writes under [[shard]] rules begin no
+// write on the cache's counters; a reload that adds the rules and one
+// that removes them leave no answer stored before to be served after.
+func TestCacheFixShardingOnThenOff(t *testing.T) {
+	srv, path, _ := cacheSluiceFile(t, cacheFixConfig("60s", ""))
+	r := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
+	if v := cachedV(t, srv, r, 5); v != 0 {
+		t.Fatalf("row 5 starts at %d", v)
+	}
+	const rule = "\n[[shard]]\nschema = \"cachefix_sharded\"\ntable = \"items\"\nkey = \"id\"\nalgorithm = \"mod\"\nclusters = [\"main\"]\ntables_per_cluster = 2\n"
+	writeConfig(t, path, cacheFixConfig("60s", rule))
+	mustReload(t, srv)
+	w := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
+	mustExecC(t, w, "UPDATE cache_b SET v = 55 WHERE id = 5")
+	w.Close()
+	writeConfig(t, path, cacheFixConfig("60s", ""))
+	mustReload(t, srv)
+	if v := fixReadV(t, r, 5); v != 55 {
+		t.Fatalf("after sharding on then off, the read answers %d, want 55", v)
+	}
+	h0, _, _ := cacheStats(t, srv)
+	fixReadV(t, r, 5)
+	h1, _, _ := cacheStats(t, srv)
+	t.Logf("after the rules were removed: %v hits of one read", h1-h0)
 }
