@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/sluice-proxy/sluice/sandbox"
 	"github.com/sluice-proxy/sluice/server"
@@ -207,4 +208,60 @@ func TestCacheFixShardingOnThenOff(t *testing.T) {
 	fixReadV(t, r, 5)
 	h1, _, _ := cacheStats(t, srv)
 	t.Logf("after the rules were removed: %v hits of one read", h1-h0)
+}
+
+// TestCacheFixViewOnRoutedCluster: the catalog of views is read from the
+// default cluster only; on a cluster a rule routes to, a name may be a view
+// sluice never heard of. An UPDATE through such a view must not leave the
+// cached reads of its base table stale: nothing there is cached.
+func TestCacheFixViewOnRoutedCluster(t *testing.T) {
+	other := startOtherCluster(t)
+	odb := rootOn(t, other.Master)
+	for _, q := range []string{
+		"CREATE TABLE " + sandbox.TestDatabase + ".ocache_t (id INT PRIMARY KEY, v INT NOT NULL)",
+		"INSERT INTO " + sandbox.TestDatabase + ".ocache_t VALUES (1, 0)",
+		"CREATE VIEW " + sandbox.TestDatabase + ".ocache_v AS SELECT id, v FROM " + sandbox.TestDatabase + ".ocache_t",
+	} {
+		if _, err := odb.ExecContext(ctxT(t), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	const rules = `
+[[rule]]
+name = "other-read"
+pattern = "FROM ocache_"
+kind = "read"
+route = "other"
+cache_ttl = "60s"
+
+[[rule]]
+name = "other-write"
+pattern = "ocache_"
+route = "other"
+`
+	srv, _, _ := twoClusterSluice(t, other, nil, rules)
+	r := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
+	w := conn(t, reloadDB(t, srv, sandbox.TestDatabase))
+	read := func() int {
+		t.Helper()
+		var v int
+		if err := r.QueryRowContext(ctxT(t), "SELECT v FROM ocache_t WHERE id = 1").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// Without the fix the read is cached: wait for a hit or a deadline
+	// (with it nothing on this cluster is cached: the reads go on).
+	hit := false
+	for deadline := time.Now().Add(3 * time.Second); !hit && time.Now().Before(deadline); {
+		h0, _, _ := cacheStats(t, srv)
+		read()
+		h1, _, _ := cacheStats(t, srv)
+		hit = h1-h0 == 1
+	}
+	t.Logf("reads of the routed cluster cached: %v", hit)
+	mustExecC(t, w, "UPDATE ocache_v SET v = 12 WHERE id = 1")
+	if v := read(); v != 12 {
+		t.Fatalf("after an UPDATE through a view of the routed cluster, the read answers %d, want 12", v)
+	}
 }
