@@ -132,7 +132,7 @@ func (s *Session) noteWrites(plan *router.Plan, doubt bool, schema string) {
 			if db == "" {
 				db = schema
 			}
-			if db == "" || cat.Object(db, n.Table, 't') != nil {
+			if db == "" || mayBeView(cat, db, n.Table) {
 				known = false
 				break
 			}
@@ -183,6 +183,31 @@ func (s *Session) cacheCatalog() *objectCatalog {
 		return nil
 	}
 	return c
+}
+
+// mayBeView reports whether db.name may be a view of cat: by its name, or
+// by its name in lower case, as a server with lower_case_table_names = 1
+// stores it (on one that compares case, a table whose lower-case name is a
+// view's is then taken for a view too: its writes count as unknown tables,
+// its reads are not cached). Only a name with an upper-case letter costs
+// an allocation.
+func mayBeView(cat *objectCatalog, db, name string) bool {
+	if cat.Object(db, name, 't') != nil {
+		return true
+	}
+	if !hasUpper(db) && !hasUpper(name) {
+		return false
+	}
+	return cat.Object(strings.ToLower(db), strings.ToLower(name), 't') != nil
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 // dropCached removes the entries a DDL's tables invalidate (all of them
@@ -291,7 +316,7 @@ func (s *Session) cacheRefs(plan *router.Plan, schema string) bool {
 		if db == "" {
 			db = schema
 		}
-		if db == "" || systemSchemas[strings.ToLower(db)] || cat.Object(db, n.Table, 't') != nil {
+		if db == "" || systemSchemas[strings.ToLower(db)] || mayBeView(cat, db, n.Table) {
 			return false
 		}
 		k := c.V.Of(db, n.Table)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluice-proxy/sluice/cache"
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/protocol/fakebackend"
 	"github.com/sluice-proxy/sluice/router"
@@ -122,5 +123,31 @@ func TestWritesInFlight(t *testing.T) {
 	fc.s.close()
 	if w := g.Load(); cache.Pending(w) != 0 {
 		t.Fatalf("after the session ended: %d writes in flight", cache.Pending(w))
+	}
+}
+
+// TestCacheCatalogNames: a view is found by its name and, for a server
+// with lower_case_table_names = 1 (names stored in lower case), by the
+// statement's name in lower case; the catalog covers only the clusters
+// it was read from.
+func TestCacheCatalogNames(t *testing.T) {
+	c := &objectCatalog{def: 0, order: []int{0}, from: []*health.Objects{{}, nil},
+		parts: []map[health.ObjectKey]*catalogEntry{{health.ObjectKeyOf("app", "v", health.KindView): {}}, nil}, known: true}
+	for _, tc := range []struct {
+		db, name string
+		want     bool
+	}{
+		{"app", "v", true},
+		{"app", "V", true},
+		{"APP", "v", true},
+		{"app", "t", false},
+		{"other", "v", false},
+	} {
+		if got := mayBeView(c, tc.db, tc.name); got != tc.want {
+			t.Errorf("%s.%s: may be a view %v, want %v", tc.db, tc.name, got, tc.want)
+		}
+	}
+	if !c.covers(0) || c.covers(1) || c.covers(2) {
+		t.Errorf("covers: cluster 0 %v, 1 %v, 2 %v; want only 0", c.covers(0), c.covers(1), c.covers(2))
 	}
 }
