@@ -124,6 +124,18 @@ func (c *Cache) Get(key []byte, now int64, join bool) (a Answer, f *Flight, lead
 // nothing). key may alias a buffer the caller reuses: a hit costs no
 // allocation.
 func (c *Cache) GetSince(key []byte, now, since int64, join bool) (a Answer, f *Flight, lead bool) {
+	return c.get(key, now, since, join, true)
+}
+
+// Recheck is GetSince without joining a flight, for a caller that waited
+// for another session's flight after its own miss: a hit counts, another
+// miss does not (the statement missed once).
+func (c *Cache) Recheck(key []byte, now, since int64) Answer {
+	a, _, _ := c.get(key, now, since, false, false)
+	return a
+}
+
+func (c *Cache) get(key []byte, now, since int64, join, countMiss bool) (a Answer, f *Flight, lead bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.entries[string(key)]; e != nil {
@@ -141,7 +153,9 @@ func (c *Cache) GetSince(key []byte, now, since int64, join bool) (a Answer, f *
 			return Answer{Data: e.data, Rows: e.rows}, nil, false
 		}
 	}
-	c.misses.Add(1)
+	if countMiss {
+		c.misses.Add(1)
+	}
 	if !join {
 		return a, nil, false
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -375,5 +376,22 @@ func TestGetSinceBoundsAge(t *testing.T) {
 	}
 	if a, _, _ := c.Get([]byte("q"), 50, false); a.Data != nil {
 		t.Fatal("an entry refused for its age stayed stored")
+	}
+}
+
+// TestRecheckCountsNoMiss: a waiter's look-up after another session's
+// flight counts a hit, never a second miss.
+func TestRecheckCountsNoMiss(t *testing.T) {
+	c := New(1<<20, 1<<20)
+	_, f, _ := c.Get([]byte("q"), 0, true)
+	if a := c.Recheck([]byte("q"), 1, math.MinInt64); a.Data != nil {
+		t.Fatal("a flight's key answered before it landed")
+	}
+	c.Finish(f, Entry{Data: []byte("x"), Refs: refsOf(c, "t"), Expires: 1000})
+	if a := c.Recheck([]byte("q"), 1, math.MinInt64); a.Data == nil {
+		t.Fatal("the landed answer was not served")
+	}
+	if st := c.Stats(); st.Misses != 1 || st.Hits != 1 {
+		t.Fatalf("%d misses and %d hits, want 1 and 1", st.Misses, st.Hits)
 	}
 }

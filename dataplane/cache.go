@@ -445,7 +445,10 @@ func (s *Session) cacheKey(k []byte) []byte {
 // done is false when the statement is not cacheable now: the caller runs
 // it as usual.
 func (s *Session) cachedQuery(plan *router.Plan, p []byte, resp protocol.ResponseKind, ttl time.Duration) (done bool, err error) {
-	if resp != protocol.ResponseResult || !s.env.cache.Enabled() || !s.cacheRefs(plan, s.schema) {
+	// A client that allows local files is answered alike: a SELECT never
+	// asks for one (an answer that did is not stored), and the key holds
+	// the capability flags.
+	if (resp != protocol.ResponseResult && resp != protocol.ResponseResultLocalInfile) || !s.env.cache.Enabled() || !s.cacheRefs(plan, s.schema) {
 		return false, nil
 	}
 	s.cw.key = append(s.cacheKey(s.cw.key[:0]), p[1:]...)
@@ -498,7 +501,7 @@ func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
 		// Another session runs this query: wait for its answer.
 		if s.waitFlight(f) {
 			now = mono.Now()
-			a, _, _ = c.GetSince(s.cw.key, int64(now), int64(now-ttl), false)
+			a = c.Recheck(s.cw.key, int64(now), int64(now-ttl))
 		}
 		if a.Data == nil {
 			return false, nil
