@@ -151,3 +151,40 @@ func TestCacheCatalogNames(t *testing.T) {
 		t.Errorf("covers: cluster 0 %v, 1 %v, 2 %v; want only 0", c.covers(0), c.covers(1), c.covers(2))
 	}
 }
+
+// TestNoteWritesStaleCatalog: a write names its table's counter while the
+// catalog of views holds, and the global counter while a DDL that may
+// create a view runs or ran since the probes read the catalog (the name
+// may be a view just created) and on a cluster the catalog is not read
+// from.
+func TestNoteWritesStaleCatalog(t *testing.T) {
+	e := offlineServer(t, "", 1)
+	snap := e.topo.Current()
+	e.objects.Store(&objectCatalog{def: 0, order: []int{0}, from: make([]*health.Objects, len(snap.Clusters)),
+		parts: make([]map[health.ObjectKey]*catalogEntry, len(snap.Clusters)), known: true})
+	e.objects.Load().from[0] = &health.Objects{}
+	s := withLegs(&Session{env: e})
+	s.cluster = snap.Clusters[0]
+	plan := e.router.Classify("UPDATE t SET a = 1 WHERE id = 2")
+	wrote := func() *cache.Counter {
+		t.Helper()
+		s.noteWrites(plan, false, "app")
+		defer s.endWrites(true)
+		if len(s.cw.writes) != 1 {
+			t.Fatalf("%d counters begun, want 1", len(s.cw.writes))
+		}
+		return s.cw.writes[0]
+	}
+	if k := wrote(); k != e.cache.V.Of("app", "t") {
+		t.Fatal("with a fresh catalog the write did not name app.t's counter")
+	}
+	e.catalogDDLs.Add(1)
+	if k := wrote(); k != e.cache.V.Global() {
+		t.Fatal("while a DDL that may create a view runs, the write named a table's counter")
+	}
+	e.catalogDDLs.Add(-1)
+	s.clusterIdx = 1
+	if k := wrote(); k != e.cache.V.Global() {
+		t.Fatal("on a cluster the catalog is not read from, the write named a table's counter")
+	}
+}
