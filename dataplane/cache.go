@@ -91,9 +91,11 @@ func mayWrite(plan *router.Plan, doubt bool) bool {
 		return false
 	case router.KindTxn:
 		// XA COMMIT of a branch another session prepared makes rows
-		// visible that no write of this session named: every XA
-		// statement counts as a write of unknown tables.
-		return isXA(plan)
+		// visible that no write of this session named: it counts as a
+		// write of unknown tables (so does XA ROLLBACK, to be safe). Not
+		// XA START: its global write would stay in flight, keeping every
+		// entry from being stored or served, until the branch ends.
+		return xaEnd(plan)
 	}
 	// A read or SET that calls a stored function may write through it.
 	return doubt || plan.Call || len(plan.Funcs) > 0
@@ -103,6 +105,13 @@ func mayWrite(plan *router.Plan, doubt bool) bool {
 // ROLLBACK, RECOVER); the digest quotes the word.
 func isXA(plan *router.Plan) bool {
 	return plan.Kind == router.KindTxn && (strings.HasPrefix(plan.Digest, "`xa` ") || strings.HasPrefix(plan.Digest, "xa "))
+}
+
+// xaEnd reports XA COMMIT or XA ROLLBACK.
+func xaEnd(plan *router.Plan) bool {
+	d := plan.Digest
+	return isXA(plan) && (strings.HasPrefix(d, "`xa` commit") || strings.HasPrefix(d, "`xa` rollback") ||
+		strings.HasPrefix(d, "xa commit") || strings.HasPrefix(d, "xa rollback"))
 }
 
 // noteWrites begins a write on the counter of every table the statement

@@ -77,7 +77,8 @@ func TestMayWrite(t *testing.T) {
 		{"BEGIN", false},
 		// XA COMMIT may make another session's prepared branch visible.
 		{"XA COMMIT 'x'", true},
-		{"XA START 'x'", true},
+		{"XA START 'x'", false},
+		{"XA PREPARE 'x'", false},
 		{"xa rollback 'x'", true},
 		{"USE db", false},
 		{"SET NAMES utf8mb4", false},
