@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/cache"
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
@@ -129,8 +130,8 @@ func (s *Session) noteWrites(plan *router.Plan, doubt bool, schema string) {
 	known := !doubt && !plan.Opaque && !plan.Multi && plan.ParseErr == nil && !plan.Call && len(plan.Funcs) == 0 &&
 		plan.Access != nil && !plan.Access.Unknown && plan.Access.Execute == "" && plan.Access.Inner == nil &&
 		plan.Kind != router.KindTxn
-	cat := s.cacheCatalog()
-	if cat == nil {
+	cat, ok := s.cacheCatalog()
+	if !ok {
 		known = false // a name may be a view
 	}
 	for i := 0; known && i < len(plan.Access.Needs); i++ {
@@ -181,33 +182,58 @@ func (s *Session) noteWrites(plan *router.Plan, doubt bool, schema string) {
 	}
 }
 
-// cacheCatalog is the catalog of views the result cache may trust for a
-// statement on the session's cluster: nil while a statement that may
-// change views runs or ran since the probes last read them (a view just
-// created would be taken for a table), and nil on a cluster the catalog
-// is not built from (a rule's route to another cluster).
-func (s *Session) cacheCatalog() *objectCatalog {
-	c := s.env.catalog()
-	if c == nil || !c.covers(s.clusterIdx) || s.env.catalogStale() {
-		return nil
-	}
-	return c
+// cacheViews are the views the result cache may trust for a statement:
+// the catalog's on the clusters it is built from, else what the probes
+// last read from the master of the session's cluster (a rule's route to
+// another cluster). A value: looking it up allocates nothing.
+type cacheViews struct {
+	cat  *objectCatalog
+	objs *health.Objects
 }
 
-// mayBeView reports whether db.name may be a view of cat: by its name, or
+// cacheCatalog returns the views of the session's cluster, and false
+// when they cannot be trusted: none read yet, or a statement that may
+// change views runs or ran since its master's probe last read them (a
+// view just created would be taken for a table).
+func (s *Session) cacheCatalog() (cacheViews, bool) {
+	e := s.env
+	if c := e.catalog(); c != nil && c.covers(s.clusterIdx) {
+		return cacheViews{cat: c}, !e.catalogStale()
+	}
+	snap := e.topo.Current()
+	if s.clusterIdx < 0 || s.clusterIdx >= len(snap.Clusters) || snap.Clusters[s.clusterIdx].Master == nil {
+		return cacheViews{}, false
+	}
+	st := snap.Clusters[s.clusterIdx].Master.Status()
+	if st == nil || st.Objects == nil || st.ObjectsAt.IsZero() ||
+		e.catalogDDLs.Load() > 0 || e.ddlAt.Load() > st.ObjectsAt.UnixNano() {
+		return cacheViews{}, false
+	}
+	return cacheViews{objs: st.Objects}, true
+}
+
+// isView reports whether db.name is one of v's views.
+func (v cacheViews) isView(db, name string) bool {
+	if v.cat != nil {
+		return v.cat.Object(db, name, 't') != nil
+	}
+	return v.objs.Find(db, name, health.KindView) != nil
+}
+
+// mayBeView reports whether db.name may be one of cat's views: by its name, or
 // by its name in lower case, as a server with lower_case_table_names = 1
 // stores it (on one that compares case, a table whose lower-case name is a
 // view's is then taken for a view too: its writes count as unknown tables,
 // its reads are not cached). Only a name with an upper-case letter costs
 // an allocation.
-func mayBeView(cat *objectCatalog, db, name string) bool {
-	if cat.Object(db, name, 't') != nil {
+func mayBeView(cat cacheViews, db, name string) bool {
+	if cat.isView(db, name) {
 		return true
 	}
 	if !hasUpper(db) && !hasUpper(name) {
 		return false
 	}
-	return cat.Object(strings.ToLower(db), strings.ToLower(name), 't') != nil
+	return cat.isView(strings.ToLower(db), strings.ToLower(name))
 }
 
 func hasUpper(s string) bool {
@@ -307,8 +333,8 @@ func (s *Session) cacheRefs(plan *router.Plan, schema string) bool {
 			return false
 		}
 	}
-	cat := s.cacheCatalog()
-	if cat == nil {
+	cat, ok := s.cacheCatalog()
+	if !ok {
 		return false
 	}
 	c := s.env.cache

@@ -144,7 +144,7 @@ func TestCacheCatalogNames(t *testing.T) {
 		{"app", "t", false},
 		{"other", "v", false},
 	} {
-		if got := mayBeView(c, tc.db, tc.name); got != tc.want {
+		if got := mayBeView(cacheViews{cat: c}, tc.db, tc.name); got != tc.want {
 			t.Errorf("%s.%s: may be a view %v, want %v", tc.db, tc.name, got, tc.want)
 		}
 	}

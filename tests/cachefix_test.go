@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/sluice-proxy/sluice/sandbox"
 	"github.com/sluice-proxy/sluice/server"
@@ -213,10 +212,11 @@ func TestCacheFixShardingOnThenOff(t *testing.T) {
 	t.Logf("after the rules were removed: %v hits of one read", h1-h0)
 }
 
-// TestCacheFixViewOnRoutedCluster: the catalog of views is read from the
-// default cluster only; on a cluster a rule routes to, a name may be a view
-// sluice never heard of. An UPDATE through such a view must not leave the
-// cached reads of its base table stale: nothing there is cached.
+// TestCacheFixViewOnRoutedCluster: the grants' catalog of views is read
+// from the default cluster only; on a cluster a rule routes to, the cache
+// looks names up in what the probes read from that cluster's master. An
+// UPDATE through a view of that cluster must not leave the cached reads of
+// its base table stale.
 func TestCacheFixViewOnRoutedCluster(t *testing.T) {
 	other := startOtherCluster(t)
 	odb := rootOn(t, other.Master)
@@ -253,16 +253,13 @@ route = "other"
 		}
 		return v
 	}
-	// Without the fix the read is cached: wait for a hit or a deadline
-	// (with it nothing on this cluster is cached: the reads go on).
-	hit := false
-	for deadline := time.Now().Add(3 * time.Second); !hit && time.Now().Before(deadline); {
+	// Nothing is cached until the probes have read the cluster's views.
+	pollUntil(t, "a read of the routed cluster is a hit", func() bool {
 		h0, _, _ := cacheStats(t, srv)
 		read()
 		h1, _, _ := cacheStats(t, srv)
-		hit = h1-h0 == 1
-	}
-	t.Logf("reads of the routed cluster cached: %v", hit)
+		return h1-h0 == 1
+	})
 	mustExecC(t, w, "UPDATE ocache_v SET v = 12 WHERE id = 1")
 	if v := read(); v != 12 {
 		t.Fatalf("after an UPDATE through a view of the routed cluster, the read answers %d, want 12", v)
