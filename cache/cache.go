@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ type entry struct {
 	data    []byte
 	refs    []Ref
 	expires int64
+	sent    int64
 	rows    int64
 	size    int64
 	digest  string
@@ -105,19 +107,40 @@ type Answer struct {
 	Rows int64
 }
 
-// Get looks key up at now (monotonic nanoseconds). A valid entry is a hit:
+// Get looks key up at now (monotonic nanoseconds), whatever the age of
+// the entry: GetSince with no bound.
+func (c *Cache) Get(key []byte, now int64, join bool) (a Answer, f *Flight, lead bool) {
+	return c.GetSince(key, now, math.MinInt64, join)
+}
+
+// GetSince looks key up at now (monotonic nanoseconds), taking only an
+// entry whose query was sent after since: a caller passes now less the
+// cache_ttl in force, so a ttl lowered after an entry was stored bounds
+// it too. A valid entry is a hit:
 // a holds its answer. On a miss, lead
 // says the caller now leads a flight f for the key (it must end it with
 // Finish or Abandon), else f is another session's flight to wait for, or
 // nil when join is false (the caller runs its own query and stores
 // nothing). key may alias a buffer the caller reuses: a hit costs no
 // allocation.
-func (c *Cache) Get(key []byte, now int64, join bool) (a Answer, f *Flight, lead bool) {
+func (c *Cache) GetSince(key []byte, now, since int64, join bool) (a Answer, f *Flight, lead bool) {
+	return c.get(key, now, since, join, true)
+}
+
+// Recheck is GetSince without joining a flight, for a caller that waited
+// for another session's flight after its own miss: a hit counts, another
+// miss does not (the statement missed once).
+func (c *Cache) Recheck(key []byte, now, since int64) Answer {
+	a, _, _ := c.get(key, now, since, false, false)
+	return a
+}
+
+func (c *Cache) get(key []byte, now, since int64, join, countMiss bool) (a Answer, f *Flight, lead bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.entries[string(key)]; e != nil {
 		switch {
-		case e.expires <= now:
+		case e.expires <= now || e.sent <= since:
 			c.remove(e)
 			c.evictions.Add(1)
 		case !Stable(e.refs):
@@ -130,7 +153,9 @@ func (c *Cache) Get(key []byte, now int64, join bool) (a Answer, f *Flight, lead
 			return Answer{Data: e.data, Rows: e.rows}, nil, false
 		}
 	}
-	c.misses.Add(1)
+	if countMiss {
+		c.misses.Add(1)
+	}
 	if !join {
 		return a, nil, false
 	}
@@ -155,6 +180,9 @@ type Entry struct {
 	// Expires is when the answer stops being served (monotonic
 	// nanoseconds).
 	Expires int64
+	// Sent is when the query was sent (monotonic nanoseconds): GetSince
+	// compares it with the cache_ttl in force at the lookup.
+	Sent int64
 	// Digest and Tables describe the entry for SHOW CACHE.
 	Digest string
 	Tables []string
@@ -184,7 +212,7 @@ func (c *Cache) Finish(f *Flight, e Entry) bool {
 	if old := c.entries[f.key]; old != nil {
 		c.remove(old)
 	}
-	n := &entry{key: f.key, data: e.Data, refs: e.Refs, expires: e.Expires, rows: e.Rows, size: size, digest: e.Digest, tables: e.Tables}
+	n := &entry{key: f.key, data: e.Data, refs: e.Refs, expires: e.Expires, sent: e.Sent, rows: e.Rows, size: size, digest: e.Digest, tables: e.Tables}
 	c.entries[n.key] = n
 	c.push(n)
 	c.bytes += size

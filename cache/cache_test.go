@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -357,5 +358,40 @@ func TestInvalidate(t *testing.T) {
 	c.Invalidate("db", "", true)
 	if a, _, _ := c.Get([]byte("t"), 1, false); a.Data != nil {
 		t.Fatal("a change without a table left an entry")
+	}
+}
+
+// TestGetSinceBoundsAge: an entry whose query was sent at or before since
+// is not served, though its expiry is later (a cache_ttl lowered by a
+// reload after it was stored).
+func TestGetSinceBoundsAge(t *testing.T) {
+	c := New(1<<20, 1<<20)
+	_, f, _ := c.Get([]byte("q"), 0, true)
+	c.Finish(f, Entry{Data: []byte("x"), Refs: refsOf(c, "t"), Sent: 10, Expires: 1000})
+	if a, _, _ := c.GetSince([]byte("q"), 50, 9, false); a.Data == nil {
+		t.Fatal("an entry sent after since was not served")
+	}
+	if a, _, _ := c.GetSince([]byte("q"), 50, 10, false); a.Data != nil {
+		t.Fatal("an entry sent at since was served")
+	}
+	if a, _, _ := c.Get([]byte("q"), 50, false); a.Data != nil {
+		t.Fatal("an entry refused for its age stayed stored")
+	}
+}
+
+// TestRecheckCountsNoMiss: a waiter's look-up after another session's
+// flight counts a hit, never a second miss.
+func TestRecheckCountsNoMiss(t *testing.T) {
+	c := New(1<<20, 1<<20)
+	_, f, _ := c.Get([]byte("q"), 0, true)
+	if a := c.Recheck([]byte("q"), 1, math.MinInt64); a.Data != nil {
+		t.Fatal("a flight's key answered before it landed")
+	}
+	c.Finish(f, Entry{Data: []byte("x"), Refs: refsOf(c, "t"), Expires: 1000})
+	if a := c.Recheck([]byte("q"), 1, math.MinInt64); a.Data == nil {
+		t.Fatal("the landed answer was not served")
+	}
+	if st := c.Stats(); st.Misses != 1 || st.Hits != 1 {
+		t.Fatalf("%d misses and %d hits, want 1 and 1", st.Misses, st.Hits)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/cache"
 	"github.com/sluice-proxy/sluice/conf"
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/mono"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/router"
@@ -87,27 +88,50 @@ func mayWrite(plan *router.Plan, doubt bool) bool {
 	switch plan.Kind {
 	case router.KindWrite:
 		return true
-	case router.KindUse, router.KindTxn:
+	case router.KindUse:
 		return false
+	case router.KindTxn:
+		// XA COMMIT of a branch another session prepared makes rows
+		// visible that no write of this session named: it counts as a
+		// write of unknown tables (so does XA ROLLBACK, to be safe). Not
+		// XA START: its global write would stay in flight, keeping every
+		// entry from being stored or served, until the branch ends.
+		return xaEnd(plan)
 	}
 	// A read or SET that calls a stored function may write through it.
 	return doubt || plan.Call || len(plan.Funcs) > 0
 }
 
+// isXA reports an XA statement (XA START, END, PREPARE, COMMIT,
+// ROLLBACK, RECOVER); the digest quotes the word.
+func isXA(plan *router.Plan) bool {
+	return plan.Kind == router.KindTxn && (strings.HasPrefix(plan.Digest, "`xa` ") || strings.HasPrefix(plan.Digest, "xa "))
+}
+
+// xaEnd reports XA COMMIT or XA ROLLBACK.
+func xaEnd(plan *router.Plan) bool {
+	d := plan.Digest
+	return isXA(plan) && (strings.HasPrefix(d, "`xa` commit") || strings.HasPrefix(d, "`xa` rollback") ||
+		strings.HasPrefix(d, "xa commit") || strings.HasPrefix(d, "xa rollback"))
+}
+
 // noteWrites begins a write on the counter of every table the statement
 // of plan may change, before it is sent; on the global counter when sluice
-// cannot name them for sure. A DDL also drops the entries of its tables.
-// For a read it costs a switch.
-func (s *Session) noteWrites(plan *router.Plan, doubt bool) {
+// cannot name them for sure. Unqualified names are in schema: the
+// session's current one for a text statement, the one a prepared
+// statement was prepared in for its executions. A DDL also drops the
+// entries of its tables. For a read it costs a switch.
+func (s *Session) noteWrites(plan *router.Plan, doubt bool, schema string) {
 	c := s.env.cache
 	if c == nil || !mayWrite(plan, doubt) {
 		return
 	}
 	start := len(s.cw.writes)
 	known := !doubt && !plan.Opaque && !plan.Multi && plan.ParseErr == nil && !plan.Call && len(plan.Funcs) == 0 &&
-		plan.Access != nil && !plan.Access.Unknown && plan.Access.Execute == "" && plan.Access.Inner == nil
-	cat := s.catalog()
-	if cat == nil {
+		plan.Access != nil && !plan.Access.Unknown && plan.Access.Execute == "" && plan.Access.Inner == nil &&
+		plan.Kind != router.KindTxn
+	cat, ok := s.cacheCatalog()
+	if !ok {
 		known = false // a name may be a view
 	}
 	for i := 0; known && i < len(plan.Access.Needs); i++ {
@@ -116,9 +140,9 @@ func (s *Session) noteWrites(plan *router.Plan, doubt bool) {
 		case router.NeedTable, router.NeedColumn:
 			db := n.DB
 			if db == "" {
-				db = s.schema
+				db = schema
 			}
-			if db == "" || cat.Object(db, n.Table, 't') != nil {
+			if db == "" || mayBeView(cat, db, n.Table) {
 				known = false
 				break
 			}
@@ -154,13 +178,76 @@ func (s *Session) noteWrites(plan *router.Plan, doubt bool) {
 	clear(s.cw.writes[n:])
 	s.cw.writes = s.cw.writes[:n]
 	if plan.DDL {
-		s.dropCached(plan, known)
+		s.dropCached(plan, known, schema)
 	}
+}
+
+// cacheViews are the views the result cache may trust for a statement:
+// the catalog's on the clusters it is built from, else what the probes
+// last read from the master of the session's cluster (a rule's route to
+// another cluster). A value: looking it up allocates nothing.
+type cacheViews struct {
+	cat  *objectCatalog
+	objs *health.Objects
+}
+
+// cacheCatalog returns the views of the session's cluster, and false
+// when they cannot be trusted: none read yet, or a statement that may
+// change views runs or ran since its master's probe last read them (a
+// view just created would be taken for a table).
+func (s *Session) cacheCatalog() (cacheViews, bool) {
+	e := s.env
+	if c := e.catalog(); c != nil && c.covers(s.clusterIdx) {
+		return cacheViews{cat: c}, !e.catalogStale()
+	}
+	snap := e.topo.Current()
+	if s.clusterIdx < 0 || s.clusterIdx >= len(snap.Clusters) || snap.Clusters[s.clusterIdx].Master == nil {
+		return cacheViews{}, false
+	}
+	st := snap.Clusters[s.clusterIdx].Master.Status()
+	if st == nil || st.Objects == nil || st.ObjectsAt.IsZero() ||
+		e.catalogDDLs.Load() > 0 || e.ddlAt.Load() > st.ObjectsAt.UnixNano() {
+		return cacheViews{}, false
+	}
+	return cacheViews{objs: st.Objects}, true
+}
+
+// isView reports whether db.name is one of v's views.
+func (v cacheViews) isView(db, name string) bool {
+	if v.cat != nil {
+		return v.cat.Object(db, name, 't') != nil
+	}
+	return v.objs.Find(db, name, health.KindView) != nil
+}
+
+// mayBeView reports whether db.name may be one of cat's views: by its name, or
+// by its name in lower case, as a server with lower_case_table_names = 1
+// stores it (on one that compares case, a table whose lower-case name is a
+// view's is then taken for a view too: its writes count as unknown tables,
+// its reads are not cached). Only a name with an upper-case letter costs
+// an allocation.
+func mayBeView(cat cacheViews, db, name string) bool {
+	if cat.isView(db, name) {
+		return true
+	}
+	if !hasUpper(db) && !hasUpper(name) {
+		return false
+	}
+	return cat.isView(strings.ToLower(db), strings.ToLower(name))
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 // dropCached removes the entries a DDL's tables invalidate (all of them
 // when its tables are not known), so they do not wait for eviction.
-func (s *Session) dropCached(plan *router.Plan, known bool) {
+func (s *Session) dropCached(plan *router.Plan, known bool, schema string) {
 	if !known {
 		s.env.cache.Flush()
 		return
@@ -169,7 +256,7 @@ func (s *Session) dropCached(plan *router.Plan, known bool) {
 		if n.Level == router.NeedTable {
 			db := n.DB
 			if db == "" {
-				db = s.schema
+				db = schema
 			}
 			s.env.cache.Drop(db, n.Table)
 		}
@@ -246,8 +333,8 @@ func (s *Session) cacheRefs(plan *router.Plan, schema string) bool {
 			return false
 		}
 	}
-	cat := s.catalog()
-	if cat == nil {
+	cat, ok := s.cacheCatalog()
+	if !ok {
 		return false
 	}
 	c := s.env.cache
@@ -264,7 +351,7 @@ func (s *Session) cacheRefs(plan *router.Plan, schema string) bool {
 		if db == "" {
 			db = schema
 		}
-		if db == "" || systemSchemas[strings.ToLower(db)] || cat.Object(db, n.Table, 't') != nil {
+		if db == "" || systemSchemas[strings.ToLower(db)] || mayBeView(cat, db, n.Table) {
 			return false
 		}
 		k := c.V.Of(db, n.Table)
@@ -393,7 +480,10 @@ func (s *Session) cacheKey(k []byte) []byte {
 // done is false when the statement is not cacheable now: the caller runs
 // it as usual.
 func (s *Session) cachedQuery(plan *router.Plan, p []byte, resp protocol.ResponseKind, ttl time.Duration) (done bool, err error) {
-	if resp != protocol.ResponseResult || !s.env.cache.Enabled() || !s.cacheRefs(plan, s.schema) {
+	// A client that allows local files is answered alike: a SELECT never
+	// asks for one (an answer that did is not stored), and the key holds
+	// the capability flags.
+	if (resp != protocol.ResponseResult && resp != protocol.ResponseResultLocalInfile) || !s.env.cache.Enabled() || !s.cacheRefs(plan, s.schema) {
 		return false, nil
 	}
 	s.cw.key = append(s.cacheKey(s.cw.key[:0]), p[1:]...)
@@ -438,11 +528,15 @@ func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
 	run func(took func(*BackendConn, protocol.RelayResult)) error) (done bool, err error) {
 	defer s.trimKey()
 	c := s.env.cache
-	a, f, lead := c.Get(s.cw.key, int64(mono.Now()), true)
+	// The rule's ttl now, not the one the entry was stored under, bounds
+	// its age: a reload that lowers it shortens entries already stored.
+	now := mono.Now()
+	a, f, lead := c.GetSince(s.cw.key, int64(now), int64(now-ttl), true)
 	if a.Data == nil && f != nil && !lead {
 		// Another session runs this query: wait for its answer.
 		if s.waitFlight(f) {
-			a, _, _ = c.Get(s.cw.key, int64(mono.Now()), false)
+			now = mono.Now()
+			a = c.Recheck(s.cw.key, int64(now), int64(now-ttl))
 		}
 		if a.Data == nil {
 			return false, nil
@@ -467,7 +561,7 @@ func (s *Session) fromCache(plan *router.Plan, schema string, ttl time.Duration,
 	s.client.SetTee(nil)
 	if err == nil && ran && storable(&res) && !s.cw.tee.Over {
 		c.Finish(f, cache.Entry{Data: bytes.Clone(s.cw.tee.Buf), Rows: res.Rows, Refs: refs,
-			Expires: int64(sent + ttl), Digest: plan.Digest, Tables: tableNames(plan, schema)})
+			Expires: int64(sent + ttl), Sent: int64(sent), Digest: plan.Digest, Tables: tableNames(plan, schema)})
 		landed = true
 	}
 	if cap(s.cw.tee.Buf) > keptBuffer {

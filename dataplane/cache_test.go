@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluice-proxy/sluice/cache"
+	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 	"github.com/sluice-proxy/sluice/protocol/fakebackend"
 	"github.com/sluice-proxy/sluice/router"
@@ -74,6 +75,11 @@ func TestMayWrite(t *testing.T) {
 		{"SET @x = f()", true},
 		{"CALL p()", true},
 		{"BEGIN", false},
+		// XA COMMIT may make another session's prepared branch visible.
+		{"XA COMMIT 'x'", true},
+		{"XA START 'x'", false},
+		{"XA PREPARE 'x'", false},
+		{"xa rollback 'x'", true},
 		{"USE db", false},
 		{"SET NAMES utf8mb4", false},
 	} {
@@ -118,5 +124,68 @@ func TestWritesInFlight(t *testing.T) {
 	fc.s.close()
 	if w := g.Load(); cache.Pending(w) != 0 {
 		t.Fatalf("after the session ended: %d writes in flight", cache.Pending(w))
+	}
+}
+
+// TestCacheCatalogNames: a view is found by its name and, for a server
+// with lower_case_table_names = 1 (names stored in lower case), by the
+// statement's name in lower case; the catalog covers only the clusters
+// it was read from.
+func TestCacheCatalogNames(t *testing.T) {
+	c := &objectCatalog{def: 0, order: []int{0}, from: []*health.Objects{{}, nil},
+		parts: []map[health.ObjectKey]*catalogEntry{{health.ObjectKeyOf("app", "v", health.KindView): {}}, nil}, known: true}
+	for _, tc := range []struct {
+		db, name string
+		want     bool
+	}{
+		{"app", "v", true},
+		{"app", "V", true},
+		{"APP", "v", true},
+		{"app", "t", false},
+		{"other", "v", false},
+	} {
+		if got := mayBeView(cacheViews{cat: c}, tc.db, tc.name); got != tc.want {
+			t.Errorf("%s.%s: may be a view %v, want %v", tc.db, tc.name, got, tc.want)
+		}
+	}
+	if !c.covers(0) || c.covers(1) || c.covers(2) {
+		t.Errorf("covers: cluster 0 %v, 1 %v, 2 %v; want only 0", c.covers(0), c.covers(1), c.covers(2))
+	}
+}
+
+// TestNoteWritesStaleCatalog: a write names its table's counter while the
+// catalog of views holds, and the global counter while a DDL that may
+// create a view runs or ran since the probes read the catalog (the name
+// may be a view just created) and on a cluster the catalog is not read
+// from.
+func TestNoteWritesStaleCatalog(t *testing.T) {
+	e := offlineServer(t, "", 1)
+	snap := e.topo.Current()
+	e.objects.Store(&objectCatalog{def: 0, order: []int{0}, from: make([]*health.Objects, len(snap.Clusters)),
+		parts: make([]map[health.ObjectKey]*catalogEntry, len(snap.Clusters)), known: true})
+	e.objects.Load().from[0] = &health.Objects{}
+	s := withLegs(&Session{env: e})
+	s.cluster = snap.Clusters[0]
+	plan := e.router.Classify("UPDATE t SET a = 1 WHERE id = 2")
+	wrote := func() *cache.Counter {
+		t.Helper()
+		s.noteWrites(plan, false, "app")
+		defer s.endWrites(true)
+		if len(s.cw.writes) != 1 {
+			t.Fatalf("%d counters begun, want 1", len(s.cw.writes))
+		}
+		return s.cw.writes[0]
+	}
+	if k := wrote(); k != e.cache.V.Of("app", "t") {
+		t.Fatal("with a fresh catalog the write did not name app.t's counter")
+	}
+	e.catalogDDLs.Add(1)
+	if k := wrote(); k != e.cache.V.Global() {
+		t.Fatal("while a DDL that may create a view runs, the write named a table's counter")
+	}
+	e.catalogDDLs.Add(-1)
+	s.clusterIdx = 1
+	if k := wrote(); k != e.cache.V.Global() {
+		t.Fatal("on a cluster the catalog is not read from, the write named a table's counter")
 	}
 }

@@ -62,6 +62,12 @@ func (c *objectCatalog) Object(db, name string, kind byte) *grants.Object {
 	return nil
 }
 
+// covers reports whether cluster i's views are in c: it is consulted and
+// its master's catalog has been read.
+func (c *objectCatalog) covers(i int) bool {
+	return i >= 0 && i < len(c.from) && c.from[i] != nil && (c.all || i == c.def)
+}
+
 // catalog is the session's catalog of views and routines, nil until a
 // probe of a master it reaches has read one.
 func (s *Session) catalog() grants.Catalog {

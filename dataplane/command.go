@@ -176,8 +176,11 @@ func (s *Session) comQuery(p []byte) error {
 	// session's own server connection; a pooled connection holds what
 	// its last statement left.
 	clearDiag := plan.FollowsPrevious && !s.holdWarnings
+	if isXA(plan) {
+		s.xa = true
+	}
 	// Before it is sent: a write begins on its tables' cache counters.
-	s.noteWrites(plan, doubt)
+	s.noteWrites(plan, doubt, s.schema)
 	if invisible := invisibleLID(plan, doubt); plan.Scoped != nil || invisible || clearDiag {
 		return s.scopedExchange(target, p, plan, resp, clearDiag, invisible, after)
 	}
@@ -301,6 +304,7 @@ func (s *Session) dropVar(name string) {
 // schema stays, as on MySQL.
 func (s *Session) resetState() {
 	s.release(true)
+	s.xa = false // its connections were closed
 	s.vars = s.vars[:0]
 	s.stateOK = false
 	s.lex = lexState{}

@@ -221,8 +221,17 @@ func (e *Env) Shards() *shard.Rules { return e.shards() }
 // ShardSet is the running rules with their default cluster.
 func (e *Env) ShardSet() *ShardSet { return e.shardSet.Load() }
 
-// SetShards replaces the sharding rules.
-func (e *Env) SetShards(set *ShardSet) { e.shardSet.Store(set) }
+// SetShards replaces the sharding rules. When rules are or were in force
+// the result cache is emptied and its global counter bumped: writes under
+// sharding begin no write on the cache's counters, so nothing stored
+// before or while rules exist may be served once they change.
+func (e *Env) SetShards(set *ShardSet) {
+	old := e.shardSet.Swap(set)
+	if e.cache != nil && old != nil && old.rules != set.rules && (old.rules != nil || set.rules != nil) {
+		e.cache.V.Global().Bump()
+		e.cache.Flush()
+	}
+}
 
 // Registry is the session registry.
 func (e *Env) Registry() *Registry { return e.reg }

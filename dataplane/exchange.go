@@ -590,9 +590,10 @@ func (s *Session) dropIfBroken(bc *BackendConn) {
 // replayed first.
 func (s *Session) putBack(bc *BackendConn, reset bool) {
 	s.forgetConn(bc)
-	if bc.pool == nil || s.pins&router.PinRole != 0 {
-		// A role set with SET ROLE survives COM_RESET_CONNECTION: only
-		// closing the connection keeps it from the next borrower.
+	if bc.pool == nil || s.pins&router.PinRole != 0 || s.xa {
+		// A role set with SET ROLE survives COM_RESET_CONNECTION, and so
+		// may a prepared XA branch: only closing the connection keeps
+		// them from the next borrower.
 		bc.discard()
 		return
 	}
@@ -624,7 +625,7 @@ func (s *Session) release(reset bool) {
 // statement a SHOW WARNINGS may still ask about. Prepared statements do
 // not pin (stmtcache.go).
 func (s *Session) pinned() bool {
-	return s.inTransaction() || s.pins != 0 || s.cursors != 0 || s.holdWarnings || s.replay.insertID != 0
+	return s.inTransaction() || s.pins != 0 || s.cursors != 0 || s.holdWarnings || s.replay.insertID != 0 || s.xa
 }
 
 // inTransaction reports whether bc's last status flags show an open

@@ -89,6 +89,12 @@ type Session struct {
 	// connections; holdWarnings keeps the last one for SHOW WARNINGS.
 	pins         router.Pin
 	holdWarnings bool
+	// xa: the session sent an XA statement. It keeps its connections
+	// (XA START … XA PREPARE must run on one) and they are closed, never
+	// pooled: one may hold a prepared branch, which makes every other
+	// statement on it fail and which only a disconnect detaches for
+	// another session's XA COMMIT.
+	xa bool
 	// lastInsertID and rowCount answer SELECT LAST_INSERT_ID() and SELECT
 	// ROW_COUNT() from the session's last OK packets.
 	lastInsertID uint64

@@ -442,7 +442,7 @@ func (s *Session) comStmtExecute(p []byte) error {
 		defer s.useCluster(back)
 	}
 	target := s.ruleTarget(st.ruleSet, &st.rule, st.plan, s.route(st.plan))
-	s.noteWrites(st.plan, s.lexDoubt(st.plan))
+	s.noteWrites(st.plan, s.lexDoubt(st.plan), st.schema)
 	if st.rule.CacheTTL > 0 && after == nil {
 		if done, err := s.cachedExecute(st, p, ex, variant, st.rule.CacheTTL); done {
 			return err
