@@ -114,26 +114,7 @@ func (f *Fleet) applySetting(key string, s BackendSetting, change bool) {
 // stored before this instance started included), and follows the watch;
 // a failed watch starts it over, as follow does for the members.
 func (f *Fleet) followBackends() {
-	wait := 100 * time.Millisecond
-	for f.ctx.Err() == nil {
-		rev, err := f.loadBackends()
-		if err != nil {
-			if !f.pause(wait) {
-				return
-			}
-			wait = backoff(wait)
-			continue
-		}
-		wait = 100 * time.Millisecond
-		err = f.watchBackends(rev)
-		if f.ctx.Err() != nil {
-			return
-		}
-		f.log.Debug("fleet: backend settings watch ended; reading them again", zap.Error(err))
-		if !f.pause(100 * time.Millisecond) {
-			return
-		}
-	}
+	f.loadAndWatch("backend settings watch", f.loadBackends, f.watchBackends)
 }
 
 // loadBackends applies every stored backend setting and returns the

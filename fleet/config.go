@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -123,31 +122,19 @@ func (f *Fleet) RejectedRevision() (int64, string) {
 // lost: only the newest matters.
 func (f *Fleet) followConfig() {
 	key := ConfigKey(f.cfg.Prefix)
-	wait := 100 * time.Millisecond
-	for f.ctx.Err() == nil {
+	load := func() (int64, error) {
 		ctx, cancel := context.WithTimeout(f.ctx, f.probeTimeout)
+		defer cancel()
 		resp, err := f.cli().Get(ctx, key)
-		cancel()
 		if err != nil {
-			if !f.pause(wait) {
-				return
-			}
-			wait = backoff(wait)
-			continue
+			return 0, err
 		}
-		wait = 100 * time.Millisecond
 		if len(resp.Kvs) > 0 {
 			f.offerConfig(resp.Kvs[0])
 		}
-		err = f.watchConfig(key, resp.Header.Revision)
-		if f.ctx.Err() != nil {
-			return
-		}
-		f.log.Debug("fleet: configuration watch ended; reading the key again", zap.Error(err))
-		if !f.pause(100 * time.Millisecond) {
-			return
-		}
+		return resp.Header.Revision, nil
 	}
+	f.loadAndWatch("configuration watch", load, func(rev int64) error { return f.watchConfig(key, rev) })
 }
 
 // watchConfig offers each new value of key after rev until the watch fails

@@ -22,10 +22,18 @@ var errWatchClosed = errors.New("fleet: member watch closed")
 // the watch's events from the next revision on; a watch that fails (no
 // leader, a compacted revision, a lost connection) starts it over. While
 // etcd does not answer, the last view stays.
-func (f *Fleet) follow() {
+func (f *Fleet) follow() { f.loadAndWatch("member watch", f.load, f.watch) }
+
+// loadAndWatch runs what every follower of a part of the prefix does until
+// the Fleet closes: load reads that part whole (and applies it) and
+// returns the revision it read at, watch applies the changes after that
+// revision until it fails; then it starts over. A load that fails is
+// retried with a growing pause, so an etcd outage costs nothing but
+// waiting; what was applied last stays in force meanwhile.
+func (f *Fleet) loadAndWatch(what string, load func() (int64, error), watch func(int64) error) {
 	wait := 100 * time.Millisecond
 	for f.ctx.Err() == nil {
-		rev, err := f.load()
+		rev, err := load()
 		if err != nil {
 			if !f.pause(wait) {
 				return
@@ -34,11 +42,11 @@ func (f *Fleet) follow() {
 			continue
 		}
 		wait = 100 * time.Millisecond
-		err = f.watch(rev)
+		err = watch(rev)
 		if f.ctx.Err() != nil {
 			return
 		}
-		f.log.Debug("fleet: member watch ended; reading the members again", zap.Error(err))
+		f.log.Debug("fleet: "+what+" ended; reading again", zap.Error(err))
 		if !f.pause(100 * time.Millisecond) {
 			return
 		}

@@ -77,40 +77,6 @@ func storedConfig(t *testing.T, c *sandbox.EtcdCluster, prefix string) ([]byte, 
 	return text, rev
 }
 
-// adminQuery runs q on an admin pool and returns its rows as maps.
-func adminQuery(t *testing.T, d *sql.DB, q string) []map[string]string {
-	t.Helper()
-	rows, err := d.QueryContext(ctxT(t), q)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		r := map[string]string{}
-		for i, c := range cols {
-			r[c] = vals[i].String
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // fleetLoad runs clients go-sql-driver clients on each of srvs, each
 // writing a row and reading it back in a loop until stop; it counts
 // statements and errors.
@@ -372,14 +338,14 @@ session_ttl = "2s"
 func assertPushedInEffect(t *testing.T, name string, admin *sql.DB, replica, weight string) {
 	t.Helper()
 	found := false
-	for _, r := range adminQuery(t, admin, "SHOW RULES") {
+	for _, r := range adminTable(t, admin, "SHOW RULES") {
 		found = found || r["name"] == "fleet-pushed"
 	}
 	if !found {
 		t.Errorf("%s: SHOW RULES lacks the pushed rule fleet-pushed", name)
 	}
 	seen := false
-	for _, r := range adminQuery(t, admin, "SHOW BACKENDS") {
+	for _, r := range adminTable(t, admin, "SHOW BACKENDS") {
 		if r["address"] != replica {
 			continue
 		}
@@ -397,7 +363,7 @@ func assertPushedInEffect(t *testing.T, name string, admin *sql.DB, replica, wei
 // contains s.
 func eventSays(t *testing.T, admin *sql.DB, s string) bool {
 	t.Helper()
-	for _, r := range adminQuery(t, admin, "SHOW EVENTS") {
+	for _, r := range adminTable(t, admin, "SHOW EVENTS") {
 		for _, v := range r {
 			if strings.Contains(v, s) {
 				return true

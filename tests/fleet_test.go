@@ -87,33 +87,9 @@ session_ttl = "2s"
 // go-sql-driver and returns its rows by instance.
 func showFleet(t *testing.T, admin *sql.DB) map[string]map[string]string {
 	t.Helper()
-	rows, err := admin.QueryContext(ctxT(t), "SHOW FLEET")
-	if err != nil {
-		t.Fatalf("SHOW FLEET: %v", err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]map[string]string{}
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		r := map[string]string{}
-		for i, c := range cols {
-			r[c] = vals[i].String
-		}
+	for _, r := range adminTable(t, admin, "SHOW FLEET") {
 		out[r["instance"]] = r
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
