@@ -8,6 +8,8 @@ import (
 	"io"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/fleet"
 )
@@ -79,26 +81,15 @@ func configPush(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice config push: nothing stored")
 		return exitError
 	}
-	fc, err := fleetOf(*local)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	c, err := fleet.Dial(fc)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), fc.DialTimeout.Duration+5*time.Second)
-	defer cancel()
-	rev, err := fleet.PushConfig(ctx, c, fc.Prefix, text)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	fmt.Fprintf(stdout, "stored %s as %s, revision %d\n", fs.Arg(0), fleet.ConfigKey(fc.Prefix), rev)
-	return exitOK
+	return onEtcd(*local, stderr, func(ctx context.Context, c *clientv3.Client, fc *conf.Fleet) int {
+		rev, err := fleet.PushConfig(ctx, c, fc.Prefix, text)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError
+		}
+		fmt.Fprintf(stdout, "stored %s as %s, revision %d\n", fs.Arg(0), fleet.ConfigKey(fc.Prefix), rev)
+		return exitOK
+	})
 }
 
 // configGet is `sluice config get`: the revision on a comment line, then
@@ -114,7 +105,27 @@ func configGet(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice config get: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	fc, err := fleetOf(*local)
+	return onEtcd(*local, stderr, func(ctx context.Context, c *clientv3.Client, fc *conf.Fleet) int {
+		text, rev, err := fleet.GetConfig(ctx, c, fc.Prefix)
+		if errors.Is(err, fleet.ErrNoConfig) {
+			fmt.Fprintf(stderr, "sluice config get: nothing stored under %s\n", fleet.ConfigKey(fc.Prefix))
+			return exitError
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitError
+		}
+		fmt.Fprintf(stdout, "# revision %d of %s\n", rev, fleet.ConfigKey(fc.Prefix))
+		_, _ = stdout.Write(text)
+		return exitOK
+	})
+}
+
+// onEtcd connects to the etcd cluster that the [fleet] table of the local
+// file names and runs f with a context bounded by its dial timeout; what
+// fails before f is printed to stderr.
+func onEtcd(local string, stderr io.Writer, f func(ctx context.Context, c *clientv3.Client, fc *conf.Fleet) int) int {
+	fc, err := fleetOf(local)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError
@@ -127,16 +138,5 @@ func configGet(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), fc.DialTimeout.Duration+5*time.Second)
 	defer cancel()
-	text, rev, err := fleet.GetConfig(ctx, c, fc.Prefix)
-	if errors.Is(err, fleet.ErrNoConfig) {
-		fmt.Fprintf(stderr, "sluice config get: nothing stored under %s\n", fleet.ConfigKey(fc.Prefix))
-		return exitError
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	fmt.Fprintf(stdout, "# revision %d of %s\n", rev, fleet.ConfigKey(fc.Prefix))
-	_, _ = stdout.Write(text)
-	return exitOK
+	return f(ctx, c, fc)
 }
