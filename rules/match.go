@@ -141,7 +141,7 @@ func (r *Rule) matches(in *Input, id *digestID) bool {
 	} else if r.digest != "" && r.digest != in.Plan.Digest {
 		return false
 	}
-	if r.pattern != nil && !r.pattern.Match(in.Text) {
+	if r.pattern != nil && (r.pre != nil && !r.pre.mayMatch(in.Text) || !r.pattern.Match(in.Text)) {
 		return false
 	}
 	return true

@@ -73,6 +73,7 @@ type Rule struct {
 	digestID uint64
 	byID     bool
 	pattern  *regexp.Regexp
+	pre      *prefilter
 	user     string
 	schema   string
 	prefix   netip.Prefix
@@ -208,7 +209,7 @@ func Compile(cfg *conf.Config, prev *Set) (*Set, error) {
 			if err != nil {
 				return nil, fmt.Errorf("rule %q: pattern: %w", c.Name, err)
 			}
-			r.pattern = re
+			r.pattern, r.pre = re, newPrefilter(c.Pattern)
 		}
 		if c.ClientAddress != "" {
 			p, err := conf.ParseClientAddress(c.ClientAddress)

@@ -25,7 +25,7 @@ user = "sluice"
 master = "127.0.0.1:3406"
 `
 
-func compile(t *testing.T, doc string, prev *Set) *Set {
+func compile(t testing.TB, doc string, prev *Set) *Set {
 	t.Helper()
 	cfg, err := conf.Parse([]byte(base + doc))
 	if err != nil {
