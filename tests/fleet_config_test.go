@@ -300,20 +300,7 @@ route = "replica"
 // file (returned), so that RELOAD CONFIG can read it again.
 func fleetSluiceFromFile(t *testing.T, c *sandbox.EtcdCluster, prefix, instance string) (*server.Server, string) {
 	t.Helper()
-	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
-		ProxyKeys: []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}}
-	text := env.topo.SluiceConfigWith(o) + fmt.Sprintf(`
-[admin]
-user = "admin"
-password = %q
-
-[fleet]
-etcd = ["%s"]
-prefix = %q
-instance = %q
-dial_timeout = "1s"
-session_ttl = "2s"
-`, adminPassword, strings.Join(c.Endpoints(), `", "`), prefix, instance)
+	text := fleetConfigText(c, prefix, instance)
 	path := filepath.Join(t.TempDir(), "local.toml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

@@ -43,11 +43,11 @@ func startFleetEtcd(t *testing.T) *sandbox.EtcdCluster {
 	return c
 }
 
-// fleetSluice starts an in-process sluice in front of the shared topology
-// with [fleet] on c under prefix, named instance ("" leaves the name to its
-// default), with a 2s lease so a lost quorum costs it its lease quickly.
-func fleetSluice(t *testing.T, c *sandbox.EtcdCluster, prefix, instance string) *server.Server {
-	t.Helper()
+// fleetConfigText is the shared topology's configuration with the admin
+// account and [fleet] on c under prefix, named instance ("" leaves the
+// name to its default), with a 2s lease so a lost quorum costs it its
+// lease quickly.
+func fleetConfigText(c *sandbox.EtcdCluster, prefix, instance string) string {
 	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
 		ProxyKeys: []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`}}
 	text := env.topo.SluiceConfigWith(o) + fmt.Sprintf(`
@@ -64,6 +64,15 @@ session_ttl = "2s"
 	if instance != "" {
 		text += fmt.Sprintf("instance = %q\n", instance)
 	}
+	return text
+}
+
+// fleetSluice starts an in-process sluice in front of the shared topology
+// with [fleet] on c under prefix, named instance ("" leaves the name to its
+// default), with a 2s lease so a lost quorum costs it its lease quickly.
+func fleetSluice(t *testing.T, c *sandbox.EtcdCluster, prefix, instance string) *server.Server {
+	t.Helper()
+	text := fleetConfigText(c, prefix, instance)
 	cfg, err := conf.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
