@@ -31,6 +31,9 @@ type TopologyRecord struct {
 	// the initial record).
 	Master    string `json:"master"`
 	OldMaster string `json:"old_master,omitempty"`
+	// Fenced are the old masters failovers replaced that are not back in service: each
+	// instance fences one (read-only, no traffic) when it answers again.
+	Fenced []string `json:"fenced,omitempty"`
 	// Outcome says how the master came to be: OutcomeInitial, OutcomeSwitchover, or a
 	// failover's outcome ("promoted", "followed", "failover").
 	Outcome string `json:"outcome"`

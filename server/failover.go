@@ -238,7 +238,7 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 		ctx, cancelLead := underLead(ctx, &fo, fl, l)
 		res, err := fo.Run(ctx)
 		if err == nil {
-			if err = recordInFleet(ctx, fl, l, res); err != nil {
+			if err = f.recordInFleet(ctx, fl, l, res); err != nil {
 				err = fmt.Errorf("%w: %w", health.ErrNotLeader, err)
 				log.Error("failover done on the servers but not recorded in etcd; this instance switches only once the fleet's topology says so",
 					zap.String("new_master", res.NewMaster), zap.Error(err))

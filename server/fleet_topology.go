@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -71,11 +72,21 @@ func underLead(ctx context.Context, fo *health.Failover, fl *fleet.Fleet, l flee
 // recordInFleet writes res's new master to etcd as the cluster's topology under l, before
 // this instance switches to it, and raises res's epoch to the record's revision. Without a
 // fleet it does nothing.
-func recordInFleet(ctx context.Context, fl *fleet.Fleet, l fleet.Lead, res *health.Result) error {
+func (f *failovers) recordInFleet(ctx context.Context, fl *fleet.Fleet, l fleet.Lead, res *health.Result) error {
 	if fl == nil {
 		return nil
 	}
-	rev, err := fl.WriteTopology(ctx, l, fleet.TopologyRecord{Master: res.NewMaster, OldMaster: res.OldMaster, Outcome: string(res.Outcome)})
+	rec := fleet.TopologyRecord{Master: res.NewMaster, OldMaster: res.OldMaster, Outcome: string(res.Outcome)}
+	if c := f.s.topo.Current().Cluster(res.Cluster); c != nil {
+		for _, b := range c.Fenced {
+			rec.Fenced = append(rec.Fenced, b.Address)
+		}
+	}
+	if res.Outcome != health.OutcomeSwitchover && res.OldMaster != "" && !slices.Contains(rec.Fenced, res.OldMaster) {
+		rec.Fenced = append(rec.Fenced, res.OldMaster)
+	}
+	rec.Fenced = slices.DeleteFunc(rec.Fenced, func(a string) bool { return a == res.NewMaster })
+	rev, err := fl.WriteTopology(ctx, l, rec)
 	if err != nil {
 		return err
 	}

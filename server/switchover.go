@@ -137,7 +137,7 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 	if err != nil {
 		return srv.switchoverFailed(cluster, target, what, err, hold.held, log)
 	}
-	if err := recordInFleet(rctx, fl, l, res); err != nil {
+	if err := srv.failover.recordInFleet(rctx, fl, l, res); err != nil {
 		// The servers switched but the fleet does not know: neither master is safe to write
 		// to from here until the record says which.
 		return srv.switchoverFailed(cluster, target, what, fmt.Errorf("%w: %w", health.ErrSwitchoverIncomplete, err), hold.held, log)
@@ -317,7 +317,7 @@ func (srv *Server) FailoverCluster(ctx context.Context, cluster string) error {
 		if outcome == health.OutcomePromoted {
 			res.Outcome = "failover"
 		}
-		err = recordInFleet(rctx, fl, l, res)
+		err = srv.failover.recordInFleet(rctx, fl, l, res)
 		res.Outcome = outcome
 	}
 	if err != nil && errors.Is(err, health.ErrDivergent) {
