@@ -146,8 +146,19 @@ func TestFleetConfigPush(t *testing.T) {
 	names := []string{"cfg-1", "cfg-2", "cfg-3"}
 	var srvs []*server.Server
 	var admins []*sql.DB
+	// Each instance's local file lists only the first replica: the pushed
+	// file adds the second, so one push brings a new replica, a weight and a
+	// rule at once.
+	r1 := fmt.Sprintf("  [[cluster.replica]]\n  address = %q\n", env.topo.Replicas[1].Addr())
 	for _, n := range names {
-		s := fleetSluice(t, c, prefix, n)
+		local := fleetConfigText(c, prefix, n)
+		if !strings.Contains(local, r1) {
+			t.Fatalf("the local configuration has no block %q to remove", r1)
+		}
+		s := fleetSluiceText(t, strings.Replace(local, r1, "", 1), n)
+		if got := len(s.Topology().Current().Cluster("main").Replicas); got != 1 {
+			t.Fatalf("%s starts with %d replicas, want 1", n, got)
+		}
 		srvs = append(srvs, s)
 		admins = append(admins, adminDB(t, s, adminPassword))
 	}
@@ -320,8 +331,8 @@ func fleetSluiceFromFile(t *testing.T, c *sandbox.EtcdCluster, prefix, instance 
 	return srv, path
 }
 
-// assertPushedInEffect checks that the pushed rule and weight are in force
-// on an admin port.
+// assertPushedInEffect checks that the pushed rule, weight and second
+// replica are in force on an admin port.
 func assertPushedInEffect(t *testing.T, name string, admin *sql.DB, replica, weight string) {
 	t.Helper()
 	found := false
@@ -331,8 +342,9 @@ func assertPushedInEffect(t *testing.T, name string, admin *sql.DB, replica, wei
 	if !found {
 		t.Errorf("%s: SHOW RULES lacks the pushed rule fleet-pushed", name)
 	}
-	seen := false
+	seen, added := false, false
 	for _, r := range adminTable(t, admin, "SHOW BACKENDS") {
+		added = added || r["address"] == env.topo.Replicas[1].Addr()
 		if r["address"] != replica {
 			continue
 		}
@@ -343,6 +355,9 @@ func assertPushedInEffect(t *testing.T, name string, admin *sql.DB, replica, wei
 	}
 	if !seen {
 		t.Errorf("%s: SHOW BACKENDS lacks the replica %s", name, replica)
+	}
+	if !added {
+		t.Errorf("%s: SHOW BACKENDS lacks the replica the pushed file adds, %s", name, env.topo.Replicas[1].Addr())
 	}
 }
 

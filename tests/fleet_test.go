@@ -72,7 +72,13 @@ session_ttl = "2s"
 // default), with a 2s lease so a lost quorum costs it its lease quickly.
 func fleetSluice(t *testing.T, c *sandbox.EtcdCluster, prefix, instance string) *server.Server {
 	t.Helper()
-	text := fleetConfigText(c, prefix, instance)
+	return fleetSluiceText(t, fleetConfigText(c, prefix, instance), instance)
+}
+
+// fleetSluiceText starts an in-process sluice on the configuration text,
+// logging as instance.
+func fleetSluiceText(t *testing.T, text, instance string) *server.Server {
+	t.Helper()
 	cfg, err := conf.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
