@@ -53,11 +53,13 @@ func TestFleetOnePromotion(t *testing.T) {
 	sampler := ft.StartSampler(r.topo.Replicas, 200*time.Millisecond)
 	defer sampler.Stop()
 
-	r.markAll()
 	killedAt := time.Now()
 	if err := old.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	// Marked once the master is gone: a transaction begun before could
+	// still have been acknowledged by it.
+	r.markAll()
 	took := r.resumed(all, killedAt, 20*time.Second)
 	r.checkResumed("after the master's kill -9", all, took, resumeWithin)
 	master, top := r.newMaster(old, 15*time.Second)
@@ -164,11 +166,11 @@ func TestFleetStoppedLeader(t *testing.T) {
 	stoppedAt := time.Now()
 	// A failing test must not leave it stopped: SIGTERM at the cleanup would not end it.
 	t.Cleanup(func() { _ = L.Cmd.Process.Signal(syscall.SIGCONT) })
-	r.markAll()
+	killedAt := time.Now()
 	if err := old.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	killedAt := time.Now()
+	r.markAll() // once the master is gone, as in TestFleetOnePromotion
 	var promotion record
 	if err := ft.Eventually(ctx, time.Until(stoppedAt.Add(stopFor)), "another instance promotes while the leader is stopped", func() error {
 		hist, err := r.historyAfter(stopRev)
