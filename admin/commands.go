@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -68,16 +67,8 @@ func (p *Port) run(a *session, cmd adminCommand) (*Table, string, error) {
 	case adminShowSessionsFleet:
 		t, err := p.showSessionsFleet()
 		return t, "", err
-	case adminSwitchover:
-		ctx, cancel := context.WithCancel(p.ctx)
-		defer cancel()
-		a.log.Warn("admin: switchover", zap.String("cluster", cmd.cluster), zap.String("target", cmd.addr))
-		return nil, "", p.ctl.Switchover(ctx, cmd.cluster, cmd.addr)
-	case adminFailover:
-		ctx, cancel := context.WithCancel(p.ctx)
-		defer cancel()
-		a.log.Warn("admin: failover", zap.String("cluster", cmd.cluster))
-		return nil, "", p.ctl.FailoverCluster(ctx, cmd.cluster)
+	case adminSwitchover, adminFailover:
+		return nil, "", p.masterChange(a, cmd)
 	case adminReload:
 		a.log.Warn("admin: reload")
 		changes, err := p.ctl.Reload()

@@ -109,10 +109,15 @@ func (p *Port) peerSessions(peer FleetPeer, cols []string) ([][]string, error) {
 // The connection is closed when the time is up, so a member that stopped
 // answering mid-result cannot hold the caller.
 func (p *Port) askPeer(peer FleetPeer, command string) (*mysql.Result, error) {
+	return p.askPeerWithin(peer, command, peerTimeout)
+}
+
+// askPeerWithin runs one admin command on peer's admin port within limit.
+func (p *Port) askPeerWithin(peer FleetPeer, command string, limit time.Duration) (*mysql.Result, error) {
 	if peer.AdminAddress == "" {
 		return nil, fmt.Errorf("instance %s has no admin port (admin_listen)", peer.Instance)
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, peerTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, limit)
 	defer cancel()
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)

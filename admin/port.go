@@ -86,6 +86,10 @@ type Control interface {
 	// caller applies it here alone. An etcd that does not take the write
 	// is an error and nothing is applied.
 	SetBackendFleet(ctx context.Context, ch BackendChange) (shared bool, err error)
+	// ClusterLeader names the fleet's prober-leader of cluster, the only instance that may
+	// run SWITCHOVER and FAILOVER on it; self is true when it is this instance, and always
+	// without [fleet]. An error when etcd does not answer or no instance leads.
+	ClusterLeader(ctx context.Context, cluster string) (leader string, self bool, err error)
 }
 
 // PoolInfo is one backend pool's figures for SHOW BACKENDS and SHOW POOLS.

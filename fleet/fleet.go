@@ -31,6 +31,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -106,6 +107,20 @@ type Fleet struct {
 	rejectMu    sync.Mutex
 	rejected    int64
 	rejectedWhy string
+
+	// hooks are the topology's (OnTopology). sess is the live membership session the
+	// elections campaign under, and sessChanged is closed and replaced when it changes, both
+	// under sessMu. leads are the clusters this instance leads, under leadMu. topoRev is
+	// the topology revision applied per cluster, under topoMu, which also orders the
+	// applies and the guarded writes.
+	hooks       Hooks
+	sessMu      sync.Mutex
+	sess        *concurrency.Session
+	sessChanged chan struct{}
+	leadMu      sync.Mutex
+	leads       map[string]Lead
+	topoMu      sync.Mutex
+	topoRev     map[string]int64
 }
 
 // New prepares the etcd client for cfg (an enabled [fleet]); self is this
@@ -133,6 +148,10 @@ func New(cfg *conf.Fleet, self Member, log *zap.Logger) (*Fleet, error) {
 		lost:    make(chan struct{}, 1),
 		applied: map[string]appliedSetting{},
 		refresh: make(chan struct{}, 1),
+
+		sessChanged: make(chan struct{}),
+		leads:       map[string]Lead{},
+		topoRev:     map[string]int64{},
 	}
 	f.key = f.membersPrefix + self.Instance
 	f.clientCfg = clientv3.Config{
@@ -197,6 +216,14 @@ func (f *Fleet) Start() {
 		if f.applyConfig != nil {
 			f.wg.Add(1)
 			go func() { defer f.wg.Done(); f.followConfig() }()
+		}
+		if f.hooks.Apply != nil {
+			f.wg.Add(1)
+			go func() { defer f.wg.Done(); f.followTopology() }()
+		}
+		for _, c := range f.hooks.Clusters {
+			f.wg.Add(1)
+			go func() { defer f.wg.Done(); f.campaign(c) }()
 		}
 	}()
 }

@@ -33,7 +33,10 @@ func (f *Fleet) register() {
 		}
 		wait = 100 * time.Millisecond
 		prev = sess.Lease()
-		if !f.hold(sess) {
+		f.setSession(sess)
+		again := f.hold(sess)
+		f.setSession(nil)
+		if !again {
 			return
 		}
 	}

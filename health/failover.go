@@ -37,6 +37,9 @@ var (
 	// ErrPromoteFailed: a statement promoting the candidate failed. Each one can be run
 	// again, and the candidate still holds everything, so the next attempt chooses it again.
 	ErrPromoteFailed = errors.New("promoting the chosen replica failed")
+	// ErrNotLeader: Guard refused a change: this sluice is no longer the fleet's prober-leader
+	// of the cluster (or etcd did not take the record), so it must change nothing more.
+	ErrNotLeader = errors.New("this instance may not change the cluster's servers")
 	// ErrDivergent: promoting any reachable replica would discard transactions another one
 	// received (none received everything the others did, or those that did cannot apply it).
 	// Sluice refuses rather than lose them; a DBA must look.
@@ -127,6 +130,13 @@ type Failover struct {
 	// so that a sluice that dies part way can finish (the caller keeps it in the state file).
 	// It runs on Run's goroutine; it must copy what it keeps.
 	Checkpoint func(*Result)
+	// Guard, when set, is called with the failover so far before each change Run makes to a
+	// server until the candidate is writable, and before each repoint after it. An error stops
+	// Run before that change (ErrNotLeader); once the candidate is writable it only stops the
+	// repoints, since the candidate is the master whatever follows. A fleet's prober-leader
+	// stores the failover in etcd under its leadership here, so that an instance that lost its
+	// leadership (or etcd) changes no server. It runs on Run's goroutine.
+	Guard func(context.Context, *Result) error
 }
 
 // Outcome is what a successful Run did.
@@ -352,11 +362,21 @@ func (c *stepClock) step(name string) {
 	c.start = now
 }
 
-// checkpoint hands the failover so far to Checkpoint, naming the candidate.
-func (f *Failover) checkpoint(res *Result, candidate string) {
-	if f.Checkpoint == nil {
-		return
+// checkpoint hands the failover so far to Guard and then Checkpoint, naming the candidate. A
+// Guard that refuses ends it with ErrNotLeader before Checkpoint sees it: the change it
+// announced will not be made.
+func (f *Failover) checkpoint(ctx context.Context, res *Result, candidate string) error {
+	if f.Guard == nil && f.Checkpoint == nil {
+		return nil
 	}
 	res.NewMaster, res.Epoch = candidate, f.Epoch+1
-	f.Checkpoint(res)
+	if f.Guard != nil {
+		if err := f.Guard(ctx, res); err != nil {
+			return f.errorf(ErrNotLeader, "%v", err)
+		}
+	}
+	if f.Checkpoint != nil {
+		f.Checkpoint(res)
+	}
+	return nil
 }

@@ -125,7 +125,7 @@ func describeLacking(order []string, lacking map[string]string) string {
 // is started, MASTER_DELAY lifted, the relay log kept) and waits up to applyTimeout. It returns
 // nil once m holds all. res.Undo gets, before anything changes, what puts m back as it was
 // should the failover be abandoned.
-func catchUp(ctx context.Context, m *member, all GTIDSet, applyTimeout time.Duration, res *Result, checkpoint func()) error {
+func catchUp(ctx context.Context, m *member, all GTIDSet, applyTimeout time.Duration, res *Result, checkpoint func() error) error {
 	rs := m.st.Replica
 	if !rs.Configured {
 		if m.received().Contains(all) {
@@ -139,7 +139,9 @@ func catchUp(ctx context.Context, m *member, all GTIDSet, applyTimeout time.Dura
 		}
 		if _, ok := res.Undo[m.addr]; !ok {
 			res.Undo[m.addr] = undo
-			checkpoint()
+			if err := checkpoint(); err != nil {
+				return err
+			}
 		}
 	}
 	if err := m.conn.ApplyRelayLog(ctx, rs); err != nil {
@@ -192,9 +194,14 @@ func (a *failoverAttempt) apply(ctx context.Context, c choice) (*member, error) 
 	}
 	var failed []string
 	for _, m := range c.order {
-		a.checkpoint(a.res, m.addr)
+		if err := a.checkpoint(ctx, a.res, m.addr); err != nil {
+			return nil, err
+		}
 		failpoint.Hit(failpoint.FailoverChosen)
-		err := catchUp(ctx, m, c.all, applyTimeout, a.res, func() { a.checkpoint(a.res, m.addr) })
+		err := catchUp(ctx, m, c.all, applyTimeout, a.res, func() error { return a.checkpoint(ctx, a.res, m.addr) })
+		if errors.Is(err, ErrNotLeader) {
+			return nil, err
+		}
 		if err == nil {
 			m.refresh(ctx)
 			if m.reachable() && m.applied().Contains(c.all) {

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sluice-proxy/sluice/internal/failpoint"
@@ -48,11 +49,16 @@ func (a *failoverAttempt) promoteCandidate(ctx context.Context, cand *member, se
 	if perr := ping(ctx, a.Master, a.Credentials); perr == nil {
 		return BinlogState{}, a.errorf(ErrMasterReachable, "%s answers again (before promoting %s)", a.Master, cand.addr)
 	}
-	a.checkpoint(a.res, cand.addr)
-	if err := promote(ctx, cand, a.res, semi, func() {
+	if err := a.checkpoint(ctx, a.res, cand.addr); err != nil {
+		return BinlogState{}, err
+	}
+	if err := promote(ctx, cand, a.res, semi, func() error {
 		a.res.Steps = append(a.res.Steps, Step{Name: StepPromoting})
-		a.checkpoint(a.res, cand.addr)
+		return a.checkpoint(ctx, a.res, cand.addr)
 	}); err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			return BinlogState{}, err
+		}
 		return BinlogState{}, a.errorf(ErrPromoteFailed, "%s: %v", cand.addr, err)
 	}
 	// Its position is read again; if that fails, what it had applied before (everything)
@@ -66,7 +72,9 @@ func (a *failoverAttempt) promoteCandidate(ctx context.Context, cand *member, se
 		binlog = BinlogStateOf(applied)
 	}
 	a.res.PromotedAt = cand.received().Union(applied).String()
-	a.checkpoint(a.res, cand.addr)
+	// The candidate is writable: a Guard that refuses now cannot take that back, and the
+	// repoints below ask it again.
+	_ = a.checkpoint(ctx, a.res, cand.addr)
 	a.step("promote")
 	return binlog, nil
 }
@@ -76,14 +84,21 @@ func (a *failoverAttempt) promoteCandidate(ctx context.Context, cand *member, se
 // (see repointTo). With semi-sync on and nobody repointed, nobody would acknowledge, so it is
 // switched off again.
 func (a *failoverAttempt) repointOthers(ctx context.Context, cand *member, host string, port int, binlog BinlogState, semi bool) {
+	var refused error
 	for _, m := range a.members {
 		if m == cand {
+			continue
+		}
+		if refused != nil {
+			// Whoever may change the servers now repairs it (it replicates from the old
+			// master, or from no one).
+			a.res.noteRepoint(m.addr, repointFailed, "not repointed: "+refused.Error())
 			continue
 		}
 		m.refresh(ctx)
 		r, why := repointTo(ctx, m, cand.addr, host, port, binlog, a.Credentials)
 		a.res.noteRepoint(m.addr, r, why)
-		a.checkpoint(a.res, cand.addr)
+		refused = a.checkpoint(ctx, a.res, cand.addr)
 	}
 	if semi && len(a.res.Repointed) == 0 {
 		if err := cand.conn.setSemiSync(ctx, false); err == nil {
@@ -113,7 +128,7 @@ func semiSyncAckers(ctx context.Context, members []*member, cand *member, all GT
 // sluice that dies between two of them leaves a state the next one can finish from: stop
 // replication, forget the master, switch semi-sync's master side on when semi says so (before
 // any write can land), then let writes in.
-func promote(ctx context.Context, m *member, res *Result, semi bool, promoting func()) error {
+func promote(ctx context.Context, m *member, res *Result, semi bool, promoting func() error) error {
 	if err := m.conn.StopReplication(ctx); err != nil {
 		return err
 	}
@@ -128,8 +143,10 @@ func promote(ctx context.Context, m *member, res *Result, semi bool, promoting f
 		}
 	}
 	// From here the candidate may be writable, so only it may be promoted (the caller
-	// records that before read_only goes off).
-	promoting()
+	// records that before read_only goes off); a refusal leaves it read-only.
+	if err := promoting(); err != nil {
+		return err
+	}
 	if err := m.conn.Unfence(ctx); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/sluice-proxy/sluice/fleet"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/internal/failpoint"
 )
@@ -128,7 +129,7 @@ func (f *failovers) masterDown(b *health.Backend) {
 }
 
 // retryable are the reasons a failover is tried again on the next probe round.
-var retryable = []error{health.ErrNotConfirmed, health.ErrInProgress, health.ErrNoQuorum, health.ErrApplyTimeout, health.ErrDivergent, health.ErrPromoteFailed}
+var retryable = []error{health.ErrNotLeader, fleet.ErrLostLeadership, fleet.ErrTopologyMoved, health.ErrNotConfirmed, health.ErrInProgress, health.ErrNoQuorum, health.ErrApplyTimeout, health.ErrDivergent, health.ErrPromoteFailed}
 
 // newFailover is the failover of cluster from master over snap's replicas, with the state
 // file as its checkpoint.
@@ -213,12 +214,37 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 			f.dropPending(cluster, master.Address, master.Up())
 			return
 		}
+		l, fl, leads := f.lead(cluster)
+		if !leads {
+			// Another instance of the fleet fails the cluster over; its record in etcd
+			// moves this one (applyFleetTopology), which ends this loop.
+			if attempt == 1 {
+				log.Warn("master down: the fleet's prober-leader fails it over; this instance follows its record in etcd")
+			}
+			if !f.pause() {
+				return
+			}
+			continue
+		}
 		fo := f.newFailover(cluster, master.Address, snap)
 		f.lock()
-		f.continuing(&fo, f.stateOf(cluster).Pending)
+		pending := f.stateOf(cluster).Pending
 		f.unlock()
+		if pending == nil {
+			pending = f.pendingFromFleet(fl, cluster)
+		}
+		f.continuing(&fo, pending)
 		ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.config().Health.Timeout.Duration)
+		ctx, cancelLead := underLead(ctx, &fo, fl, l)
 		res, err := fo.Run(ctx)
+		if err == nil {
+			if err = f.recordInFleet(ctx, fl, l, res); err != nil {
+				err = fmt.Errorf("%w: %w", health.ErrNotLeader, err)
+				log.Error("failover done on the servers but not recorded in etcd; this instance switches only once the fleet's topology says so",
+					zap.String("new_master", res.NewMaster), zap.Error(err))
+			}
+		}
+		cancelLead()
 		cancel()
 		if err == nil {
 			f.publish(res, log)
@@ -250,11 +276,19 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 			return
 		}
 		log.Warn("automatic failover not possible yet, trying again next probe round", zap.Int("attempt", attempt), zap.Error(err))
-		select {
-		case <-f.s.ctx.Done():
+		if !f.pause() {
 			return
-		case <-time.After(f.s.config().Health.Interval.Duration):
 		}
+	}
+}
+
+// pause waits a probe interval; false when the Server closes first.
+func (f *failovers) pause() bool {
+	select {
+	case <-f.s.ctx.Done():
+		return false
+	case <-time.After(f.s.config().Health.Interval.Duration):
+		return true
 	}
 }
 
@@ -369,7 +403,7 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 	failpoint.Hit(failpoint.FailoverRecorded)
 	f.total.WithLabelValues(res.Cluster, string(res.Outcome)).Inc()
 	f.divergentReplicas(res.Cluster, res.NewMaster, res.Divergent, log)
-	if res.Outcome == health.OutcomeFollowed {
+	if res.Outcome == health.OutcomeFollowed && f.mayChange(res.Cluster) {
 		// The instance that promoted may have died before repointing every replica.
 		f.repair(res.Cluster, []string{res.OldMaster}, true)
 	}
@@ -452,6 +486,9 @@ func (f *failovers) status(b *health.Backend, st *health.Status) {
 // unless a failover, a switchover or a repair of the cluster runs or a repair started less
 // than a probe interval ago.
 func (f *failovers) startRepair(cluster string, from []string) {
+	if !f.mayChange(cluster) {
+		return // the fleet's prober-leader repairs
+	}
 	f.lock()
 	if f.running[cluster] || f.repairing[cluster] || time.Now().Before(f.repaired[cluster]) {
 		f.unlock()
@@ -510,51 +547,6 @@ func (f *failovers) repair(cluster string, from []string, noOne bool) bool {
 	}
 	f.divergentReplicas(cluster, rp.Master, out.Divergent, log)
 	return len(out.NotRepointed) == 0
-}
-
-// fenceStale sets read_only on servers Discover found writable beside the master the record
-// settles on (an old master, a candidate of an abandoned failover): they must take no writes.
-func (f *failovers) fenceStale(cluster string, addrs []string) {
-	for _, addr := range addrs {
-		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
-		_, err := health.FenceOldMaster(ctx, addr, f.credentials(cluster, addr), health.GTIDSet{})
-		cancel()
-		if err != nil {
-			f.s.log.Error("a second writable server could not be set read-only; a DBA must look", zap.String("cluster", cluster),
-				zap.String("backend", addr), zap.Error(err))
-			continue
-		}
-		f.s.log.Warn("a second writable server set read-only", zap.String("cluster", cluster), zap.String("backend", addr))
-	}
-}
-
-// writableReplicas reports configured replicas that replicate but are not
-// read-only (a write sent to one by anything but sluice would make it
-// diverge), and sets them read-only when [health] enforce_read_only is on.
-func (f *failovers) writableReplicas(cluster string, addrs []string) {
-	for _, addr := range addrs {
-		if !f.s.config().Health.EnforceReadOnly {
-			f.s.log.Warn("replica is writable (read_only is OFF); enforce_read_only would set it read-only",
-				zap.String("cluster", cluster), zap.String("backend", addr))
-			continue
-		}
-		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
-		err := func() error {
-			cc, err := health.Dial(ctx, addr, f.credentials(cluster, addr))
-			if err != nil {
-				return err
-			}
-			defer cc.Close()
-			return cc.Fence(ctx)
-		}()
-		cancel()
-		if err != nil {
-			f.s.log.Error("replica is writable and could not be set read-only", zap.String("cluster", cluster),
-				zap.String("backend", addr), zap.Error(err))
-			continue
-		}
-		f.s.log.Warn("replica was writable: set read-only (enforce_read_only)", zap.String("cluster", cluster), zap.String("backend", addr))
-	}
 }
 
 // recover sets up each cluster at start-up, before sluice serves: with a state file, its
@@ -715,6 +707,12 @@ func receivedByAll(r *health.Result) string {
 // failover. It reports whether the cluster has its new master.
 func (f *failovers) resume(cluster string, p *health.Result) bool {
 	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", p.OldMaster), zap.String("candidate", p.NewMaster))
+	if f.s.cfg.Fleet.Enabled() {
+		// Not elected yet at start-up: the fleet's prober-leader finishes it (from the
+		// pending failover it recorded in etcd, or from what the servers say).
+		log.Warn("a failover the previous sluice left unfinished is left to the fleet's prober-leader")
+		return false
+	}
 	fo := f.newFailover(cluster, p.OldMaster, f.s.topo.Current())
 	fo.LastFailover, fo.Block = time.Time{}, 0
 	f.continuing(&fo, p)

@@ -54,6 +54,9 @@ func (srv *Server) startFleet(started time.Time) error {
 	// A configuration pushed to the fleet is applied over the local file
 	// (fleetconfig.go), the stored one first, as soon as etcd answers.
 	f.OnConfig(srv.applyFleetConfig)
+	// One prober-leader per cluster changes its servers; every instance follows the
+	// topology it records (fleet_topology.go).
+	f.OnTopology(srv.fleetHooks())
 	srv.fleet.p.Store(f)
 	f.Start()
 	return nil
@@ -142,6 +145,7 @@ type fleetCollector struct {
 	up, members, registered *prometheus.Desc
 	registrations           *prometheus.Desc
 	configRev, rejectedRev  *prometheus.Desc
+	leader, topologyRev     *prometheus.Desc
 }
 
 func newFleetCollector(s *Server) *fleetCollector {
@@ -159,11 +163,15 @@ func newFleetCollector(s *Server) *fleetCollector {
 			"etcd revision of the fleet configuration (sluice config push) this instance applied; 0 before any or without [fleet].", nil, nil),
 		rejectedRev: prometheus.NewDesc("sluice_fleet_config_rejected_revision",
 			"etcd revision of the last fleet configuration this instance refused (it kept the one it ran); 0 when none was refused since the last one applied.", nil, nil),
+		leader: prometheus.NewDesc("sluice_fleet_leader",
+			"1 while this instance is the cluster's prober-leader (the one that fails it over), else 0; 0 without [fleet].", []string{"cluster"}, nil),
+		topologyRev: prometheus.NewDesc("sluice_fleet_topology_revision",
+			"etcd revision of the cluster's topology record this instance applied (the cluster's epoch in the fleet); 0 before any or without [fleet].", []string{"cluster"}, nil),
 	}
 }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.members, c.registered, c.registrations, c.configRev, c.rejectedRev} {
+	for _, d := range []*prometheus.Desc{c.up, c.members, c.registered, c.registrations, c.configRev, c.rejectedRev, c.leader, c.topologyRev} {
 		ch <- d
 	}
 }
@@ -184,4 +192,15 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.registrations, prometheus.CounterValue, float64(registrations))
 	ch <- prometheus.MustNewConstMetric(c.configRev, prometheus.GaugeValue, float64(configRev))
 	ch <- prometheus.MustNewConstMetric(c.rejectedRev, prometheus.GaugeValue, float64(rejectedRev))
+	f := c.s.fleet.fleet()
+	for _, cc := range c.s.cfg.Clusters {
+		var leads bool
+		var rev int64
+		if f != nil {
+			_, leads = f.Leader(cc.Name)
+			rev = f.TopologyRevision(cc.Name)
+		}
+		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, boolValue(leads), cc.Name)
+		ch <- prometheus.MustNewConstMetric(c.topologyRev, prometheus.GaugeValue, float64(rev), cc.Name)
+	}
 }

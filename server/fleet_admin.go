@@ -71,3 +71,26 @@ func (srv *Server) applyFleetBackend(s fleet.BackendSetting) {
 	}
 	log.Info("fleet: backend setting applied")
 }
+
+// ClusterLeader names the prober-leader of cluster: this instance without [fleet] or when it
+// leads, else the instance etcd names.
+func (c control) ClusterLeader(ctx context.Context, cluster string) (string, bool, error) {
+	f := c.s.fleet.fleet()
+	if f == nil {
+		return "", true, nil
+	}
+	if _, ok := f.Leader(cluster); ok {
+		return f.Self().Instance, true, nil
+	}
+	leader, err := f.LeaderOf(ctx, cluster)
+	switch {
+	case err != nil:
+		return "", false, protocol.ERUnknownError.New("sluice admin: cannot tell which instance leads cluster %s: %v; with [fleet] only the prober-leader changes the servers", cluster, err)
+	case leader == "":
+		return "", false, protocol.ERUnknownError.New("sluice admin: no instance leads cluster %s yet (etcd holds no election key); try again in a moment", cluster)
+	case leader == f.Self().Instance:
+		// Elected a moment ago; the leadership is not in memory yet.
+		return "", false, protocol.ERUnknownError.New("sluice admin: this instance is being elected prober-leader of cluster %s; try again in a moment", cluster)
+	}
+	return leader, false, nil
+}

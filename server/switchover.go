@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -92,10 +93,25 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 		return serr
 	}
 	c := snap.Clusters[idx]
+	l, fl, leads := srv.failover.lead(cluster)
+	if !leads {
+		return notLeaderError(what, cluster)
+	}
 	if serr := srv.failover.claim(cluster, "SWITCHOVER"); serr != nil {
 		return serr
 	}
 	defer srv.failover.unclaim(cluster)
+	if fl != nil {
+		// The switchover is announced in etcd under the leadership before any server
+		// changes; an instance that lost it changes nothing.
+		value, _ := json.Marshal(health.Result{Cluster: cluster, OldMaster: c.Master.Address, NewMaster: target, Outcome: health.OutcomeSwitchover})
+		if err := fl.WritePending(ctx, l, value); err != nil {
+			return protocol.ERUnknownError.New("sluice: %s refused: the fleet's etcd did not take it (%v); nothing changed", what, err)
+		}
+		var cancelLead context.CancelFunc
+		ctx, cancelLead = l.Context(ctx)
+		defer cancelLead()
+	}
 
 	h := &srv.config().Health
 	log := srv.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.String("new_master", target))
@@ -120,6 +136,11 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 	res, err := sw.Run(rctx)
 	if err != nil {
 		return srv.switchoverFailed(cluster, target, what, err, hold.held, log)
+	}
+	if err := srv.failover.recordInFleet(rctx, fl, l, res); err != nil {
+		// The servers switched but the fleet does not know: neither master is safe to write
+		// to from here until the record says which.
+		return srv.switchoverFailed(cluster, target, what, fmt.Errorf("%w: %w", health.ErrSwitchoverIncomplete, err), hold.held, log)
 	}
 	return srv.publishSwitchover(cluster, target, what, res, hold.drained, log)
 }
@@ -266,6 +287,10 @@ func (srv *Server) FailoverCluster(ctx context.Context, cluster string) error {
 		return protocol.ERUnknownError.New("sluice: %s refused: master %s is %s; a live master is not failed over, use SWITCHOVER CLUSTER %s TO '<replica>'",
 			what, c.Master.Address, st, cluster)
 	}
+	l, fl, leads := srv.failover.lead(cluster)
+	if !leads {
+		return notLeaderError(what, cluster)
+	}
 	if serr := srv.failover.claim(cluster, "FAILOVER"); serr != nil {
 		return serr
 	}
@@ -283,7 +308,18 @@ func (srv *Server) FailoverCluster(ctx context.Context, cluster string) error {
 	// The operator may promote another replica than the one an earlier attempt pinned (it
 	// may be gone for good); one that was made writable is refused by Run's survey.
 	fo.Candidate = ""
+	rctx, cancelLead := underLead(rctx, &fo, fl, l)
+	defer cancelLead()
 	res, err := fo.Run(rctx)
+	if err == nil {
+		// The fleet's record says an operator did it; the local record keeps Run's outcome.
+		outcome := res.Outcome
+		if outcome == health.OutcomePromoted {
+			res.Outcome = "failover"
+		}
+		err = srv.failover.recordInFleet(rctx, fl, l, res)
+		res.Outcome = outcome
+	}
 	if err != nil && errors.Is(err, health.ErrDivergent) {
 		srv.failover.refusedDivergent(cluster, c.Master.Address, err, log)
 	}

@@ -37,7 +37,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"run"}, []string{"-config", "-cpuprofile"}},
 		{nil, []string{"-config"}},
 		{[]string{"check-config"}, []string{"sluice check-config [-skip-secrets] FILE", "-skip-secrets"}},
-		{[]string{"sandbox"}, []string{"-replicas", "-listen", "-admin-listen", "-metrics-listen", "-log-level"}},
+		{[]string{"sandbox"}, []string{"-replicas", "-fleet", "-listen", "-admin-listen", "-metrics-listen", "-log-level"}},
 	}
 	for _, sc := range subcommands {
 		for _, h := range []string{"-h", "--help"} {

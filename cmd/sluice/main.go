@@ -5,7 +5,7 @@
 //	sluice [run] -config sluice.toml   serve
 //	sluice check-config [-skip-secrets] FILE  validate a configuration and print its topology
 //	sluice config push|get ...         the fleet's configuration in etcd
-//	sluice sandbox [-replicas N]       start a local MariaDB topology with sluice in front
+//	sluice sandbox [-replicas N] [-fleet N]  start a local MariaDB topology with sluice (or a fleet on etcd) in front
 //	sluice version                     print the version
 package main
 
@@ -65,7 +65,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "check-config":
 		return checkConfig(args, stdout, stderr)
 	case "sandbox":
-		return runSandbox(args, stdout, stderr)
+		// Ctrl-C (or a service manager's SIGTERM) ends the sandbox and
+		// everything it started.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runSandbox(ctx, args, stdout, stderr)
 	case "config":
 		return configCommand(args, stdout, stderr)
 	}
@@ -84,6 +88,7 @@ func usage(w io.Writer) {
                                       as the fleet's configuration (LOCAL's [fleet] reaches etcd)
   sluice config get [-config LOCAL]   print the fleet's configuration and its revision
   sluice sandbox [flags]              local MariaDB master, replicas and auth server with sluice in front
+                                      (-fleet N: N sluices sharing a local 3-member etcd cluster)
   sluice version                      print the version, the commit and the Go version
   sluice help                         print this
 

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sluice-proxy/sluice/fleet"
+	"github.com/sluice-proxy/sluice/health"
+	"github.com/sluice-proxy/sluice/protocol"
+)
+
+// The fleet's share of failover (issue 27). With [fleet], each cluster has one prober-leader
+// (an etcd election): it alone changes the cluster's servers (failover, switchover, repairs)
+// and records every change of master in etcd before it switches to it; every instance,
+// the leader's included, follows the record with the highest etcd revision. Without [fleet]
+// each instance fails over on its own, as before.
+
+// fleetHooks are the topology hooks the Server gives its Fleet.
+func (srv *Server) fleetHooks() fleet.Hooks {
+	names := make([]string, len(srv.cfg.Clusters))
+	for i, c := range srv.cfg.Clusters {
+		names[i] = c.Name
+	}
+	return fleet.Hooks{Clusters: names, Apply: srv.applyFleetTopology, Elected: srv.fleetElected}
+}
+
+// lead is this instance's leadership of cluster. Without a fleet it is the zero Lead and ok:
+// a lone sluice may always change its servers.
+func (f *failovers) lead(cluster string) (fleet.Lead, *fleet.Fleet, bool) {
+	fl := f.s.fleet.fleet()
+	if fl == nil {
+		return fleet.Lead{}, nil, true
+	}
+	l, ok := fl.Leader(cluster)
+	return l, fl, ok
+}
+
+// mayChange reports whether this instance may change cluster's servers now.
+func (f *failovers) mayChange(cluster string) bool {
+	_, _, ok := f.lead(cluster)
+	return ok
+}
+
+// guard is a failover's Guard under l: before each change, the failover so far is stored in
+// etcd as the cluster's pending failover, in a transaction that holds only while l leads.
+func guard(fl *fleet.Fleet, l fleet.Lead) func(context.Context, *health.Result) error {
+	return func(ctx context.Context, r *health.Result) error {
+		value, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		return fl.WritePending(ctx, l, value)
+	}
+}
+
+// underLead prepares fo to run as l's failover: guarded, and with a context that ends with
+// the leadership. Without a fleet it returns ctx unchanged.
+func underLead(ctx context.Context, fo *health.Failover, fl *fleet.Fleet, l fleet.Lead) (context.Context, context.CancelFunc) {
+	if fl == nil {
+		return context.WithCancel(ctx)
+	}
+	fo.Guard = guard(fl, l)
+	return l.Context(ctx)
+}
+
+// recordInFleet writes res's new master to etcd as the cluster's topology under l, before
+// this instance switches to it, and raises res's epoch to the record's revision. Without a
+// fleet it does nothing.
+func (f *failovers) recordInFleet(ctx context.Context, fl *fleet.Fleet, l fleet.Lead, res *health.Result) error {
+	if fl == nil {
+		return nil
+	}
+	rec := fleet.TopologyRecord{Master: res.NewMaster, OldMaster: res.OldMaster, Outcome: string(res.Outcome)}
+	if c := f.s.topo.Current().Cluster(res.Cluster); c != nil {
+		for _, b := range c.Fenced {
+			rec.Fenced = append(rec.Fenced, b.Address)
+		}
+	}
+	if res.Outcome != health.OutcomeSwitchover && res.OldMaster != "" && !slices.Contains(rec.Fenced, res.OldMaster) {
+		rec.Fenced = append(rec.Fenced, res.OldMaster)
+	}
+	rec.Fenced = slices.DeleteFunc(rec.Fenced, func(a string) bool { return a == res.NewMaster })
+	rev, err := fl.WriteTopology(ctx, l, rec)
+	if err != nil {
+		return err
+	}
+	res.Epoch = max(res.Epoch, uint64(rev))
+	return nil
+}
+
+// pendingFromFleet is the failover another leader left pending in etcd, nil when none (or
+// etcd did not answer: the new attempt starts from what the servers say).
+func (f *failovers) pendingFromFleet(fl *fleet.Fleet, cluster string) *health.Result {
+	if fl == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(f.s.ctx, 2*time.Second)
+	defer cancel()
+	value, err := fl.Pending(ctx, cluster)
+	if err != nil || value == nil {
+		return nil
+	}
+	var p health.Result
+	if err := json.Unmarshal(value, &p); err != nil {
+		f.s.log.Warn("fleet: the pending failover in etcd cannot be read; ignored", zap.String("cluster", cluster), zap.Error(err))
+		return nil
+	}
+	return &p
+}
+
+// fleetElected runs when this instance becomes cluster's prober-leader: with no topology
+// recorded yet it records the master it uses (the initial record); a master that is down
+// gets its failover started, since the instance that led before may have died with it.
+func (srv *Server) fleetElected(l fleet.Lead) {
+	srv.wg.Add(1)
+	go func() {
+		defer srv.wg.Done()
+		c := srv.topo.Current().Cluster(l.Cluster)
+		fl := srv.fleet.fleet()
+		if c == nil || fl == nil {
+			return
+		}
+		if fl.TopologyRevision(l.Cluster) == 0 && c.WritesRefused == "" {
+			_, err := fl.WriteTopology(srv.ctx, l, fleet.TopologyRecord{Master: c.Master.Address, Outcome: fleet.OutcomeInitial})
+			if err != nil && !errors.Is(err, fleet.ErrTopologyMoved) {
+				srv.log.Warn("fleet: cannot record the cluster's initial topology", zap.String("cluster", l.Cluster), zap.Error(err))
+			}
+		}
+		if c.Master.State() == health.StateDown {
+			srv.failover.masterDown(c.Master)
+		}
+	}()
+}
+
+// applyFleetTopology follows a topology record from etcd: a master other than this
+// instance's becomes its master (kept as a replica's switch for a switchover), counted as
+// "followed". A master this instance cannot use (not in its configuration) refuses the
+// cluster's writes rather than send them to the master the fleet replaced.
+func (srv *Server) applyFleetTopology(rec fleet.TopologyRecord) {
+	log := srv.log.With(zap.String("cluster", rec.Cluster), zap.String("master", rec.Master), zap.String("by", rec.By),
+		zap.Int64("revision", rec.Revision), zap.String("outcome", rec.Outcome))
+	c := srv.topo.Current().Cluster(rec.Cluster)
+	if c == nil {
+		log.Warn("fleet: a topology record for a cluster this instance does not have; ignored")
+		return
+	}
+	if c.Master.Address == rec.Master {
+		if c.WritesRefused != "" {
+			_, _ = srv.topo.Promote(rec.Cluster, rec.Master, nil)
+		}
+		return
+	}
+	res := &health.Result{Cluster: rec.Cluster, Outcome: health.OutcomeFollowed, Epoch: uint64(rec.Revision),
+		OldMaster: c.Master.Address, NewMaster: rec.Master, Started: rec.At, Finished: time.Now(),
+		Warnings: []string{fmt.Sprintf("from the fleet's topology in etcd (revision %d, %s by %s)", rec.Revision, rec.Outcome, rec.By)}}
+	if rec.Outcome == fleet.OutcomeSwitchover {
+		if _, err := srv.topo.Switch(rec.Cluster, rec.Master, res); err == nil {
+			srv.failover.lock()
+			srv.failover.stateOf(rec.Cluster).RecordSwitchover(res)
+			srv.failover.writeState(rec.Cluster)
+			srv.failover.unlock()
+			srv.failover.total.WithLabelValues(rec.Cluster, string(health.OutcomeFollowed)).Inc()
+			srv.event("switchover", rec.Cluster, rec.Master, "followed the fleet: "+res.Warnings[0])
+			log.Warn("fleet: switchover followed: writes go to the new master")
+			return
+		}
+	}
+	srv.failover.publish(res, log)
+	if now := srv.topo.Current().Cluster(rec.Cluster); now.Master.Address != rec.Master {
+		reason := fmt.Sprintf("the fleet's topology (etcd revision %d) names master %s, which this instance cannot use; writes refused rather than sent to %s",
+			rec.Revision, rec.Master, now.Master.Address)
+		_, _ = srv.topo.RefuseWrites(rec.Cluster, reason)
+		log.Error("fleet: " + reason)
+	}
+}
+
+// notLeaderError is the ERR of an operator's FAILOVER or SWITCHOVER on an instance that
+// cannot run it: another instance leads the cluster (the admin port forwards there), or
+// none does.
+func notLeaderError(what, cluster string) error {
+	return protocol.ERUnknownError.New("sluice: %s: this instance is not the prober-leader of cluster %s ; with [fleet] only the leader changes the servers, and the admin port forwards the command to it", what, cluster)
+}
