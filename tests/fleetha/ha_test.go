@@ -103,6 +103,9 @@ func TestFleetOnePromotion(t *testing.T) {
 	if n != 1 || r.index(h.By) >= 0 && each[r.index(h.By)] != 1 {
 		t.Errorf(`sluice_failovers_total{outcome="promoted"} per sluice %v, want 1 in all, by %s`, each, h.By)
 	}
+	if _, followed, err := r.sumMetric(r.sluices, "sluice_failovers_total", map[string]string{"cluster": cluster, "outcome": "followed"}); err == nil {
+		t.Logf(`sluice_failovers_total{outcome="followed"} per sluice: %v`, followed)
+	}
 	if rounds, violations := sampler.Stop(); len(violations) > 0 {
 		t.Errorf("more than one writable server in %d of %d samples: %v", len(violations), rounds, ft.First(violations, 5))
 	}
@@ -345,6 +348,7 @@ func TestFleetNoPromotionWithoutQuorum(t *testing.T) {
 	t.Logf("etcd members healthy again %v after their restart", time.Since(restoredAt).Round(time.Millisecond))
 	r.waitEtcd(1, 20*time.Second)
 	t.Logf("every sluice reported etcd back %v after the restart", time.Since(restoredAt).Round(time.Millisecond))
+	r.waitLeader()
 	took := r.resumed(all, restoredAt, 30*time.Second)
 	r.checkResumed("after etcd's restart", all, took, 30*time.Second)
 	master, top := r.newMaster(old, 10*time.Second)
@@ -364,6 +368,15 @@ func TestFleetNoPromotionWithoutQuorum(t *testing.T) {
 	}
 	if n, each, err := r.promoted(r.sluices); err != nil || n != 1 {
 		t.Errorf(`sluice_failovers_total{outcome="promoted"} per sluice %v (err %v), want 1 in all`, each, err)
+	}
+	// Resynchronised without a restart: the processes started at the
+	// beginning still run.
+	for _, s := range r.sluices {
+		select {
+		case <-s.Done():
+			t.Errorf("%s exited (%v); log tail:\n%s", s.Name, s.Err(), s.Log.Tail(20))
+		default:
+		}
 	}
 	if t.Failed() {
 		t.Log(r.tails(30))
