@@ -110,7 +110,8 @@ type Fleet struct {
 
 	// hooks are the topology's (OnTopology). sess is the live membership session the
 	// elections campaign under, and sessChanged is closed and replaced when it changes, both
-	// under sessMu. leads are the clusters this instance leads, under leadMu. topoRev is
+	// under sessMu. leads are the clusters this instance leads and leadLost what abdicate
+	// signals to end one, under leadMu. topoRev is
 	// the topology revision applied per cluster, under topoMu, which also orders the
 	// applies and the guarded writes.
 	hooks       Hooks
@@ -119,8 +120,12 @@ type Fleet struct {
 	sessChanged chan struct{}
 	leadMu      sync.Mutex
 	leads       map[string]Lead
+	leadLost    map[string]chan struct{}
 	topoMu      sync.Mutex
 	topoRev     map[string]int64
+	// topoLoaded is closed once the topology records were read whole the first time.
+	topoLoaded chan struct{}
+	loadedOnce sync.Once
 }
 
 // New prepares the etcd client for cfg (an enabled [fleet]); self is this
@@ -151,7 +156,9 @@ func New(cfg *conf.Fleet, self Member, log *zap.Logger) (*Fleet, error) {
 
 		sessChanged: make(chan struct{}),
 		leads:       map[string]Lead{},
+		leadLost:    map[string]chan struct{}{},
 		topoRev:     map[string]int64{},
+		topoLoaded:  make(chan struct{}),
 	}
 	f.key = f.membersPrefix + self.Instance
 	f.clientCfg = clientv3.Config{

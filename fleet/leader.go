@@ -117,20 +117,25 @@ func (f *Fleet) campaign(cluster string) {
 			continue
 		}
 		wait = 100 * time.Millisecond
-		done := make(chan struct{})
+		done, lost := make(chan struct{}), make(chan struct{}, 1)
 		l := Lead{Cluster: cluster, Key: e.Key(), Rev: e.Rev(), Done: done}
 		f.leadMu.Lock()
 		f.leads[cluster] = l
+		f.leadLost[cluster] = lost
 		f.leadMu.Unlock()
 		f.log.Warn("fleet: this instance is the prober-leader of the cluster: it alone fails it over",
 			zap.String("cluster", cluster), zap.String("key", l.Key), zap.Int64("create_revision", l.Rev))
 		f.onLead(l)
+		abdicated := false
 		select {
 		case <-sess.Done():
 		case <-f.ctx.Done():
+		case <-lost:
+			abdicated = true
 		}
 		f.leadMu.Lock()
 		delete(f.leads, cluster)
+		delete(f.leadLost, cluster)
 		f.leadMu.Unlock()
 		close(done)
 		cancel()
@@ -138,8 +143,25 @@ func (f *Fleet) campaign(cluster string) {
 			f.resign(e)
 			return
 		}
+		if abdicated {
+			f.resign(e)
+			f.log.Warn("fleet: the prober leader key is gone from etcd; this instance campaigns again", zap.String("cluster", cluster))
+			continue
+		}
 		f.log.Warn("fleet: prober leadership lost with the etcd session; this instance only observes until elected again",
 			zap.String("cluster", cluster), zap.String("lease", fmt.Sprintf("%x", int64(sess.Lease()))))
+	}
+}
+
+// abdicate ends l at once: a guarded write found its key gone.
+func (f *Fleet) abdicate(l Lead) {
+	f.leadMu.Lock()
+	defer f.leadMu.Unlock()
+	if cur, ok := f.leads[l.Cluster]; ok && cur.Key == l.Key && cur.Rev == l.Rev {
+		select {
+		case f.leadLost[l.Cluster] <- struct{}{}:
+		default:
+		}
 	}
 }
 

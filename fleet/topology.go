@@ -111,6 +111,7 @@ func (f *Fleet) loadTopology() (int64, error) {
 	for _, kv := range resp.Kvs {
 		f.applyTopologyKV(kv)
 	}
+	f.loadedOnce.Do(func() { close(f.topoLoaded) })
 	return resp.Header.Revision, nil
 }
 
@@ -164,24 +165,70 @@ func leaderHeld(l Lead) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.Key), "=", l.Rev)
 }
 
+// pendingRecord is the value of a cluster's pending key: a failover in progress (the
+// server's JSON, opaque here), by whom, and the topology revision it started from.
+type pendingRecord struct {
+	TopologyRevision int64           `json:"topology_revision"`
+	By               string          `json:"by"`
+	At               time.Time       `json:"at"`
+	Failover         json.RawMessage `json:"failover"`
+}
+
 // WritePending stores value (a failover in progress) as l's cluster's pending failover if l
-// still holds the leadership; ErrLostLeadership when it does not, another error when etcd
-// did not answer within dial_timeout. Either way the caller must not change a server.
+// still holds the leadership and the cluster's topology is still at the revision this
+// instance applied: ErrLostLeadership or ErrTopologyMoved when not, another error when etcd
+// did not answer within dial_timeout. Whatever the error, the caller must not change a server.
 func (f *Fleet) WritePending(ctx context.Context, l Lead, value []byte) error {
+	c := f.cli()
+	if c == nil {
+		return errNoClient
+	}
+	prev := f.TopologyRevision(l.Cluster)
+	rec, err := json.Marshal(pendingRecord{TopologyRevision: prev, By: f.self.Instance, At: time.Now().UTC(), Failover: value})
+	if err != nil {
+		return fmt.Errorf("fleet: encoding the pending failover of cluster %s: %w", l.Cluster, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.probeTimeout)
+	defer cancel()
+	resp, err := c.Txn(ctx).
+		If(leaderHeld(l), clientv3.Compare(clientv3.ModRevision(f.topologyKey(l.Cluster)), "=", prev)).
+		Then(clientv3.OpPut(f.pendingKey(l.Cluster), string(rec))).
+		Else(clientv3.OpGet(l.Key)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("fleet: writing the pending failover of cluster %s: %w", l.Cluster, err)
+	}
+	return f.guardFailed(resp, l, prev)
+}
+
+// guardFailed tells why a guarded transaction whose Else read l's key failed; nil when it
+// succeeded. A leader key found gone (deleted by hand, or the lease lost before the session
+// noticed) ends the leadership here at once, and the instance campaigns again.
+func (f *Fleet) guardFailed(resp *clientv3.TxnResponse, l Lead, prev int64) error {
+	if resp.Succeeded {
+		return nil
+	}
+	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 0 || kvs[0].CreateRevision != l.Rev {
+		f.abdicate(l)
+		return fmt.Errorf("cluster %s: %w", l.Cluster, ErrLostLeadership)
+	}
+	return fmt.Errorf("cluster %s (applied revision %d): %w", l.Cluster, prev, ErrTopologyMoved)
+}
+
+// DropPending deletes l's cluster's pending failover while l leads: a failover given up
+// (the master answers again, an operator's failed FAILOVER) must not be resumed later.
+func (f *Fleet) DropPending(ctx context.Context, l Lead) error {
 	c := f.cli()
 	if c == nil {
 		return errNoClient
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.probeTimeout)
 	defer cancel()
-	resp, err := c.Txn(ctx).If(leaderHeld(l)).Then(clientv3.OpPut(f.pendingKey(l.Cluster), string(value))).Commit()
+	resp, err := c.Txn(ctx).If(leaderHeld(l)).Then(clientv3.OpDelete(f.pendingKey(l.Cluster))).Else(clientv3.OpGet(l.Key)).Commit()
 	if err != nil {
-		return fmt.Errorf("fleet: writing the pending failover of cluster %s: %w", l.Cluster, err)
+		return fmt.Errorf("fleet: deleting the pending failover of cluster %s: %w", l.Cluster, err)
 	}
-	if !resp.Succeeded {
-		return fmt.Errorf("cluster %s: %w", l.Cluster, ErrLostLeadership)
-	}
-	return nil
+	return f.guardFailed(resp, l, 0)
 }
 
 // WriteTopology records rec as l's cluster's topology, with its history key, and drops the
@@ -213,11 +260,8 @@ func (f *Fleet) WriteTopology(ctx context.Context, l Lead, rec TopologyRecord) (
 	if err != nil {
 		return 0, fmt.Errorf("fleet: writing the topology of cluster %s: %w", l.Cluster, err)
 	}
-	if !resp.Succeeded {
-		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 0 || kvs[0].CreateRevision != l.Rev {
-			return 0, fmt.Errorf("cluster %s: %w", l.Cluster, ErrLostLeadership)
-		}
-		return 0, fmt.Errorf("cluster %s (applied revision %d): %w", l.Cluster, prev, ErrTopologyMoved)
+	if err := f.guardFailed(resp, l, prev); err != nil {
+		return 0, err
 	}
 	rev := resp.Header.Revision
 	f.topoRev[l.Cluster] = rev
@@ -226,8 +270,10 @@ func (f *Fleet) WriteTopology(ctx context.Context, l Lead, rec TopologyRecord) (
 	return rev, nil
 }
 
-// Pending reads cluster's pending failover (nil when none); a leader elected after another
-// died part way uses it to finish that failover rather than start another.
+// Pending reads cluster's pending failover (nil when none, or when it started from another
+// topology revision than the one this instance applied: it is about a master the fleet has
+// replaced since); a leader elected after another died part way uses it to finish that
+// failover rather than start another.
 func (f *Fleet) Pending(ctx context.Context, cluster string) ([]byte, error) {
 	c := f.cli()
 	if c == nil {
@@ -242,5 +288,50 @@ func (f *Fleet) Pending(ctx context.Context, cluster string) ([]byte, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
-	return resp.Kvs[0].Value, nil
+	var p pendingRecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
+		return nil, fmt.Errorf("fleet: the pending failover of cluster %s: %w", cluster, err)
+	}
+	if p.TopologyRevision != f.TopologyRevision(cluster) {
+		return nil, nil
+	}
+	return p.Failover, nil
+}
+
+// ReadTopology reads cluster's topology record from etcd with a quorum read (ok false when
+// none is stored): what an instance checks before it trusts a master it saw go down and
+// come back, since its watch may be cut off from etcd.
+func (f *Fleet) ReadTopology(ctx context.Context, cluster string) (rec TopologyRecord, ok bool, err error) {
+	c := f.cli()
+	if c == nil {
+		return rec, false, errNoClient
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.probeTimeout)
+	defer cancel()
+	resp, err := c.Get(ctx, f.topologyKey(cluster))
+	if err != nil {
+		return rec, false, fmt.Errorf("fleet: reading the topology of cluster %s: %w", cluster, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return rec, false, nil
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		return rec, false, fmt.Errorf("fleet: the topology of cluster %s: %w", cluster, err)
+	}
+	rec.Cluster, rec.Revision = cluster, resp.Kvs[0].ModRevision
+	return rec, true, nil
+}
+
+// WaitTopology waits up to d until the topology records were read from etcd once (and
+// applied); false when d passed first. The server waits for it before serving, so that it
+// does not send writes to a master the fleet replaced while it was down.
+func (f *Fleet) WaitTopology(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.topoLoaded:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -300,6 +300,8 @@ type failoverAttempt struct {
 	members   []*member
 	masterErr error // the survey's ping of the master: nil when it answered
 	lockName  string
+	// refused is what the Guard said once the candidate was writable: the repoints do not run.
+	refused error
 }
 
 func (f *Failover) newAttempt() *failoverAttempt {
@@ -360,6 +362,17 @@ func (c *stepClock) step(name string) {
 	now := time.Now()
 	c.res.Steps = append(c.res.Steps, Step{Name: name, Took: now.Sub(c.start)})
 	c.start = now
+}
+
+// guardOnly asks Guard again before one more statement of a step Checkpoint already saw.
+func (a *failoverAttempt) guardOnly(ctx context.Context) error {
+	if a.Guard == nil {
+		return nil
+	}
+	if err := a.Guard(ctx, a.res); err != nil {
+		return a.errorf(ErrNotLeader, "%v", err)
+	}
+	return nil
 }
 
 // checkpoint hands the failover so far to Guard and then Checkpoint, naming the candidate. A

@@ -52,7 +52,7 @@ func (a *failoverAttempt) promoteCandidate(ctx context.Context, cand *member, se
 	if err := a.checkpoint(ctx, a.res, cand.addr); err != nil {
 		return BinlogState{}, err
 	}
-	if err := promote(ctx, cand, a.res, semi, func() error {
+	if err := promote(ctx, cand, a.res, semi, func() error { return a.guardOnly(ctx) }, func() error {
 		a.res.Steps = append(a.res.Steps, Step{Name: StepPromoting})
 		return a.checkpoint(ctx, a.res, cand.addr)
 	}); err != nil {
@@ -72,9 +72,9 @@ func (a *failoverAttempt) promoteCandidate(ctx context.Context, cand *member, se
 		binlog = BinlogStateOf(applied)
 	}
 	a.res.PromotedAt = cand.received().Union(applied).String()
-	// The candidate is writable: a Guard that refuses now cannot take that back, and the
-	// repoints below ask it again.
-	_ = a.checkpoint(ctx, a.res, cand.addr)
+	// The candidate is writable: a Guard that refuses now cannot take that back, but it
+	// stops the repoints below.
+	a.refused = a.checkpoint(ctx, a.res, cand.addr)
 	a.step("promote")
 	return binlog, nil
 }
@@ -84,7 +84,7 @@ func (a *failoverAttempt) promoteCandidate(ctx context.Context, cand *member, se
 // (see repointTo). With semi-sync on and nobody repointed, nobody would acknowledge, so it is
 // switched off again.
 func (a *failoverAttempt) repointOthers(ctx context.Context, cand *member, host string, port int, binlog BinlogState, semi bool) {
-	var refused error
+	refused := a.refused
 	for _, m := range a.members {
 		if m == cand {
 			continue
@@ -100,7 +100,7 @@ func (a *failoverAttempt) repointOthers(ctx context.Context, cand *member, host 
 		a.res.noteRepoint(m.addr, r, why)
 		refused = a.checkpoint(ctx, a.res, cand.addr)
 	}
-	if semi && len(a.res.Repointed) == 0 {
+	if semi && len(a.res.Repointed) == 0 && refused == nil {
 		if err := cand.conn.setSemiSync(ctx, false); err == nil {
 			a.res.Warnings = append(a.res.Warnings, "semi-sync switched off again on the new master: no replica could be repointed to acknowledge")
 		}
@@ -128,11 +128,19 @@ func semiSyncAckers(ctx context.Context, members []*member, cand *member, all GT
 // sluice that dies between two of them leaves a state the next one can finish from: stop
 // replication, forget the master, switch semi-sync's master side on when semi says so (before
 // any write can land), then let writes in.
-func promote(ctx context.Context, m *member, res *Result, semi bool, promoting func() error) error {
+func promote(ctx context.Context, m *member, res *Result, semi bool, guard, promoting func() error) error {
+	// Each statement is announced (guard) right before it runs, so that an instance paused
+	// after one announcement finds its leadership gone before the next statement.
+	if err := guard(); err != nil {
+		return err
+	}
 	if err := m.conn.StopReplication(ctx); err != nil {
 		return err
 	}
 	failpoint.Hit(failpoint.FailoverStopped)
+	if err := guard(); err != nil {
+		return err
+	}
 	if err := m.conn.ResetReplication(ctx); err != nil {
 		return err
 	}

@@ -202,50 +202,27 @@ func cloneResult(r *health.Result) *health.Result {
 }
 
 // run fails over cluster from master until it succeeds, the master is back up, or a reason
-// that is not retryable stops it.
+// that is not retryable stops it. With [fleet] only the cluster's prober-leader attempts it;
+// the others observe (observe) until the leader's record moves them.
 func (f *failovers) run(cluster string, master *health.Backend) {
 	log := f.s.log.With(zap.String("cluster", cluster), zap.String("old_master", master.Address))
 	refused := ""
 	for attempt := 1; ; attempt++ {
 		snap := f.s.topo.Current()
 		c := snap.Cluster(cluster)
+		l, fl, leads := f.lead(cluster)
+		if c.Master == master && !leads {
+			if !f.observe(cluster, master, attempt, fl, log) {
+				return
+			}
+			continue
+		}
 		if c.Master != master || master.Up() {
 			log.Info("failover not needed any more", zap.String("master", c.Master.Address), zap.String("state", c.Master.State().String()))
 			f.dropPending(cluster, master.Address, master.Up())
 			return
 		}
-		l, fl, leads := f.lead(cluster)
-		if !leads {
-			// Another instance of the fleet fails the cluster over; its record in etcd
-			// moves this one (applyFleetTopology), which ends this loop.
-			if attempt == 1 {
-				log.Warn("master down: the fleet's prober-leader fails it over; this instance follows its record in etcd")
-			}
-			if !f.pause() {
-				return
-			}
-			continue
-		}
-		fo := f.newFailover(cluster, master.Address, snap)
-		f.lock()
-		pending := f.stateOf(cluster).Pending
-		f.unlock()
-		if pending == nil {
-			pending = f.pendingFromFleet(fl, cluster)
-		}
-		f.continuing(&fo, pending)
-		ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.config().Health.Timeout.Duration)
-		ctx, cancelLead := underLead(ctx, &fo, fl, l)
-		res, err := fo.Run(ctx)
-		if err == nil {
-			if err = f.recordInFleet(ctx, fl, l, res); err != nil {
-				err = fmt.Errorf("%w: %w", health.ErrNotLeader, err)
-				log.Error("failover done on the servers but not recorded in etcd; this instance switches only once the fleet's topology says so",
-					zap.String("new_master", res.NewMaster), zap.Error(err))
-			}
-		}
-		cancelLead()
-		cancel()
+		res, err := f.attempt(cluster, master, snap, l, fl, log)
 		if err == nil {
 			f.publish(res, log)
 			return
@@ -259,13 +236,7 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 			refused = err.Error()
 			f.refusedDivergent(cluster, master.Address, err, log)
 		}
-		// A step that ran out of time (a STOP SLAVE waiting for a long transaction) is tried
-		// again as well.
-		again := errors.Is(err, context.DeadlineExceeded)
-		for _, r := range retryable {
-			again = again || errors.Is(err, r)
-		}
-		if !again {
+		if !retryAfter(err) {
 			if errors.Is(err, health.ErrAmbiguousMaster) {
 				if _, rerr := f.s.topo.RefuseWrites(cluster, err.Error()); rerr == nil {
 					log.Error("writes refused: sluice cannot tell which server is the master", zap.Error(err))
@@ -280,6 +251,52 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 			return
 		}
 	}
+}
+
+// retryAfter reports whether a failover that failed with err is tried again next round: a
+// retryable reason, or a step that ran out of time (a STOP SLAVE waiting for a long
+// transaction).
+func retryAfter(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	for _, r := range retryable {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// attempt is one failover of cluster from master under l (with [fleet]): the pending
+// failover it continues, the run, and the record in etcd before anything switches here.
+func (f *failovers) attempt(cluster string, master *health.Backend, snap *health.Snapshot, l fleet.Lead, fl *fleet.Fleet, log *zap.Logger) (*health.Result, error) {
+	fo := f.newFailover(cluster, master.Address, snap)
+	var pending *health.Result
+	if fl != nil {
+		// The fleet's pending failover is at least as new as this instance's own record
+		// (Guard writes it before Checkpoint does), and may be another leader's.
+		pending = f.pendingFromFleet(fl, cluster)
+	} else {
+		f.lock()
+		pending = f.stateOf(cluster).Pending
+		f.unlock()
+	}
+	f.continuing(&fo, pending)
+	ctx, cancel := context.WithTimeout(f.s.ctx, health.DefaultApplyTimeout+10*f.s.config().Health.Timeout.Duration)
+	defer cancel()
+	ctx, cancelLead := underLead(ctx, &fo, fl, l)
+	defer cancelLead()
+	res, err := fo.Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.recordInFleet(ctx, fl, l, res); err != nil {
+		log.Error("failover done on the servers but not recorded in etcd; this instance switches only once the fleet's topology says so",
+			zap.String("new_master", res.NewMaster), zap.Error(err))
+		return nil, fmt.Errorf("%w: %w", health.ErrNotLeader, err)
+	}
+	return res, nil
 }
 
 // pause waits a probe interval; false when the Server closes first.
@@ -298,6 +315,10 @@ func (f *failovers) pause() bool {
 // that changed replicas is kept: its record of them is what puts them back once the master
 // answers, and the statements that do so would discard relay logs while it is down.
 func (f *failovers) dropPending(cluster, oldMaster string, masterBack bool) {
+	if f.s.cfg.Fleet.Enabled() {
+		f.dropFleetPending(cluster, oldMaster, masterBack)
+		return
+	}
 	f.lock()
 	st := f.stateOf(cluster)
 	p := st.Pending
@@ -404,8 +425,10 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 	f.total.WithLabelValues(res.Cluster, string(res.Outcome)).Inc()
 	f.divergentReplicas(res.Cluster, res.NewMaster, res.Divergent, log)
 	if res.Outcome == health.OutcomeFollowed && f.mayChange(res.Cluster) {
-		// The instance that promoted may have died before repointing every replica.
-		f.repair(res.Cluster, []string{res.OldMaster}, true)
+		// The instance that promoted may have died before repointing every replica. In the
+		// background: publish may run on the fleet's watch, which must not wait for servers.
+		f.s.wg.Add(1)
+		go func() { defer f.s.wg.Done(); f.repair(res.Cluster, []string{res.OldMaster}, true) }()
 	}
 	f.s.event("failover", res.Cluster, res.NewMaster, fmt.Sprintf("%s replaced %s (%s)", res.NewMaster, res.OldMaster, res.Outcome))
 	fields := []zap.Field{zap.String("outcome", string(res.Outcome)), zap.String("new_master", res.NewMaster),
@@ -577,6 +600,13 @@ func (f *failovers) recover() error {
 				f.state[cc.Name] = &st
 			}
 		}
+		alone := !f.s.cfg.Fleet.Enabled()
+		if !alone && rec.Pending != nil {
+			// In a fleet the prober-leader finishes or gives up a failover, from the one
+			// recorded in etcd; this instance's own record is only what it saw.
+			rec.Pending = nil
+			f.state[cc.Name].Pending = nil
+		}
 		known, pending := rec.Master, rec.Pending
 		if pending != nil && pending.PromotedAt != "" {
 			known = pending.NewMaster // a promoted candidate is the master, whatever came before
@@ -588,8 +618,13 @@ func (f *failovers) recover() error {
 		ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
 		d, err := health.Discover(ctx, cc.Name, addrs, known, f.credentials(cc.Name, cc.Master))
 		cancel()
-		f.writableReplicas(cc.Name, d.WritableReplicas)
-		f.fenceStale(cc.Name, d.Stale)
+		if alone {
+			// In a fleet only the prober-leader changes servers: this instance may be
+			// starting with a view the fleet has left behind (the topology in etcd wins
+			// once read).
+			f.writableReplicas(cc.Name, d.WritableReplicas)
+			f.fenceStale(cc.Name, d.Stale)
+		}
 		master := d.Master
 		switch {
 		case errors.Is(err, health.ErrAmbiguousMaster):
@@ -632,7 +667,7 @@ func (f *failovers) recover() error {
 			f.s.log.Warn("master from the failover state", zap.String("cluster", cc.Name), zap.String("master", master),
 				zap.String("configured_master", cc.Master), zap.Uint64("epoch", snap.Epoch))
 		}
-		if err == nil {
+		if err == nil && alone {
 			f.repairAfterFailover(cc.Name, rec)
 		}
 	}

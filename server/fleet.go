@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/sluice-proxy/sluice/admin"
 	"github.com/sluice-proxy/sluice/fleet"
@@ -59,6 +60,12 @@ func (srv *Server) startFleet(started time.Time) error {
 	f.OnTopology(srv.fleetHooks())
 	srv.fleet.p.Store(f)
 	f.Start()
+	// The fleet's topology is read before this instance serves (within dial_timeout), so
+	// that it does not send writes to a master the fleet replaced while it was down.
+	if !f.WaitTopology(fc.DialTimeout.Duration) {
+		srv.log.Warn("fleet: the topology in etcd could not be read within dial_timeout; serving with the local view until it is",
+			zap.Duration("dial_timeout", fc.DialTimeout.Duration))
+	}
 	return nil
 }
 

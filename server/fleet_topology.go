@@ -35,7 +35,8 @@ func (srv *Server) fleetHooks() fleet.Hooks {
 func (f *failovers) lead(cluster string) (fleet.Lead, *fleet.Fleet, bool) {
 	fl := f.s.fleet.fleet()
 	if fl == nil {
-		return fleet.Lead{}, nil, true
+		// With [fleet] but before the fleet started (start-up), nobody here leads yet.
+		return fleet.Lead{}, nil, !f.s.cfg.Fleet.Enabled()
 	}
 	l, ok := fl.Leader(cluster)
 	return l, fl, ok
@@ -114,6 +115,39 @@ func (f *failovers) pendingFromFleet(fl *fleet.Fleet, cluster string) *health.Re
 	return &p
 }
 
+// observe is one round of a fleet instance that does not lead cluster while its master is
+// down: the leader fails it over and this instance follows its record in etcd. Meanwhile the
+// cluster's writes are refused here, and a master that answers again gets them back only once
+// a quorum read of etcd says it is still the fleet's master: this instance's watch may be
+// cut off while the leader promoted another. It reports false when there is nothing more to
+// wait for.
+func (f *failovers) observe(cluster string, master *health.Backend, attempt int, fl *fleet.Fleet, log *zap.Logger) bool {
+	if attempt == 1 {
+		reason := fmt.Sprintf("master %s is down; the fleet's prober-leader fails cluster %s over and this instance follows its record in etcd", master.Address, cluster)
+		if _, err := f.s.topo.RefuseWrites(cluster, reason); err == nil {
+			log.Warn("master down: " + reason)
+		}
+	}
+	if master.Up() && fl != nil {
+		ctx, cancel := context.WithTimeout(f.s.ctx, 2*time.Second)
+		rec, ok, err := fl.ReadTopology(ctx, cluster)
+		cancel()
+		switch {
+		case err != nil:
+			log.Warn("the master answers again, but etcd cannot confirm it is still the fleet's master; writes stay refused", zap.Error(err))
+		case !ok || rec.Master == master.Address:
+			if _, err := f.s.topo.Promote(cluster, master.Address, nil); err == nil {
+				log.Info("the master answers again and is still the fleet's master: writes go to it again")
+			}
+			f.lock()
+			f.stateOf(cluster).Pending = nil
+			f.unlock()
+			return false
+		}
+	}
+	return f.pause()
+}
+
 // fleetElected runs when this instance becomes cluster's prober-leader: with no topology
 // recorded yet it records the master it uses (the initial record); a master that is down
 // gets its failover started, since the instance that led before may have died with it.
@@ -126,7 +160,7 @@ func (srv *Server) fleetElected(l fleet.Lead) {
 		if c == nil || fl == nil {
 			return
 		}
-		if fl.TopologyRevision(l.Cluster) == 0 && c.WritesRefused == "" {
+		if fl.TopologyRevision(l.Cluster) == 0 && c.WritesRefused == "" && srv.failover.confirmMaster(c) {
 			_, err := fl.WriteTopology(srv.ctx, l, fleet.TopologyRecord{Master: c.Master.Address, Outcome: fleet.OutcomeInitial})
 			if err != nil && !errors.Is(err, fleet.ErrTopologyMoved) {
 				srv.log.Warn("fleet: cannot record the cluster's initial topology", zap.String("cluster", l.Cluster), zap.Error(err))
@@ -136,6 +170,24 @@ func (srv *Server) fleetElected(l fleet.Lead) {
 			srv.failover.masterDown(c.Master)
 		}
 	}()
+}
+
+// confirmMaster asks the servers (health.Discover) whether c's master is the one writable
+// server that replicates from no one; the first leader records the initial topology only then.
+func (f *failovers) confirmMaster(c *health.Cluster) bool {
+	addrs := []string{c.Master.Address}
+	for _, r := range c.Replicas {
+		addrs = append(addrs, r.Address)
+	}
+	ctx, cancel := context.WithTimeout(f.s.ctx, 2*f.s.config().Health.Timeout.Duration)
+	defer cancel()
+	d, err := health.Discover(ctx, c.Name, addrs, c.Master.Address, f.credentials(c.Name, c.Master.Address))
+	if err != nil || d.Master != c.Master.Address {
+		f.s.log.Warn("fleet: the servers do not confirm the master; no initial topology recorded", zap.String("cluster", c.Name),
+			zap.String("master", c.Master.Address), zap.String("discovered", d.Master), zap.Error(err))
+		return false
+	}
+	return true
 }
 
 // applyFleetTopology follows a topology record from etcd: a master other than this
@@ -159,7 +211,9 @@ func (srv *Server) applyFleetTopology(rec fleet.TopologyRecord) {
 	res := &health.Result{Cluster: rec.Cluster, Outcome: health.OutcomeFollowed, Epoch: uint64(rec.Revision),
 		OldMaster: c.Master.Address, NewMaster: rec.Master, Started: rec.At, Finished: time.Now(),
 		Warnings: []string{fmt.Sprintf("from the fleet's topology in etcd (revision %d, %s by %s)", rec.Revision, rec.Outcome, rec.By)}}
-	if rec.Outcome == fleet.OutcomeSwitchover {
+	if rec.Outcome == fleet.OutcomeSwitchover && rec.OldMaster == c.Master.Address {
+		// A switchover from the master this instance has: the old master stays a replica.
+		// From another (records were missed), this instance's master is fenced instead.
 		if _, err := srv.topo.Switch(rec.Cluster, rec.Master, res); err == nil {
 			srv.failover.lock()
 			srv.failover.stateOf(rec.Cluster).RecordSwitchover(res)
@@ -185,4 +239,34 @@ func (srv *Server) applyFleetTopology(rec fleet.TopologyRecord) {
 // none does.
 func notLeaderError(what, cluster string) error {
 	return protocol.ERUnknownError.New("sluice: %s: this instance is not the prober-leader of cluster %s ; with [fleet] only the leader changes the servers, and the admin port forwards the command to it", what, cluster)
+}
+
+// dropFleetPending is dropPending with [fleet]: this instance's own record is forgotten (the
+// fleet's pending failover in etcd is the one that counts), and only the prober-leader drops
+// the fleet's and puts back the replicas it changed.
+func (f *failovers) dropFleetPending(cluster, oldMaster string, masterBack bool) {
+	f.lock()
+	if st := f.stateOf(cluster); st.Pending != nil && st.Pending.OldMaster == oldMaster && !st.Pending.PromotionStarted() {
+		st.Pending = nil
+		f.writeState(cluster)
+	}
+	f.unlock()
+	l, fl, leads := f.lead(cluster)
+	if !leads || fl == nil {
+		return
+	}
+	p := f.pendingFromFleet(fl, cluster)
+	if p == nil || p.OldMaster != oldMaster || p.PromotionStarted() || (!masterBack && len(p.Undo) > 0) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(f.s.ctx, 2*time.Second)
+	err := fl.DropPending(ctx, l)
+	cancel()
+	if err != nil {
+		f.s.log.Warn("fleet: cannot drop the given-up failover from etcd", zap.String("cluster", cluster), zap.Error(err))
+		return
+	}
+	if masterBack {
+		f.abandon(cluster, p)
+	}
 }
