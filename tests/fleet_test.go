@@ -241,9 +241,14 @@ func TestFleetMembership(t *testing.T) {
 	readWrite(t, s1, "fleet_rw", 100, 20)
 	readWrite(t, s2, "fleet_rw", 200, 20)
 	// The lease runs out client-side after session_ttl without an answer.
-	waitUntil(t, "sluice-1 loses its lease", 30*time.Second, func() bool {
-		return scrapeFrom(t, s1, "sluice_fleet_registered") == 0
-	})
+	// Both, before etcd returns: each runs out on its own clock, and one
+	// that still held its lease when etcd came back keeps it (etcd renews
+	// every lease when it elects a leader).
+	for i, srv := range []*server.Server{s1, s2} {
+		waitUntil(t, fmt.Sprintf("sluice-%d loses its lease", i+1), 30*time.Second, func() bool {
+			return scrapeFrom(t, srv, "sluice_fleet_registered") == 0
+		})
+	}
 	readWrite(t, s2, "fleet_rw", 300, 20)
 	// The admin port still answers, from the last view, without etcd.
 	stale := showFleet(t, a1)
