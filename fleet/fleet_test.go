@@ -2,8 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -22,17 +20,7 @@ import (
 // is not installed and CI is unset; under CI a missing etcd fails.
 func startEtcd(t *testing.T) *sandbox.EtcdCluster {
 	t.Helper()
-	if _, err := sandbox.FindEtcdBinary(); errors.Is(err, sandbox.ErrNoEtcd) && os.Getenv("CI") == "" {
-		t.Skipf("skipping: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := sandbox.StartEtcd(ctx, sandbox.EtcdOptions{Members: 3, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	return c
+	return sandbox.StartEtcdFor(t, sandbox.EtcdOptions{Members: 3})
 }
 
 // join starts a Fleet named instance on the cluster, closed at the end of t.
@@ -138,16 +126,9 @@ func TestRejoinAfterQuorumLoss(t *testing.T) {
 // certificate, key, user and password joins; one with a wrong password
 // starts all the same, joins nothing and logs the refused login.
 func TestTLSAndAuth(t *testing.T) {
-	if _, err := sandbox.FindEtcdBinary(); errors.Is(err, sandbox.ErrNoEtcd) && os.Getenv("CI") == "" {
-		t.Skipf("skipping: %v", err)
-	}
+	c := sandbox.StartEtcdFor(t, sandbox.EtcdOptions{Members: 1, TLS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := sandbox.StartEtcd(ctx, sandbox.EtcdOptions{Members: 1, TLS: true, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
 	base := conf.Fleet{Etcd: c.Endpoints(), Prefix: "/sluice/secure", EtcdCA: c.TLS.CA, EtcdCert: c.TLS.Cert, EtcdKey: c.TLS.Key,
 		DialTimeout: conf.Duration{Duration: 2 * time.Second}, SessionTTL: conf.Duration{Duration: 5 * time.Second}}
 	tlsConf, err := clientTLS(&base)

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
-	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/fleet"
 	"github.com/sluice-proxy/sluice/sandbox"
 	"github.com/sluice-proxy/sluice/server"
@@ -46,18 +44,7 @@ func startLeaderFleet(t *testing.T, prefix string) *leaderFleet {
 			HealthKeys: []string{`interval = "200ms"`, `timeout = "500ms"`, `failover_block = "0s"`}}
 		text := topo.SluiceConfigWith(o) + fmt.Sprintf("\n[admin]\nuser = \"admin\"\npassword = %q\n\n[fleet]\netcd = [\"%s\"]\nprefix = %q\ninstance = \"sluice-%d\"\ndial_timeout = \"1s\"\nsession_ttl = \"2s\"\n",
 			adminPassword, strings.Join(lf.etcd.Endpoints(), `", "`), prefix, i)
-		cfg, err := conf.Parse([]byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := server.New(cfg, zap.NewNop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { srv.Close() })
+		srv := fleetSluiceText(t, text, fmt.Sprintf("sluice-%d", i))
 		lf.srvs = append(lf.srvs, srv)
 	}
 	return lf

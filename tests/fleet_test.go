@@ -1,9 +1,7 @@
 package tests
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -23,24 +21,7 @@ import (
 // binary skips the test only outside CI; with CI set it fails it.
 func startFleetEtcd(t *testing.T) *sandbox.EtcdCluster {
 	t.Helper()
-	if _, err := sandbox.FindEtcdBinary(); errors.Is(err, sandbox.ErrNoEtcd) {
-		if os.Getenv("CI") == "" {
-			t.Skipf("skipping: etcd is not installed (%v)", err)
-		}
-		t.Fatalf("CI is set and etcd is missing: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := sandbox.StartEtcd(ctx, sandbox.EtcdOptions{Members: 3, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return c
+	return sandbox.StartEtcdFor(t, sandbox.EtcdOptions{Members: 3})
 }
 
 // fleetConfigText is the shared topology's configuration with the admin

@@ -2,14 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/sandbox"
@@ -79,23 +76,7 @@ func TestConfigPushRefusesBadFile(t *testing.T) {
 // TestConfigPushGet: against a real etcd, config push stores the file and
 // prints its revision, and config get prints that revision and the text.
 func TestConfigPushGet(t *testing.T) {
-	if _, err := sandbox.FindEtcdBinary(); errors.Is(err, sandbox.ErrNoEtcd) {
-		if os.Getenv("CI") == "" {
-			t.Skipf("skipping: etcd is not installed (%v)", err)
-		}
-		t.Fatalf("CI is set and etcd is missing: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := sandbox.StartEtcd(ctx, sandbox.EtcdOptions{Members: 1, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	c := sandbox.StartEtcdFor(t, sandbox.EtcdOptions{Members: 1})
 	dir := t.TempDir()
 	local := filepath.Join(dir, "local.toml")
 	prefix := "/sluice/cli-test"

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,25 +20,6 @@ import (
 
 	"github.com/sluice-proxy/sluice/sandbox"
 )
-
-// lockedBuffer is a bytes.Buffer that runSandbox's goroutine writes while
-// the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // needSandboxServers skips t when MariaDB or etcd is not installed, except
 // under CI, where a missing binary fails it.
@@ -182,7 +162,7 @@ func TestSandboxFleet(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut lockedBuffer
+	var out, errOut syncBuffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- runSandbox(ctx, []string{"-fleet", "2", "-replicas", "1", "-log-level", "warn",

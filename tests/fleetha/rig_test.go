@@ -134,24 +134,7 @@ dial_timeout = "1s"
 // startEtcd starts a 3-member etcd cluster for t, stopped at its end.
 func startEtcd(t *testing.T) *sandbox.EtcdCluster {
 	t.Helper()
-	if _, err := sandbox.FindEtcdBinary(); errors.Is(err, sandbox.ErrNoEtcd) {
-		if os.Getenv("CI") == "" {
-			t.Skipf("skipping: etcd is not installed (%v)", err)
-		}
-		t.Fatalf("CI is set and etcd is missing: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := sandbox.StartEtcd(ctx, sandbox.EtcdOptions{Members: 3, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return c
+	return sandbox.StartEtcdFor(t, sandbox.EtcdOptions{Members: 3})
 }
 
 // waitInitialTopology waits until the topology key records the master the
