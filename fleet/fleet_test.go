@@ -26,12 +26,21 @@ func startEtcd(t *testing.T) *sandbox.EtcdCluster {
 // join starts a Fleet named instance on the cluster, closed at the end of t.
 func join(t *testing.T, c *sandbox.EtcdCluster, instance string, ttl time.Duration) *Fleet {
 	t.Helper()
+	return joinWith(t, c, instance, ttl, nil)
+}
+
+// joinWith is join with setup called on the Fleet before Start (hooks).
+func joinWith(t *testing.T, c *sandbox.EtcdCluster, instance string, ttl time.Duration, setup func(*Fleet)) *Fleet {
+	t.Helper()
 	cfg := conf.Fleet{Etcd: c.Endpoints(), Prefix: "/sluice/test", DialTimeout: conf.Duration{Duration: 2 * time.Second},
 		SessionTTL: conf.Duration{Duration: ttl}}
 	f, err := New(&cfg, Member{Instance: instance, Address: instance + ":6033", AdminAddress: instance + ":6032",
 		Version: "test", Started: time.Now()}, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(f)
 	}
 	f.Start()
 	t.Cleanup(func() { _ = f.Close() })
