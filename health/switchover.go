@@ -59,8 +59,10 @@ var (
 //  5. Catch up: wait up to Timeout until the target has applied that position. When it does
 //     not, Run sets the old master writable again and returns ErrCatchUpTimeout naming what
 //     the target lacks; the caller resumes writes.
-//  6. Commit and promote: Guard, then Commit (the switchover's point of no return: a
-//     refusal of either sets the old master writable again), then the target is promoted
+//  6. Commit and promote: Guard; with KillOthers, a last look at the old master's position
+//     (what committed there since step 4 is killed again and waited for on the target, up
+//     to maxSettleRounds times); then Commit (the switchover's point of no return: a
+//     refusal of any sets the old master writable again), then the target is promoted
 //     (STOP SLAVE; RESET SLAVE ALL; read_only OFF) even if ctx ends meanwhile, since Commit
 //     recorded it as the master. A failure here is ErrSwitchoverIncomplete: the old master
 //     stays read-only.
@@ -100,10 +102,13 @@ type Switchover struct {
 	Commit func(ctx context.Context, r *Result) error
 	// KillOthers: after the old master is read-only and before its final position is read,
 	// every other connection of Credentials.User on it (other sluice instances' pools, which
-	// Hold does not drain) is killed, and Run waits until they are gone, so that nothing
-	// commits there afterwards: read_only does not stop an account with SUPER or READ ONLY
-	// ADMIN. Their open transactions roll back unacknowledged. Replication threads are left
-	// alone.
+	// Hold does not drain) is killed, and Run waits until they are gone, so that none of
+	// their transactions commits there afterwards: MariaDB's read_only does not stop an
+	// account with SUPER or READ_ONLY ADMIN. Their open transactions roll back
+	// unacknowledged. Replication threads are left alone. Just before Commit the old
+	// master's position is read again, in case one of them dialled it again and committed
+	// meanwhile; a write sent there after that look is not stopped (the caller's fleet must
+	// stop sending them).
 	KillOthers bool
 	// Now, when set, replaces time.Now for the Result's times.
 	Now func() time.Time
@@ -155,7 +160,7 @@ func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
 	if err := a.waitCatchUp(ctx, final); err != nil {
 		return nil, err
 	}
-	if err := a.commit(ctx); err != nil {
+	if err := a.commit(ctx, final); err != nil {
 		return nil, err
 	}
 	// Committed: the target is the master of record, so it is made writable even when the
@@ -182,10 +187,75 @@ func (a *switchoverAttempt) guard(ctx context.Context, before string) error {
 	return nil
 }
 
-// commit is step 6's first half: Guard, then Commit, with the old master set writable again
-// when either refuses (the target has changed in nothing but its position).
-func (a *switchoverAttempt) commit(ctx context.Context) error {
+// killOthers kills the other sessions of the service account on the old master when
+// KillOthers is set (see ControlConn.killOthers), noting how many in the Result. Its error
+// wraps ErrOthersNotStopped; the caller undoes the demote.
+func (a *switchoverAttempt) killOthers(ctx context.Context) error {
+	if !a.KillOthers {
+		return nil
+	}
+	n, err := a.master.conn.killOthers(ctx, a.Credentials.User, a.Credentials.timeout())
+	if err != nil {
+		return a.errorf(ErrOthersNotStopped, "%s: %v", a.Master, err)
+	}
+	if n > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("killed %d other connection(s) of %s on the old master %s", n, a.Credentials.User, a.Master))
+	}
+	return nil
+}
+
+// maxSettleRounds bounds how often settle chases commits that landed on the old master after
+// its final position was read.
+const maxSettleRounds = 3
+
+// settle makes sure, just before Commit, that the old master took nothing since final was
+// read: another instance that dialled it again after the kill may have committed there with
+// an account read_only does not stop. What it finds is killed again and waited for on the
+// target; after maxSettleRounds it gives up with ErrOthersNotStopped. Without KillOthers it
+// does nothing. An error of the catch-up comes back with the demote already undone (undone).
+func (a *switchoverAttempt) settle(ctx context.Context, final GTIDSet) (undone bool, err error) {
+	if !a.KillOthers {
+		return false, nil
+	}
+	reread := func() (GTIDSet, error) {
+		st, err := a.master.conn.State(ctx)
+		if err != nil {
+			return GTIDSet{}, fmt.Errorf("health: cluster %s: switchover to %s: reading the position of %s again: %w", a.Cluster, a.Target, a.Master, err)
+		}
+		return st.BinlogPos, nil
+	}
+	for range maxSettleRounds {
+		pos, err := reread()
+		if err != nil {
+			return false, err
+		}
+		if final.Contains(pos) {
+			return false, nil
+		}
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("the old master %s took %s after its final position was read", a.Master, pos.Missing(final)))
+		if err := a.killOthers(ctx); err != nil {
+			return false, err
+		}
+		if final, err = reread(); err != nil {
+			return false, err
+		}
+		if err := a.waitCatchUp(ctx, final); err != nil {
+			return true, err
+		}
+	}
+	return false, a.errorf(ErrOthersNotStopped, "%s kept taking transactions after it was read-only", a.Master)
+}
+
+// commit is step 6's first half: Guard, then settle, then Commit, with the old master set
+// writable again when any refuses (the target has changed in nothing but its position).
+func (a *switchoverAttempt) commit(ctx context.Context, final GTIDSet) error {
 	if err := a.guard(ctx, "promoting "+a.Target); err != nil {
+		return a.undoDemote(ctx, err)
+	}
+	if undone, err := a.settle(ctx, final); err != nil {
+		if undone {
+			return err
+		}
 		return a.undoDemote(ctx, err)
 	}
 	if a.Commit == nil {
@@ -298,14 +368,8 @@ func (a *switchoverAttempt) demote(ctx context.Context) (GTIDSet, error) {
 		return GTIDSet{}, a.undoDemote(ctx, fmt.Errorf("health: cluster %s: switchover to %s: setting %s read-only: %w",
 			a.Cluster, a.Target, a.Master, err))
 	}
-	if a.KillOthers {
-		n, err := a.master.conn.killOthers(ctx, a.Credentials.User, a.Credentials.timeout())
-		if err != nil {
-			return GTIDSet{}, a.undoDemote(ctx, a.errorf(ErrOthersNotStopped, "%s: %v", a.Master, err))
-		}
-		if n > 0 {
-			a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("killed %d other connection(s) of %s on the old master %s", n, a.Credentials.User, a.Master))
-		}
+	if err := a.killOthers(ctx); err != nil {
+		return GTIDSet{}, a.undoDemote(ctx, err)
 	}
 	a.master.refresh(ctx)
 	if !a.master.reachable() {

@@ -59,6 +59,7 @@ func TestSwitchoverGuardAndCommit(t *testing.T) {
 	if err := topo.Master.Exec(ctx, "CREATE TABLE "+sandbox.TestDatabase+".sw_guard (id INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
+	lateWrite := false
 	newSwitchover := func(calls *[]string, refuseGuard int, commitErr error) *Switchover {
 		sw := &Switchover{Cluster: "main", Master: master, Target: target, Replicas: []string{target, other},
 			Credentials: cred, Epoch: 7, Timeout: 20 * time.Second}
@@ -75,6 +76,14 @@ func TestSwitchoverGuardAndCommit(t *testing.T) {
 			}
 			if n == refuseGuard {
 				return errors.New("leadership lost (test)")
+			}
+			if n == 2 && lateWrite {
+				// Another instance dialled the old master again after the kill and commits
+				// there after its final position was read: read_only does not stop it.
+				late := dial(t, ctx, master, cred)
+				if err := late.exec(ctx, "INSERT INTO "+sandbox.TestDatabase+".sw_guard VALUES (43)"); err != nil {
+					t.Errorf("late write on the read-only old master: %v", err)
+				}
 			}
 			return nil
 		}
@@ -124,15 +133,16 @@ func TestSwitchoverGuardAndCommit(t *testing.T) {
 
 	// A service-account transaction left open on the master (another sluice instance's pool
 	// connection, which no Hold of this one drains) is killed after the demote, before the
-	// final position is read; a Guard refusing at the first repoint leaves the target the
-	// master all the same and stops the repoints.
+	// final position is read; a write committed there after that (lateWrite) is found before
+	// Commit and waited for on the target; a Guard refusing at the first repoint leaves the
+	// target the master all the same and stops the repoints.
 	straggler := dial(t, ctx, master, cred)
 	if err := straggler.exec(ctx, "BEGIN", "INSERT INTO "+sandbox.TestDatabase+".sw_guard VALUES (42)"); err != nil {
 		t.Fatal(err)
 	}
 	var calls []string
 	sw := newSwitchover(&calls, 3, nil)
-	sw.KillOthers = true
+	sw.KillOthers, lateWrite = true, true
 	res, err := sw.Run(ctx)
 	if err != nil {
 		t.Fatalf("switchover with a guard refusing at the first repoint: %v", err)
@@ -157,6 +167,16 @@ func TestSwitchoverGuardAndCommit(t *testing.T) {
 	if !m.ReadOnly || m.Replica.Configured || tg.ReadOnly || tg.Replica.Configured {
 		t.Errorf("old master read_only %v replicates %v, new master read_only %v replicates %v; want the old one read-only and left alone, the new one a writable master",
 			m.ReadOnly, m.Replica.Configured, tg.ReadOnly, tg.Replica.Configured)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "after its final position was read") }) {
+		t.Errorf("warnings %q; want one naming the late write", res.Warnings)
+	}
+	rows, err := dial(t, ctx, target, cred).Rows(ctx, "SELECT id FROM "+sandbox.TestDatabase+".sw_guard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0][0] != "43" {
+		t.Errorf("new master's rows %q; want the late write (43) alone, not the killed transaction's (42)", rows)
 	}
 	if !tg.BinlogPos.Contains(m.BinlogPos) {
 		t.Errorf("old master %s has %s, which new master %s lacks", master, m.BinlogPos.Missing(tg.BinlogPos), target)
