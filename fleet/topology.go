@@ -184,6 +184,26 @@ func (f *Fleet) WritePending(ctx context.Context, l Lead, value []byte) error {
 	return nil
 }
 
+// DropPending deletes l's cluster's pending record if l still leads (ErrLostLeadership when
+// it does not): a change that wrote it after its topology record (a switchover's repoints)
+// leaves nothing for another leader to finish.
+func (f *Fleet) DropPending(ctx context.Context, l Lead) error {
+	c := f.cli()
+	if c == nil {
+		return errNoClient
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.probeTimeout)
+	defer cancel()
+	resp, err := c.Txn(ctx).If(leaderHeld(l)).Then(clientv3.OpDelete(f.pendingKey(l.Cluster))).Commit()
+	if err != nil {
+		return fmt.Errorf("fleet: dropping the pending failover of cluster %s: %w", l.Cluster, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("cluster %s: %w", l.Cluster, ErrLostLeadership)
+	}
+	return nil
+}
+
 // WriteTopology records rec as l's cluster's topology, with its history key, and drops the
 // pending failover, in one transaction that holds only while l leads and the topology key is
 // still at the revision this instance applied last (none: it must not exist). It returns the
