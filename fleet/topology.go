@@ -216,7 +216,9 @@ func (f *Fleet) guardFailed(resp *clientv3.TxnResponse, l Lead, prev int64) erro
 }
 
 // DropPending deletes l's cluster's pending failover while l leads: a failover given up
-// (the master answers again, an operator's failed FAILOVER) must not be resumed later.
+// (the master answers again, an operator's failed FAILOVER) must not be resumed later, and a
+// change that wrote it after its topology record (a switchover's repoints) leaves nothing
+// for another leader to finish.
 func (f *Fleet) DropPending(ctx context.Context, l Lead) error {
 	c := f.cli()
 	if c == nil {

@@ -7,7 +7,10 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
 // DefaultSwitchoverTimeout: how long Switchover.Run waits for the target to apply every
@@ -34,6 +37,9 @@ var (
 	// ErrSwitchoverIncomplete: promoting the target failed after the old master was made
 	// read-only; neither server may be writable, and a DBA must look.
 	ErrSwitchoverIncomplete = errors.New("switchover failed half way")
+	// ErrOthersNotStopped: KillOthers could not make sure that no other session of the
+	// service account is left on the old master; the switchover was undone.
+	ErrOthersNotStopped = errors.New("the old master's other sessions could not be stopped")
 )
 
 // Switchover is one planned change of a live cluster's master: the inputs of Run. The caller
@@ -46,17 +52,25 @@ var (
 //  2. Lock: GET_LOCK(FailoverLockName(Cluster), 0) on the reachable servers, so no other
 //     sluice instance fails the cluster over meanwhile (ErrInProgress, ErrNoQuorum).
 //  3. Hold: Run calls Hold, which stops new writes and returns once those in flight are done.
-//  4. Demote: read_only on the old master (the server waits for running writes to commit),
-//     then its binlog GTID position is read: every transaction it will ever have had.
+//  4. Demote: Guard, then read_only on the old master (the server waits for running writes
+//     to commit); with KillOthers, every other connection of the service account there is
+//     killed and gone; then its binlog GTID position is read: every transaction it will ever
+//     have had.
 //  5. Catch up: wait up to Timeout until the target has applied that position. When it does
 //     not, Run sets the old master writable again and returns ErrCatchUpTimeout naming what
 //     the target lacks; the caller resumes writes.
-//  6. Promote the target (STOP SLAVE; RESET SLAVE ALL; read_only OFF). A failure here is
-//     ErrSwitchoverIncomplete: the old master stays read-only.
+//  6. Commit and promote: Guard; with KillOthers, a last look at the old master's position
+//     (what committed there since step 4 is killed again and waited for on the target, up
+//     to maxSettleRounds times); then Commit (the switchover's point of no return: a
+//     refusal of any sets the old master writable again), then the target is promoted
+//     (STOP SLAVE; RESET SLAVE ALL; read_only OFF) even if ctx ends meanwhile, since Commit
+//     recorded it as the master. A failure here is ErrSwitchoverIncomplete: the old master
+//     stays read-only.
 //  7. Repoint: the old master replicates from the target (its replica position set to its own
 //     binlog position on MariaDB, GTID auto-positioning on MySQL), logged in as the cluster's
 //     service account, which needs REPLICATION SLAVE; every other replica is repointed as in
-//     a failover. Failures here are reported in the Result, not returned.
+//     a failover, each after Guard (a refusal stops the repoints). Failures here are reported
+//     in the Result, not returned.
 type Switchover struct {
 	Cluster string
 	// Master is the current master's address; Target the replica that takes over.
@@ -72,6 +86,30 @@ type Switchover struct {
 	// Hold is called at step 3 and must return once no write is in flight to the master any
 	// more and new ones wait; an error ends Run before anything changed. nil holds nothing.
 	Hold func(ctx context.Context) error
+	// Guard, when set, is called on Run's goroutine with the switchover so far (NewMaster the
+	// target) before each change Run makes to a server: before the demote, before the target
+	// is promoted and before each repoint. A refusal before the promotion ends Run with an
+	// error wrapping ErrNotLeader, the old master writable again; after it, it only stops the
+	// repoints (the target is the master whatever follows). A fleet's prober-leader stores
+	// the switchover in etcd under its leadership here, so that an instance that lost its
+	// leadership changes no server. nil guards nothing.
+	Guard func(ctx context.Context, r *Result) error
+	// Commit, when set, is called on Run's goroutine once the target has applied every
+	// transaction of the old master, just before the target's read_only goes off: it makes
+	// the switchover the cluster's truth (a fleet records the new master in etcd). An error
+	// sets the old master writable again and ends Run with an error wrapping ErrNotLeader;
+	// after a success Run promotes the target whatever happens to ctx. nil commits nothing.
+	Commit func(ctx context.Context, r *Result) error
+	// KillOthers: after the old master is read-only and before its final position is read,
+	// every other connection of Credentials.User on it (other sluice instances' pools, which
+	// Hold does not drain) is killed, and Run waits until they are gone, so that none of
+	// their transactions commits there afterwards: MariaDB's read_only does not stop an
+	// account with SUPER or READ_ONLY ADMIN. Their open transactions roll back
+	// unacknowledged. Replication threads are left alone. Just before Commit the old
+	// master's position is read again, in case one of them dialled it again and committed
+	// meanwhile; a write sent there after that look is not stopped (the caller's fleet must
+	// stop sending them).
+	KillOthers bool
 	// Now, when set, replaces time.Now for the Result's times.
 	Now func() time.Time
 }
@@ -112,6 +150,9 @@ func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
 	if err := a.hold(ctx); err != nil {
 		return nil, err
 	}
+	if err := a.guard(ctx, "demoting "+a.Master); err != nil {
+		return nil, err
+	}
 	final, err := a.demote(ctx)
 	if err != nil {
 		return nil, err
@@ -119,12 +160,112 @@ func (sw *Switchover) Run(ctx context.Context) (*Result, error) {
 	if err := a.waitCatchUp(ctx, final); err != nil {
 		return nil, err
 	}
-	semi, err := a.promoteTarget(ctx)
+	if err := a.commit(ctx, final); err != nil {
+		return nil, err
+	}
+	// Committed: the target is the master of record, so it is made writable even when the
+	// leadership (ctx) ends now; its own bound is the statements' timeout.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*a.Credentials.timeout())
+	semi, err := a.promoteTarget(pctx)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
 	a.repoint(ctx, host, port, semi)
 	return a.finish(), nil
+}
+
+// guard hands the switchover so far to Guard before the change named by before; a refusal
+// is an error wrapping ErrNotLeader. It changes nothing itself.
+func (a *switchoverAttempt) guard(ctx context.Context, before string) error {
+	if a.Guard == nil {
+		return nil
+	}
+	if err := a.Guard(ctx, a.res); err != nil {
+		return a.errorf(ErrNotLeader, "refused before %s: %v", before, err)
+	}
+	return nil
+}
+
+// killOthers kills the other sessions of the service account on the old master when
+// KillOthers is set (see ControlConn.killOthers), noting how many in the Result. Its error
+// wraps ErrOthersNotStopped; the caller undoes the demote.
+func (a *switchoverAttempt) killOthers(ctx context.Context) error {
+	if !a.KillOthers {
+		return nil
+	}
+	n, err := a.master.conn.killOthers(ctx, a.Credentials.User, a.Credentials.timeout())
+	if err != nil {
+		return a.errorf(ErrOthersNotStopped, "%s: %v", a.Master, err)
+	}
+	if n > 0 {
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("killed %d other connection(s) of %s on the old master %s", n, a.Credentials.User, a.Master))
+	}
+	return nil
+}
+
+// maxSettleRounds bounds how often settle chases commits that landed on the old master after
+// its final position was read.
+const maxSettleRounds = 3
+
+// settle makes sure, just before Commit, that the old master took nothing since final was
+// read: another instance that dialled it again after the kill may have committed there with
+// an account read_only does not stop. What it finds is killed again and waited for on the
+// target; after maxSettleRounds it gives up with ErrOthersNotStopped. Without KillOthers it
+// does nothing. An error of the catch-up comes back with the demote already undone (undone).
+func (a *switchoverAttempt) settle(ctx context.Context, final GTIDSet) (undone bool, err error) {
+	if !a.KillOthers {
+		return false, nil
+	}
+	reread := func() (GTIDSet, error) {
+		st, err := a.master.conn.State(ctx)
+		if err != nil {
+			return GTIDSet{}, fmt.Errorf("health: cluster %s: switchover to %s: reading the position of %s again: %w", a.Cluster, a.Target, a.Master, err)
+		}
+		return st.BinlogPos, nil
+	}
+	for range maxSettleRounds {
+		pos, err := reread()
+		if err != nil {
+			return false, err
+		}
+		if final.Contains(pos) {
+			return false, nil
+		}
+		a.res.Warnings = append(a.res.Warnings, fmt.Sprintf("the old master %s took %s after its final position was read", a.Master, pos.Missing(final)))
+		if err := a.killOthers(ctx); err != nil {
+			return false, err
+		}
+		if final, err = reread(); err != nil {
+			return false, err
+		}
+		if err := a.waitCatchUp(ctx, final); err != nil {
+			return true, err
+		}
+	}
+	return false, a.errorf(ErrOthersNotStopped, "%s kept taking transactions after it was read-only", a.Master)
+}
+
+// commit is step 6's first half: Guard, then settle, then Commit, with the old master set
+// writable again when any refuses (the target has changed in nothing but its position).
+func (a *switchoverAttempt) commit(ctx context.Context, final GTIDSet) error {
+	if err := a.guard(ctx, "promoting "+a.Target); err != nil {
+		return a.undoDemote(ctx, err)
+	}
+	if undone, err := a.settle(ctx, final); err != nil {
+		if undone {
+			return err
+		}
+		return a.undoDemote(ctx, err)
+	}
+	if a.Commit == nil {
+		return nil
+	}
+	if err := a.Commit(ctx, a.res); err != nil {
+		return a.undoDemote(ctx, a.errorf(ErrNotLeader, "the switchover could not be committed: %v", err))
+	}
+	a.step("commit")
+	return nil
 }
 
 // switchoverAttempt is one Run of a Switchover: the Result it fills, the servers it surveyed
@@ -143,7 +284,7 @@ type switchoverAttempt struct {
 }
 
 func (sw *Switchover) newAttempt() *switchoverAttempt {
-	res := &Result{Cluster: sw.Cluster, OldMaster: sw.Master, Started: sw.now()}
+	res := &Result{Cluster: sw.Cluster, Outcome: OutcomeSwitchover, Epoch: sw.Epoch + 1, OldMaster: sw.Master, NewMaster: sw.Target, Started: sw.now()}
 	a := &switchoverAttempt{Switchover: sw, stepClock: newStepClock(res), res: res, lockName: FailoverLockName(sw.Cluster)}
 	a.master = &member{addr: sw.Master}
 	a.replicas = make([]*member, len(sw.Replicas))
@@ -161,7 +302,8 @@ func (sw *Switchover) newAttempt() *switchoverAttempt {
 func (a *switchoverAttempt) finish() *Result {
 	res := a.res
 	res.Servers = reports(a.replicas)
-	res.Outcome, res.NewMaster, res.Epoch, res.Finished = OutcomeSwitchover, a.Target, a.Epoch+1, a.now()
+	// Commit may have raised the epoch (to the fleet's record revision).
+	res.Outcome, res.NewMaster, res.Epoch, res.Finished = OutcomeSwitchover, a.Target, max(res.Epoch, a.Epoch+1), a.now()
 	return res
 }
 
@@ -226,6 +368,9 @@ func (a *switchoverAttempt) demote(ctx context.Context) (GTIDSet, error) {
 		return GTIDSet{}, a.undoDemote(ctx, fmt.Errorf("health: cluster %s: switchover to %s: setting %s read-only: %w",
 			a.Cluster, a.Target, a.Master, err))
 	}
+	if err := a.killOthers(ctx); err != nil {
+		return GTIDSet{}, a.undoDemote(ctx, err)
+	}
 	a.master.refresh(ctx)
 	if !a.master.reachable() {
 		return GTIDSet{}, a.undoDemote(ctx, fmt.Errorf("health: cluster %s: switchover to %s: reading the position of %s: %w",
@@ -251,10 +396,7 @@ func (a *switchoverAttempt) undoDemote(ctx context.Context, cause error) error {
 // master's last position. When it does not, the old master is set writable again and the error
 // (ErrCatchUpTimeout) names what the target lacks.
 func (a *switchoverAttempt) waitCatchUp(ctx context.Context, final GTIDSet) error {
-	timeout := a.Timeout
-	if timeout <= 0 {
-		timeout = DefaultSwitchoverTimeout
-	}
+	timeout := a.catchUpTimeout()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	err := a.target.conn.WaitExecuted(wctx, final)
 	cancel()
@@ -276,7 +418,15 @@ func (a *switchoverAttempt) waitCatchUp(ctx context.Context, final GTIDSet) erro
 	return a.undoDemote(ctx, a.errorf(ErrCatchUpTimeout, "waiting for %s to apply %s of master %s: %v", a.Target, final, a.Master, err))
 }
 
-// promoteTarget is step 6: the target becomes the master (ErrSwitchoverIncomplete when that
+// catchUpTimeout is Timeout or its default.
+func (sw *Switchover) catchUpTimeout() time.Duration {
+	if sw.Timeout <= 0 {
+		return DefaultSwitchoverTimeout
+	}
+	return sw.Timeout
+}
+
+// promoteTarget is step 6's second half: the target becomes the master (ErrSwitchoverIncomplete when that
 // fails: the old master stays read-only) and takes over semi-sync's master side from the old
 // master, whose settings it returns for the repoint. Result.PromotedAt gets its position.
 func (a *switchoverAttempt) promoteTarget(ctx context.Context) (semiSyncState, error) {
@@ -308,12 +458,19 @@ func (a *switchoverAttempt) promoteTarget(ctx context.Context) (semiSyncState, e
 // replica is repointed. Failures go into Result.NotRepointed, not into an error: the target is
 // the master already.
 func (a *switchoverAttempt) repoint(ctx context.Context, host string, port int, semi semiSyncState) {
+	var refused error
 	for _, m := range a.all {
 		if m == a.target {
 			continue
 		}
+		if refused == nil {
+			refused = a.guard(ctx, "repointing "+m.addr)
+		}
 		var rerr error
 		switch {
+		case refused != nil:
+			// Whoever may change the servers now repairs it.
+			rerr = errors.New("not repointed: " + refused.Error())
 		case !m.reachable():
 			rerr = errors.New("unreachable: " + m.err.Error())
 		case m == a.master:
@@ -385,6 +542,54 @@ func sameServer(a, b string) bool {
 // switchover gave up on.
 func (cc *ControlConn) Unfence(ctx context.Context) error {
 	return cc.exec(ctx, cc.d.unfence()...)
+}
+
+// killOthers kills every connection of user on the server but this one and the replication
+// threads (a replica's binlog dump may log in as the service account), and waits until they
+// are gone or wait ends: a killed session that was committing may still finish its commit,
+// so only their absence says that no more will. It returns how many it killed.
+func (cc *ControlConn) killOthers(ctx context.Context, user string, wait time.Duration) (int, error) {
+	q := "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = " + quoteSQL(user) +
+		" AND ID <> CONNECTION_ID() AND COMMAND NOT IN ('Binlog Dump', 'Binlog Dump GTID')"
+	ids, err := cc.Rows(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	for _, row := range ids {
+		err := cc.exec(ctx, "KILL CONNECTION "+row[0])
+		var my *mysql.MyError
+		if err != nil && !(errors.As(err, &my) && my.Code == mysql.ER_NO_SUCH_THREAD) {
+			return 0, fmt.Errorf("KILL CONNECTION %s: %w", row[0], err)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	// A killed thread keeps its ID until it has rolled back; no new one of user can be
+	// among them, since ids are never reused while the server runs.
+	list := make([]string, len(ids))
+	for i, row := range ids {
+		list[i] = row[0]
+	}
+	left := "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN (" + strings.Join(list, ", ") + ")"
+	deadline := time.Now().Add(wait)
+	for {
+		rows, err := cc.Rows(ctx, left)
+		if err != nil {
+			return 0, err
+		}
+		if rows[0][0] == "0" {
+			return len(ids), nil
+		}
+		if !time.Now().Before(deadline) {
+			return 0, fmt.Errorf("%s of %d killed connection(s) of %s still there after %v", rows[0][0], len(ids), user, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // Follow makes a server that replicates from no one (an old master) a replica of host:port,

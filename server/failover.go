@@ -173,7 +173,9 @@ func (f *failovers) newFailover(cluster, master string, snap *health.Snapshot) h
 // master: its replicas confirmed the master down before, and once it began promoting a
 // candidate no other may be promoted.
 func (f *failovers) continuing(fo *health.Failover, p *health.Result) {
-	if p == nil || p.OldMaster != fo.Master {
+	// A switchover's pending record says nothing about its old master being down, and one
+	// that promoted was recorded first, so its old master is no longer the master.
+	if p == nil || p.OldMaster != fo.Master || p.Outcome == health.OutcomeSwitchover {
 		return
 	}
 	fo.Resumed, fo.Undo = true, p.Undo

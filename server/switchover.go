@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -86,6 +85,13 @@ func (srv *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) 
 // lost master). Switchover may be called from any goroutine; it refuses while another failover
 // or switchover of the cluster runs. Errors are *protocol.SQLError naming the cluster, the target
 // and what failed.
+//
+// With [fleet] only the cluster's leader runs it, under a context that ends with the
+// leadership: the switchover so far is stored in etcd (guarded) before each change to a
+// server, and the topology record is written after the catch-up and before the target takes
+// writes, so an instance that lost its session part way leaves the old master writable and
+// the fleet's record unchanged. The other instances' sessions are not drained here: once the
+// old master is read-only, every other connection of the service account on it is killed.
 func (srv *Server) Switchover(ctx context.Context, cluster, target string) error {
 	what := fmt.Sprintf("SWITCHOVER CLUSTER %s TO '%s'", cluster, target)
 	idx, snap, serr := srv.switchoverAllowed(cluster, target, what)
@@ -101,15 +107,12 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 		return serr
 	}
 	defer srv.failover.unclaim(cluster)
+	var lctx context.Context = ctx
 	if fl != nil {
-		// The switchover is announced in etcd under the leadership before any server
-		// changes; an instance that lost it changes nothing.
-		value, _ := json.Marshal(health.Result{Cluster: cluster, OldMaster: c.Master.Address, NewMaster: target, Outcome: health.OutcomeSwitchover})
-		if err := fl.WritePending(ctx, l, value); err != nil {
-			return protocol.ERUnknownError.New("sluice: %s refused: the fleet's etcd did not take it (%v); nothing changed", what, err)
-		}
+		// The switchover runs under the leadership: announced in etcd before each change to
+		// a server, committed by the topology record before the target takes writes.
 		var cancelLead context.CancelFunc
-		ctx, cancelLead = l.Context(ctx)
+		lctx, cancelLead = l.Context(ctx)
 		defer cancelLead()
 	}
 
@@ -130,17 +133,29 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 		Timeout:     h.SwitchoverTimeout.Duration,
 		Hold:        hold.hold,
 	}
+	if fl != nil {
+		sw.Guard = guard(fl, l)
+		sw.Commit = func(ctx context.Context, r *health.Result) error { return srv.failover.recordInFleet(ctx, fl, l, r) }
+		// Only this instance's sessions are drained: the others' connections to the old
+		// master are cut after it is read-only.
+		sw.KillOthers = true
+	}
 	// The catch-up and the drain have their own bounds; ctx covers the statements around them.
-	rctx, cancel := context.WithTimeout(ctx, dataplane.HeldWriteWait(h)+2*h.Timeout.Duration)
+	rctx, cancel := context.WithTimeout(lctx, dataplane.HeldWriteWait(h)+2*h.Timeout.Duration)
 	defer cancel()
 	res, err := sw.Run(rctx)
-	if err != nil {
-		return srv.switchoverFailed(cluster, target, what, err, hold.held, log)
+	if fl != nil {
+		// Done or undone, the switchover leaves nothing for another leader to finish (the
+		// repoints' guards wrote pending again after the record dropped it).
+		if derr := fl.DropPending(ctx, l); derr != nil {
+			log.Warn("switchover: its pending record stays in etcd", zap.Error(derr))
+		}
 	}
-	if err := srv.failover.recordInFleet(rctx, fl, l, res); err != nil {
-		// The servers switched but the fleet does not know: neither master is safe to write
-		// to from here until the record says which.
-		return srv.switchoverFailed(cluster, target, what, fmt.Errorf("%w: %w", health.ErrSwitchoverIncomplete, err), hold.held, log)
+	if err != nil {
+		if fl != nil && lctx.Err() != nil && ctx.Err() == nil && !errors.Is(err, health.ErrNotLeader) {
+			err = fmt.Errorf("%w: the prober leadership of cluster %s was lost: %w", health.ErrNotLeader, cluster, err)
+		}
+		return srv.switchoverFailed(cluster, target, what, err, hold.held, log)
 	}
 	return srv.publishSwitchover(cluster, target, what, res, hold.drained, log)
 }
@@ -201,6 +216,11 @@ func (sh *switchoverHold) hold(ctx context.Context) error {
 	}
 	sh.held = true
 	sh.drained = sh.s.drainMaster(ctx, sh.idx, time.Now().Add(sh.h.SwitchoverTimeout.Duration))
+	if ctx.Err() != nil {
+		// The switchover ends here (its caller gave up, or a fleet leader lost its
+		// leadership): the sessions still busy keep their transactions on the old master.
+		return ctx.Err()
+	}
 	if sh.drained > 0 {
 		// read_only does not stop an account with READ ONLY ADMIN or SUPER, which
 		// service accounts often have: cut the stragglers off, so that nothing
