@@ -59,6 +59,10 @@ type Hooks struct {
 	// Elected is called, on the election's goroutine, each time this instance becomes a
 	// cluster's prober-leader; it must return quickly (start a goroutine for I/O).
 	Elected func(Lead)
+	// Pending is called, on the watch's goroutine, when another instance writes a cluster's
+	// pending record (failover is the server's JSON of the change in progress) and with a
+	// nil failover when the record is deleted; it must return quickly.
+	Pending func(cluster, by string, failover []byte)
 }
 
 // Errors of the guarded writes; test with errors.Is.
@@ -110,6 +114,7 @@ func (f *Fleet) loadTopology() (int64, error) {
 	}
 	for _, kv := range resp.Kvs {
 		f.applyTopologyKV(kv)
+		f.pendingEvent(kv, false)
 	}
 	f.loadedOnce.Do(func() { close(f.topoLoaded) })
 	return resp.Header.Revision, nil
@@ -123,8 +128,12 @@ func (f *Fleet) watchTopology(rev int64) error {
 			return err
 		}
 		for _, ev := range wr.Events {
-			if ev.Type == clientv3.EventTypePut {
+			switch ev.Type {
+			case clientv3.EventTypePut:
 				f.applyTopologyKV(ev.Kv)
+				f.pendingEvent(ev.Kv, false)
+			case clientv3.EventTypeDelete:
+				f.pendingEvent(ev.Kv, true)
 			}
 		}
 	}
@@ -158,6 +167,28 @@ func (f *Fleet) applyTopologyKV(kv *mvccpb.KeyValue) {
 	if f.hooks.Apply != nil {
 		f.hooks.Apply(rec)
 	}
+}
+
+// pendingEvent hands a change of a cluster's pending key written by another instance to the
+// Pending hook (deleted: a nil failover). A record this instance wrote is its own business.
+func (f *Fleet) pendingEvent(kv *mvccpb.KeyValue, deleted bool) {
+	rest, ok := strings.CutPrefix(string(kv.Key), f.cfg.Prefix+"/clusters/")
+	if !ok || f.hooks.Pending == nil {
+		return
+	}
+	cluster, ok := strings.CutSuffix(rest, "/pending")
+	if !ok || strings.Contains(cluster, "/") {
+		return
+	}
+	if deleted {
+		f.hooks.Pending(cluster, "", nil)
+		return
+	}
+	var p pendingRecord
+	if err := json.Unmarshal(kv.Value, &p); err != nil || p.By == f.self.Instance {
+		return
+	}
+	f.hooks.Pending(cluster, p.By, p.Failover)
 }
 
 // leaderHeld is the compare that guards every write of a leader.

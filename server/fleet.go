@@ -25,6 +25,10 @@ import (
 type fleetState struct {
 	p     atomic.Pointer[fleet.Fleet]
 	close sync.Once
+	// holds are the clusters whose writes this instance holds while another instance's
+	// switchover is pending, each with the channel that ends its time bound; under holdMu.
+	holdMu sync.Mutex
+	holds  map[string]chan struct{}
 }
 
 // fleet is the membership, nil without [fleet] or before Start.

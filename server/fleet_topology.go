@@ -27,7 +27,7 @@ func (srv *Server) fleetHooks() fleet.Hooks {
 	for i, c := range srv.cfg.Clusters {
 		names[i] = c.Name
 	}
-	return fleet.Hooks{Clusters: names, Apply: srv.applyFleetTopology, Elected: srv.fleetElected}
+	return fleet.Hooks{Clusters: names, Apply: srv.applyFleetTopology, Elected: srv.fleetElected, Pending: srv.fleetPending}
 }
 
 // lead is this instance's leadership of cluster. Without a fleet it is the zero Lead and ok:
@@ -166,10 +166,28 @@ func (srv *Server) fleetElected(l fleet.Lead) {
 				srv.log.Warn("fleet: cannot record the cluster's initial topology", zap.String("cluster", l.Cluster), zap.Error(err))
 			}
 		}
+		srv.failover.dropStaleSwitchover(fl, l, c)
 		if c.Master.State() == health.StateDown {
 			srv.failover.masterDown(c.Master)
 		}
 	}()
+}
+
+// dropStaleSwitchover drops a switchover that a leader before this one announced and did not
+// finish (it lost its leadership and undid it, or died before demoting the master), once the
+// servers confirm c's master is still the one writable server: the other instances hold
+// their writes while it is pending.
+func (f *failovers) dropStaleSwitchover(fl *fleet.Fleet, l fleet.Lead, c *health.Cluster) {
+	p := f.pendingFromFleet(fl, c.Name)
+	if p == nil || p.Outcome != health.OutcomeSwitchover || p.PromotedAt != "" || !f.confirmMaster(c) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(f.s.ctx, 2*time.Second)
+	defer cancel()
+	if err := fl.DropPending(ctx, l); err == nil {
+		f.s.log.Warn("fleet: dropped a switchover the previous prober-leader left unfinished; the master is unchanged",
+			zap.String("cluster", c.Name), zap.String("target", p.NewMaster))
+	}
 }
 
 // confirmMaster asks the servers (health.Discover) whether c's master is the one writable
@@ -219,6 +237,7 @@ func (srv *Server) applyFleetTopology(rec fleet.TopologyRecord) {
 			srv.failover.stateOf(rec.Cluster).RecordSwitchover(res)
 			srv.failover.writeState(rec.Cluster)
 			srv.failover.unlock()
+			srv.forgetFleetHold(rec.Cluster)
 			srv.failover.total.WithLabelValues(rec.Cluster, string(health.OutcomeFollowed)).Inc()
 			srv.event("switchover", rec.Cluster, rec.Master, "followed the fleet: "+res.Warnings[0])
 			log.Warn("fleet: switchover followed: writes go to the new master")
@@ -226,6 +245,7 @@ func (srv *Server) applyFleetTopology(rec fleet.TopologyRecord) {
 		}
 	}
 	srv.failover.publish(res, log)
+	srv.forgetFleetHold(rec.Cluster)
 	if now := srv.topo.Current().Cluster(rec.Cluster); now.Master.Address != rec.Master {
 		reason := fmt.Sprintf("the fleet's topology (etcd revision %d) names master %s, which this instance cannot use; writes refused rather than sent to %s",
 			rec.Revision, rec.Master, now.Master.Address)
@@ -269,4 +289,80 @@ func (f *failovers) dropFleetPending(cluster, oldMaster string, masterBack bool)
 	if masterBack {
 		f.abandon(cluster, p)
 	}
+}
+
+// fleetPending follows another instance's pending record: while the leader's switchover from
+// this instance's master is under way (announced, not yet promoted), this instance holds the
+// cluster's writes as the leader does, so that none reaches the old master after its final
+// position is read; the record moving the master lifts the hold (Switch), a deleted pending
+// record (the switchover undone) releases it, and so does its time bound, should the leader
+// die without either.
+func (srv *Server) fleetPending(cluster, by string, failover []byte) {
+	if failover == nil {
+		srv.releaseFleetHold(cluster, "the switchover's pending record is gone")
+		return
+	}
+	var r health.Result
+	if json.Unmarshal(failover, &r) != nil || r.Outcome != health.OutcomeSwitchover || r.PromotedAt != "" {
+		return
+	}
+	c := srv.topo.Current().Cluster(cluster)
+	if c == nil || c.Master.Address != r.OldMaster {
+		return
+	}
+	srv.fleet.holdMu.Lock()
+	if srv.fleet.holds == nil {
+		srv.fleet.holds = map[string]chan struct{}{}
+	}
+	if srv.fleet.holds[cluster] != nil {
+		srv.fleet.holdMu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	srv.fleet.holds[cluster] = done
+	srv.fleet.holdMu.Unlock()
+	reason := fmt.Sprintf("switchover to %s by the fleet's prober-leader %s", r.NewMaster, by)
+	if _, err := srv.topo.HoldWrites(cluster, reason); err != nil {
+		srv.forgetFleetHold(cluster)
+		return
+	}
+	h := srv.config().Health
+	bound := 2*h.SwitchoverTimeout.Duration + 4*h.Timeout.Duration
+	srv.log.Warn("fleet: writes held: "+reason, zap.String("cluster", cluster), zap.Duration("at_most", bound))
+	srv.wg.Add(1)
+	go func() {
+		defer srv.wg.Done()
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-srv.ctx.Done():
+		case <-t.C:
+			srv.releaseFleetHold(cluster, "the switchover did not finish within "+bound.String())
+		}
+	}()
+}
+
+// releaseFleetHold resumes cluster's writes held by fleetPending.
+func (srv *Server) releaseFleetHold(cluster, why string) {
+	if !srv.forgetFleetHold(cluster) {
+		return
+	}
+	if c := srv.topo.Current().Cluster(cluster); c != nil && c.WritesHeld != "" {
+		_, _ = srv.topo.ReleaseWrites(cluster)
+	}
+	srv.log.Warn("fleet: held writes resumed: "+why, zap.String("cluster", cluster))
+}
+
+// forgetFleetHold ends fleetPending's hold of cluster without touching the topology (a
+// record that moved the master lifted it); it reports whether there was one.
+func (srv *Server) forgetFleetHold(cluster string) bool {
+	srv.fleet.holdMu.Lock()
+	done := srv.fleet.holds[cluster]
+	delete(srv.fleet.holds, cluster)
+	srv.fleet.holdMu.Unlock()
+	if done != nil {
+		close(done)
+	}
+	return done != nil
 }

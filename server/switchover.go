@@ -134,6 +134,12 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 		Hold:        hold.hold,
 	}
 	if fl != nil {
+		// Announced before this instance holds its writes, so that the others hold theirs
+		// at the same time (fleetPending); refused, nothing changed anywhere.
+		announce := &health.Result{Cluster: cluster, Outcome: health.OutcomeSwitchover, OldMaster: c.Master.Address, NewMaster: target}
+		if err := guard(fl, l)(lctx, announce); err != nil {
+			return protocol.ERUnknownError.New("sluice: %s refused: the fleet's etcd did not take it (%v); nothing changed", what, err)
+		}
 		sw.Guard = guard(fl, l)
 		sw.Commit = func(ctx context.Context, r *health.Result) error { return srv.failover.recordInFleet(ctx, fl, l, r) }
 		// Only this instance's sessions are drained: the others' connections to the old

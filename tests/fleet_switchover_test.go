@@ -226,3 +226,79 @@ func TestFleetSwitchoverLeadershipLost(t *testing.T) {
 		return mustRoot(t, target).QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM sluice_test.fleet_leader WHERE id = 700").Scan(&n) == nil && n == 1
 	})
 }
+
+// TestFleetSwitchoverHoldsOtherInstances: while the leader's switchover is under way (its
+// drain waits for a transaction open on the leader), the other instances hold the cluster's
+// writes too, instead of sending them to the old master: an autocommit INSERT through a
+// non-leader is answered only after the switchover, and it is on the new master.
+func TestFleetSwitchoverHoldsOtherInstances(t *testing.T) {
+	lf := startLeaderFleet(t, "/sluice/switchover-hold-test")
+	waitUntil(t, "one leader and the initial topology applied everywhere", 20*time.Second, func() bool {
+		for _, s := range lf.srvs {
+			if s.Fleet().TopologyRevision("main") == 0 {
+				return false
+			}
+		}
+		return lf.leader(t) >= 0
+	})
+	lead := lf.leader(t)
+	other := (lead + 1) % 3
+	o := lf.topo.Opts
+	target := lf.topo.Replicas[0]
+	open := func(i int) *sql.DB {
+		d, err := sql.Open("mysql", dsn(lf.srvs[i].Addr().String(), o.AppUser, o.AppPassword, "sluice_test", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	tx, err := open(lead).BeginTx(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctxT(t), "INSERT INTO fleet_leader VALUES (800)"); err != nil {
+		t.Fatal(err)
+	}
+	admin := adminDB(t, lf.srvs[lead], adminPassword)
+	switched := make(chan time.Time, 1)
+	go func() {
+		if _, err := admin.ExecContext(ctxT(t), fmt.Sprintf("SWITCHOVER CLUSTER main TO '%s'", target.Addr())); err != nil {
+			t.Errorf("SWITCHOVER: %v", err)
+		}
+		switched <- time.Now()
+	}()
+	took := waitUntil(t, "sluice-"+fmt.Sprint(other+1)+" holds the cluster's writes", 2*time.Second, func() bool {
+		return lf.srvs[other].Topology().Current().Cluster("main").WritesHeld != ""
+	})
+	t.Logf("the non-leader holds its writes %v after the SWITCHOVER was sent", took.Round(time.Millisecond))
+	wrote := make(chan error, 1)
+	var answered time.Time
+	go func() {
+		_, err := open(other).ExecContext(ctxT(t), "INSERT INTO fleet_leader VALUES (801)")
+		answered = time.Now()
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("the INSERT through the non-leader was answered (%v) while the switchover was held up by the leader's drain", err)
+	case <-time.After(500 * time.Millisecond): // the drain waits for tx; the INSERT must wait with it
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("COMMIT of the leader's open transaction: %v", err)
+	}
+	end := <-switched
+	if err := <-wrote; err != nil {
+		t.Fatalf("the held INSERT through the non-leader: %v", err)
+	}
+	if answered.Before(end.Add(-time.Second)) {
+		t.Errorf("the held INSERT was answered at %v, before the switchover ended at %v", answered, end)
+	}
+	var n int
+	if err := mustRoot(t, target).QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM sluice_test.fleet_leader WHERE id IN (800, 801)").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows 800 and 801 on the new master: %d (%v), want 2", n, err)
+	}
+	if held := lf.srvs[other].Topology().Current().Cluster("main").WritesHeld; held != "" {
+		t.Errorf("the non-leader still holds writes after the switchover: %s", held)
+	}
+}
