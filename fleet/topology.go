@@ -60,9 +60,9 @@ type Hooks struct {
 	// cluster's prober-leader; it must return quickly (start a goroutine for I/O).
 	Elected func(Lead)
 	// Pending is called, on the watch's goroutine, when another instance writes a cluster's
-	// pending record (failover is the server's JSON of the change in progress) and with a
-	// nil failover when the record is deleted; it must return quickly.
-	Pending func(cluster, by string, failover []byte)
+	// pending record (failover is the server's JSON of the change in progress, at when it
+	// was written) and with a nil failover when the record is deleted; it must return quickly.
+	Pending func(cluster, by string, at time.Time, failover []byte)
 }
 
 // Errors of the guarded writes; test with errors.Is.
@@ -181,14 +181,14 @@ func (f *Fleet) pendingEvent(kv *mvccpb.KeyValue, deleted bool) {
 		return
 	}
 	if deleted {
-		f.hooks.Pending(cluster, "", nil)
+		f.hooks.Pending(cluster, "", time.Time{}, nil)
 		return
 	}
 	var p pendingRecord
 	if err := json.Unmarshal(kv.Value, &p); err != nil || p.By == f.self.Instance {
 		return
 	}
-	f.hooks.Pending(cluster, p.By, p.Failover)
+	f.hooks.Pending(cluster, p.By, p.At, p.Failover)
 }
 
 // leaderHeld is the compare that guards every write of a leader.

@@ -100,7 +100,7 @@ func (a *failoverAttempt) repointOthers(ctx context.Context, cand *member, host 
 		a.res.noteRepoint(m.addr, r, why)
 		refused = a.checkpoint(ctx, a.res, cand.addr)
 	}
-	if semi && len(a.res.Repointed) == 0 && refused == nil {
+	if semi && len(a.res.Repointed) == 0 {
 		if err := cand.conn.setSemiSync(ctx, false); err == nil {
 			a.res.Warnings = append(a.res.Warnings, "semi-sync switched off again on the new master: no replica could be repointed to acknowledge")
 		}

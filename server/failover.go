@@ -213,16 +213,19 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 		snap := f.s.topo.Current()
 		c := snap.Cluster(cluster)
 		l, fl, leads := f.lead(cluster)
-		if c.Master == master && !leads {
-			if !f.observe(cluster, master, attempt, fl, log) {
-				return
-			}
+		if c.Master == master && master.Up() && !f.masterBack(cluster, master, fl, log) {
 			continue
 		}
 		if c.Master != master || master.Up() {
 			log.Info("failover not needed any more", zap.String("master", c.Master.Address), zap.String("state", c.Master.State().String()))
 			f.dropPending(cluster, master.Address, master.Up())
 			return
+		}
+		if !leads {
+			if !f.observe(cluster, master) {
+				return
+			}
+			continue
 		}
 		res, err := f.attempt(cluster, master, snap, l, fl, log)
 		if err == nil {
@@ -238,7 +241,7 @@ func (f *failovers) run(cluster string, master *health.Backend) {
 			refused = err.Error()
 			f.refusedDivergent(cluster, master.Address, err, log)
 		}
-		if !retryAfter(err) {
+		if !retryAfter(err) && !f.s.holding(cluster, holdDown) {
 			if errors.Is(err, health.ErrAmbiguousMaster) {
 				if _, rerr := f.s.topo.RefuseWrites(cluster, err.Error()); rerr == nil {
 					log.Error("writes refused: sluice cannot tell which server is the master", zap.Error(err))
@@ -375,33 +378,6 @@ func (f *failovers) abandon(cluster string, p *health.Result) {
 	f.repair(cluster, nil, true)
 }
 
-// refusedDivergent alerts that a failover was refused because promoting any replica would
-// discard transactions another one received: the metric, an event and an error log line.
-func (f *failovers) refusedDivergent(cluster, backend string, err error, log *zap.Logger) {
-	f.total.WithLabelValues(cluster, "refused_divergent").Inc()
-	f.s.event("failover_refused", cluster, backend, err.Error())
-	log.Error("failover refused: promoting any replica would discard transactions another received", zap.String("gtids", err.Error()))
-}
-
-// divergentReplicas alerts for each replica a failover or a repair left alone because it holds
-// transactions the master lacks (addr -> GTIDs).
-func (f *failovers) divergentReplicas(cluster, master string, divergent map[string]string, log *zap.Logger) {
-	for _, addr := range slices.Sorted(maps.Keys(divergent)) {
-		key := cluster + "\x00" + addr + "\x00" + master
-		f.lock()
-		seen := f.alerted[key] == divergent[addr]
-		f.alerted[key] = divergent[addr]
-		f.unlock()
-		if seen {
-			continue // alerted once; the repair that keeps finding it backs off
-		}
-		f.total.WithLabelValues(cluster, "refused_divergent").Inc()
-		f.s.event("failover_refused", cluster, addr, fmt.Sprintf("not repointed to %s: it holds transactions %s lacks: %s", master, master, divergent[addr]))
-		log.Error("replica not repointed: it holds transactions the master lacks; a DBA must look", zap.String("backend", addr),
-			zap.String("master", master), zap.String("gtids", divergent[addr]))
-	}
-}
-
 // publish makes a successful failover's new master the cluster's: a new snapshot (the pools
 // follow it, Server.followSnapshot), the old master's lent connections closed, the state file, the
 // log and the metric.
@@ -426,11 +402,14 @@ func (f *failovers) publish(res *health.Result, log *zap.Logger) {
 	failpoint.Hit(failpoint.FailoverRecorded)
 	f.total.WithLabelValues(res.Cluster, string(res.Outcome)).Inc()
 	f.divergentReplicas(res.Cluster, res.NewMaster, res.Divergent, log)
-	if res.Outcome == health.OutcomeFollowed && f.mayChange(res.Cluster) {
+	switch {
+	case res.Outcome != health.OutcomeFollowed || !f.mayChange(res.Cluster):
+	case f.s.cfg.Fleet.Enabled():
 		// The instance that promoted may have died before repointing every replica. In the
-		// background: publish may run on the fleet's watch, which must not wait for servers.
-		f.s.wg.Add(1)
-		go func() { defer f.s.wg.Done(); f.repair(res.Cluster, []string{res.OldMaster}, true) }()
+		// background: in a fleet publish runs on the watch, which must not wait for servers.
+		f.startRepair(res.Cluster, []string{res.OldMaster})
+	default:
+		f.repair(res.Cluster, []string{res.OldMaster}, true)
 	}
 	f.s.event("failover", res.Cluster, res.NewMaster, fmt.Sprintf("%s replaced %s (%s)", res.NewMaster, res.OldMaster, res.Outcome))
 	fields := []zap.Field{zap.String("outcome", string(res.Outcome)), zap.String("new_master", res.NewMaster),

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -50,5 +53,32 @@ func (f *failovers) writableReplicas(cluster string, addrs []string) {
 			continue
 		}
 		f.s.log.Warn("replica was writable: set read-only (enforce_read_only)", zap.String("cluster", cluster), zap.String("backend", addr))
+	}
+}
+
+// refusedDivergent alerts that a failover was refused because promoting any replica would
+// discard transactions another one received: the metric, an event and an error log line.
+func (f *failovers) refusedDivergent(cluster, backend string, err error, log *zap.Logger) {
+	f.total.WithLabelValues(cluster, "refused_divergent").Inc()
+	f.s.event("failover_refused", cluster, backend, err.Error())
+	log.Error("failover refused: promoting any replica would discard transactions another received", zap.String("gtids", err.Error()))
+}
+
+// divergentReplicas alerts for each replica a failover or a repair left alone because it holds
+// transactions the master lacks (addr -> GTIDs).
+func (f *failovers) divergentReplicas(cluster, master string, divergent map[string]string, log *zap.Logger) {
+	for _, addr := range slices.Sorted(maps.Keys(divergent)) {
+		key := cluster + "\x00" + addr + "\x00" + master
+		f.lock()
+		seen := f.alerted[key] == divergent[addr]
+		f.alerted[key] = divergent[addr]
+		f.unlock()
+		if seen {
+			continue // alerted once; the repair that keeps finding it backs off
+		}
+		f.total.WithLabelValues(cluster, "refused_divergent").Inc()
+		f.s.event("failover_refused", cluster, addr, fmt.Sprintf("not repointed to %s: it holds transactions %s lacks: %s", master, master, divergent[addr]))
+		log.Error("replica not repointed: it holds transactions the master lacks; a DBA must look", zap.String("backend", addr),
+			zap.String("master", master), zap.String("gtids", divergent[addr]))
 	}
 }

@@ -25,10 +25,11 @@ import (
 type fleetState struct {
 	p     atomic.Pointer[fleet.Fleet]
 	close sync.Once
-	// holds are the clusters whose writes this instance holds while another instance's
-	// switchover is pending, each with the channel that ends its time bound; under holdMu.
-	holdMu sync.Mutex
-	holds  map[string]chan struct{}
+	// holds are, per cluster, why this instance holds its writes on the fleet's account
+	// (owner -> reason; fleet_hold.go), and checking the switchover hold's watcher; under holdMu.
+	holdMu   sync.Mutex
+	holds    map[string]map[string]string
+	checking map[string]bool
 }
 
 // fleet is the membership, nil without [fleet] or before Start.

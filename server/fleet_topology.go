@@ -115,39 +115,6 @@ func (f *failovers) pendingFromFleet(fl *fleet.Fleet, cluster string) *health.Re
 	return &p
 }
 
-// observe is one round of a fleet instance that does not lead cluster while its master is
-// down: the leader fails it over and this instance follows its record in etcd. Meanwhile the
-// cluster's writes are refused here, and a master that answers again gets them back only once
-// a quorum read of etcd says it is still the fleet's master: this instance's watch may be
-// cut off while the leader promoted another. It reports false when there is nothing more to
-// wait for.
-func (f *failovers) observe(cluster string, master *health.Backend, attempt int, fl *fleet.Fleet, log *zap.Logger) bool {
-	if attempt == 1 {
-		reason := fmt.Sprintf("master %s is down; the fleet's prober-leader fails cluster %s over and this instance follows its record in etcd", master.Address, cluster)
-		if _, err := f.s.topo.RefuseWrites(cluster, reason); err == nil {
-			log.Warn("master down: " + reason)
-		}
-	}
-	if master.Up() && fl != nil {
-		ctx, cancel := context.WithTimeout(f.s.ctx, 2*time.Second)
-		rec, ok, err := fl.ReadTopology(ctx, cluster)
-		cancel()
-		switch {
-		case err != nil:
-			log.Warn("the master answers again, but etcd cannot confirm it is still the fleet's master; writes stay refused", zap.Error(err))
-		case !ok || rec.Master == master.Address:
-			if _, err := f.s.topo.Promote(cluster, master.Address, nil); err == nil {
-				log.Info("the master answers again and is still the fleet's master: writes go to it again")
-			}
-			f.lock()
-			f.stateOf(cluster).Pending = nil
-			f.unlock()
-			return false
-		}
-	}
-	return f.pause()
-}
-
 // fleetElected runs when this instance becomes cluster's prober-leader: with no topology
 // recorded yet it records the master it uses (the initial record); a master that is down
 // gets its failover started, since the instance that led before may have died with it.
@@ -166,11 +133,58 @@ func (srv *Server) fleetElected(l fleet.Lead) {
 				srv.log.Warn("fleet: cannot record the cluster's initial topology", zap.String("cluster", l.Cluster), zap.Error(err))
 			}
 		}
+		srv.failover.finishSwitchover(fl, l, c)
 		srv.failover.dropStaleSwitchover(fl, l, c)
 		if c.Master.State() == health.StateDown {
 			srv.failover.masterDown(c.Master)
 		}
 	}()
+}
+
+// finishSwitchover settles, for a newly elected leader, a switchover its predecessor left
+// half done on c's master: recorded in etcd but the target never promoted (still read-only and
+// replicating: it is promoted now), or announced and the old master demoted but never recorded
+// (read-only and replicating from no one: it takes writes again). Each change is announced
+// under the leadership first.
+func (f *failovers) finishSwitchover(fl *fleet.Fleet, l fleet.Lead, c *health.Cluster) {
+	ctx, cancel := context.WithTimeout(f.s.ctx, 4*f.s.config().Health.Timeout.Duration)
+	defer cancel()
+	rec, recorded, err := fl.ReadTopology(ctx, c.Name)
+	if err != nil || !recorded || rec.Master != c.Master.Address {
+		return
+	}
+	cc, err := health.Dial(ctx, c.Master.Address, f.credentials(c.Name, c.Master.Address))
+	if err != nil {
+		return
+	}
+	defer cc.Close()
+	st, err := cc.State(ctx)
+	if err != nil || !st.ReadOnly {
+		return
+	}
+	p := f.pendingFromFleet(fl, c.Name)
+	log := f.s.log.With(zap.String("cluster", c.Name), zap.String("master", c.Master.Address))
+	announce := &health.Result{Cluster: c.Name, Outcome: health.OutcomeSwitchover, OldMaster: rec.OldMaster, NewMaster: rec.Master, PromotedAt: "finishing"}
+	switch {
+	case rec.Outcome == fleet.OutcomeSwitchover && st.Replica.Configured && p == nil:
+		if guard(fl, l)(ctx, announce) != nil {
+			return
+		}
+		err = cc.Promote(ctx)
+		log.Warn("fleet: finished a switchover the previous prober-leader recorded but did not promote", zap.Error(err))
+	case !st.Replica.Configured && p != nil && p.Outcome == health.OutcomeSwitchover && p.PromotedAt == "" && p.OldMaster == c.Master.Address:
+		announce.OldMaster, announce.NewMaster = p.NewMaster, c.Master.Address
+		if guard(fl, l)(ctx, announce) != nil {
+			return
+		}
+		err = cc.Unfence(ctx)
+		log.Warn("fleet: undid a switchover the previous prober-leader demoted the master for but never recorded", zap.Error(err))
+	default:
+		return
+	}
+	if err == nil {
+		_ = fl.DropPending(ctx, l)
+	}
 }
 
 // dropStaleSwitchover drops a switchover that a leader before this one announced and did not
@@ -237,7 +251,7 @@ func (srv *Server) applyFleetTopology(rec fleet.TopologyRecord) {
 			srv.failover.stateOf(rec.Cluster).RecordSwitchover(res)
 			srv.failover.writeState(rec.Cluster)
 			srv.failover.unlock()
-			srv.forgetFleetHold(rec.Cluster)
+			srv.clearFleetHolds(rec.Cluster)
 			srv.failover.total.WithLabelValues(rec.Cluster, string(health.OutcomeFollowed)).Inc()
 			srv.event("switchover", rec.Cluster, rec.Master, "followed the fleet: "+res.Warnings[0])
 			log.Warn("fleet: switchover followed: writes go to the new master")
@@ -245,7 +259,7 @@ func (srv *Server) applyFleetTopology(rec fleet.TopologyRecord) {
 		}
 	}
 	srv.failover.publish(res, log)
-	srv.forgetFleetHold(rec.Cluster)
+	srv.clearFleetHolds(rec.Cluster)
 	if now := srv.topo.Current().Cluster(rec.Cluster); now.Master.Address != rec.Master {
 		reason := fmt.Sprintf("the fleet's topology (etcd revision %d) names master %s, which this instance cannot use; writes refused rather than sent to %s",
 			rec.Revision, rec.Master, now.Master.Address)
@@ -289,80 +303,4 @@ func (f *failovers) dropFleetPending(cluster, oldMaster string, masterBack bool)
 	if masterBack {
 		f.abandon(cluster, p)
 	}
-}
-
-// fleetPending follows another instance's pending record: while the leader's switchover from
-// this instance's master is under way (announced, not yet promoted), this instance holds the
-// cluster's writes as the leader does, so that none reaches the old master after its final
-// position is read; the record moving the master lifts the hold (Switch), a deleted pending
-// record (the switchover undone) releases it, and so does its time bound, should the leader
-// die without either.
-func (srv *Server) fleetPending(cluster, by string, failover []byte) {
-	if failover == nil {
-		srv.releaseFleetHold(cluster, "the switchover's pending record is gone")
-		return
-	}
-	var r health.Result
-	if json.Unmarshal(failover, &r) != nil || r.Outcome != health.OutcomeSwitchover || r.PromotedAt != "" {
-		return
-	}
-	c := srv.topo.Current().Cluster(cluster)
-	if c == nil || c.Master.Address != r.OldMaster {
-		return
-	}
-	srv.fleet.holdMu.Lock()
-	if srv.fleet.holds == nil {
-		srv.fleet.holds = map[string]chan struct{}{}
-	}
-	if srv.fleet.holds[cluster] != nil {
-		srv.fleet.holdMu.Unlock()
-		return
-	}
-	done := make(chan struct{})
-	srv.fleet.holds[cluster] = done
-	srv.fleet.holdMu.Unlock()
-	reason := fmt.Sprintf("switchover to %s by the fleet's prober-leader %s", r.NewMaster, by)
-	if _, err := srv.topo.HoldWrites(cluster, reason); err != nil {
-		srv.forgetFleetHold(cluster)
-		return
-	}
-	h := srv.config().Health
-	bound := 2*h.SwitchoverTimeout.Duration + 4*h.Timeout.Duration
-	srv.log.Warn("fleet: writes held: "+reason, zap.String("cluster", cluster), zap.Duration("at_most", bound))
-	srv.wg.Add(1)
-	go func() {
-		defer srv.wg.Done()
-		t := time.NewTimer(bound)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-srv.ctx.Done():
-		case <-t.C:
-			srv.releaseFleetHold(cluster, "the switchover did not finish within "+bound.String())
-		}
-	}()
-}
-
-// releaseFleetHold resumes cluster's writes held by fleetPending.
-func (srv *Server) releaseFleetHold(cluster, why string) {
-	if !srv.forgetFleetHold(cluster) {
-		return
-	}
-	if c := srv.topo.Current().Cluster(cluster); c != nil && c.WritesHeld != "" {
-		_, _ = srv.topo.ReleaseWrites(cluster)
-	}
-	srv.log.Warn("fleet: held writes resumed: "+why, zap.String("cluster", cluster))
-}
-
-// forgetFleetHold ends fleetPending's hold of cluster without touching the topology (a
-// record that moved the master lifted it); it reports whether there was one.
-func (srv *Server) forgetFleetHold(cluster string) bool {
-	srv.fleet.holdMu.Lock()
-	done := srv.fleet.holds[cluster]
-	delete(srv.fleet.holds, cluster)
-	srv.fleet.holdMu.Unlock()
-	if done != nil {
-		close(done)
-	}
-	return done != nil
 }

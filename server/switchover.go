@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-proxy/sluice/conf"
 	"github.com/sluice-proxy/sluice/dataplane"
+	"github.com/sluice-proxy/sluice/fleet"
 	"github.com/sluice-proxy/sluice/health"
 	"github.com/sluice-proxy/sluice/protocol"
 )
@@ -62,6 +63,15 @@ func (f *failovers) unclaim(cluster string) {
 	f.unlock()
 }
 
+// unclaimAndRecheck ends a switchover's claim; a master that went down meanwhile (its
+// masterDown found the claim and started nothing) gets its failover now.
+func (f *failovers) unclaimAndRecheck(cluster string) {
+	f.unclaim(cluster)
+	if c := f.s.topo.Current().Cluster(cluster); c != nil && c.Master.State() == health.StateDown {
+		f.masterDown(c.Master)
+	}
+}
+
 // clusterIndex returns cluster's index in every snapshot, or an ERR naming it.
 func (srv *Server) clusterIndex(cluster, what string) (int, *protocol.SQLError) {
 	i := slices.IndexFunc(srv.topo.Current().Clusters, func(c *health.Cluster) bool { return c.Name == cluster })
@@ -106,7 +116,7 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 	if serr := srv.failover.claim(cluster, "SWITCHOVER"); serr != nil {
 		return serr
 	}
-	defer srv.failover.unclaim(cluster)
+	defer srv.failover.unclaimAndRecheck(cluster)
 	var lctx context.Context = ctx
 	if fl != nil {
 		// The switchover runs under the leadership: announced in etcd before each change to
@@ -141,7 +151,7 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 			return protocol.ERUnknownError.New("sluice: %s refused: the fleet's etcd did not take it (%v); nothing changed", what, err)
 		}
 		sw.Guard = guard(fl, l)
-		sw.Commit = func(ctx context.Context, r *health.Result) error { return srv.failover.recordInFleet(ctx, fl, l, r) }
+		sw.Commit = func(ctx context.Context, r *health.Result) error { return srv.failover.commitSwitchover(ctx, fl, l, r) }
 		// Only this instance's sessions are drained: the others' connections to the old
 		// master are cut after it is read-only.
 		sw.KillOthers = true
@@ -153,7 +163,7 @@ func (srv *Server) Switchover(ctx context.Context, cluster, target string) error
 	if fl != nil {
 		// Done or undone, the switchover leaves nothing for another leader to finish (the
 		// repoints' guards wrote pending again after the record dropped it).
-		if derr := fl.DropPending(ctx, l); derr != nil {
+		if derr := fl.DropPending(context.WithoutCancel(ctx), l); derr != nil {
 			log.Warn("switchover: its pending record stays in etcd", zap.Error(derr))
 		}
 	}
@@ -328,9 +338,15 @@ func (srv *Server) FailoverCluster(ctx context.Context, cluster string) error {
 	log := srv.log.With(zap.String("cluster", cluster), zap.String("old_master", c.Master.Address), zap.Bool("manual", true))
 	rctx, cancel := context.WithTimeout(ctx, health.DefaultApplyTimeout+10*srv.config().Health.Timeout.Duration)
 	defer cancel()
-	srv.failover.lock()
-	srv.failover.continuing(&fo, srv.failover.stateOf(cluster).Pending)
-	srv.failover.unlock()
+	var pending *health.Result
+	if fl != nil {
+		pending = srv.failover.pendingFromFleet(fl, cluster)
+	} else {
+		srv.failover.lock()
+		pending = srv.failover.stateOf(cluster).Pending
+		srv.failover.unlock()
+	}
+	srv.failover.continuing(&fo, pending)
 	// The operator may promote another replica than the one an earlier attempt pinned (it
 	// may be gone for good); one that was made writable is refused by Run's survey.
 	fo.Candidate = ""
@@ -367,4 +383,24 @@ func (srv *Server) FailoverCluster(ctx context.Context, cluster string) error {
 	}
 	srv.event("failover", cluster, res.NewMaster, fmt.Sprintf("manual: %s -> %s (%s)", res.OldMaster, res.NewMaster, res.Outcome))
 	return nil
+}
+
+// commitSwitchover records a switchover's new master in etcd (its commit point). A write whose
+// outcome is unknown (a timeout, a lost connection: etcd may have taken it) is read back with
+// a quorum read, since undoing a switchover etcd recorded would send every instance to a
+// target that never takes writes.
+func (f *failovers) commitSwitchover(ctx context.Context, fl *fleet.Fleet, l fleet.Lead, r *health.Result) error {
+	err := f.recordInFleet(ctx, fl, l, r)
+	if err == nil || errors.Is(err, fleet.ErrLostLeadership) || errors.Is(err, fleet.ErrTopologyMoved) {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	rec, ok, rerr := fl.ReadTopology(rctx, r.Cluster)
+	if rerr == nil && ok && rec.Master == r.NewMaster && rec.OldMaster == r.OldMaster && rec.By == fl.Self().Instance &&
+		rec.Revision > fl.TopologyRevision(r.Cluster) {
+		r.Epoch = max(r.Epoch, uint64(rec.Revision))
+		return nil
+	}
+	return err
 }
