@@ -50,6 +50,20 @@ func startLeaderFleet(t *testing.T, prefix string) *leaderFleet {
 	return lf
 }
 
+// ready waits until one instance leads cluster main and every instance applied the initial
+// topology record.
+func (lf *leaderFleet) ready(t *testing.T) {
+	t.Helper()
+	waitUntil(t, "one leader and the initial topology applied everywhere", 20*time.Second, func() bool {
+		for _, s := range lf.srvs {
+			if s.Fleet().TopologyRevision("main") == 0 {
+				return false
+			}
+		}
+		return lf.leader(t) >= 0
+	})
+}
+
 // leader is the index of the instance that leads cluster main, -1 when none does; it fails
 // the test when two do.
 func (lf *leaderFleet) leader(t *testing.T) int {
@@ -126,14 +140,7 @@ func (lf *leaderFleet) writeThroughAll(t *testing.T, id int) {
 // "followed", one history entry), and writes through every instance land on the new master.
 func TestFleetLeaderSwitchoverAndFailover(t *testing.T) {
 	lf := startLeaderFleet(t, "/sluice/leader-test")
-	waitUntil(t, "one leader and the initial topology applied everywhere", 20*time.Second, func() bool {
-		for _, s := range lf.srvs {
-			if s.Fleet().TopologyRevision("main") == 0 {
-				return false
-			}
-		}
-		return lf.leader(t) >= 0
-	})
+	lf.ready(t)
 	lead := lf.leader(t)
 	h := lf.history(t)
 	if len(h) != 1 || h[0].Outcome != fleet.OutcomeInitial || h[0].Master != lf.topo.Master.Addr() || h[0].By != fmt.Sprintf("sluice-%d", lead+1) {

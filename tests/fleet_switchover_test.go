@@ -24,14 +24,7 @@ import (
 // new master lacks.
 func TestFleetSwitchoverCutsOtherInstances(t *testing.T) {
 	lf := startLeaderFleet(t, "/sluice/switchover-kill-test")
-	waitUntil(t, "one leader and the initial topology applied everywhere", 20*time.Second, func() bool {
-		for _, s := range lf.srvs {
-			if s.Fleet().TopologyRevision("main") == 0 {
-				return false
-			}
-		}
-		return lf.leader(t) >= 0
-	})
+	lf.ready(t)
 	lead := lf.leader(t)
 	other := (lead + 1) % 3
 	o := lf.topo.Opts
@@ -146,14 +139,7 @@ type mvccKV struct {
 // and the transaction free to commit on the old master.
 func TestFleetSwitchoverLeadershipLost(t *testing.T) {
 	lf := startLeaderFleet(t, "/sluice/switchover-lost-test")
-	waitUntil(t, "one leader and the initial topology applied everywhere", 20*time.Second, func() bool {
-		for _, s := range lf.srvs {
-			if s.Fleet().TopologyRevision("main") == 0 {
-				return false
-			}
-		}
-		return lf.leader(t) >= 0
-	})
+	lf.ready(t)
 	lead := lf.leader(t)
 	o := lf.topo.Opts
 	oldMaster, target := lf.topo.Master, lf.topo.Replicas[0]
@@ -233,14 +219,7 @@ func TestFleetSwitchoverLeadershipLost(t *testing.T) {
 // non-leader is answered only after the switchover, and it is on the new master.
 func TestFleetSwitchoverHoldsOtherInstances(t *testing.T) {
 	lf := startLeaderFleet(t, "/sluice/switchover-hold-test")
-	waitUntil(t, "one leader and the initial topology applied everywhere", 20*time.Second, func() bool {
-		for _, s := range lf.srvs {
-			if s.Fleet().TopologyRevision("main") == 0 {
-				return false
-			}
-		}
-		return lf.leader(t) >= 0
-	})
+	lf.ready(t)
 	lead := lf.leader(t)
 	other := (lead + 1) % 3
 	o := lf.topo.Opts
