@@ -169,3 +169,50 @@ func TestLeaderAndTopology(t *testing.T) {
 	took := waitFor(t, "the other leads after the leader closed", 2*time.Second, func() bool { _, ok := fs[1-li].Leader("main"); return ok })
 	t.Logf("handover after Close: %v (Close took %v)", took, time.Since(start)-took)
 }
+
+// TestTopologyBadValues: a topology key whose value is not a record (written by hand with
+// etcdctl), or one that names no master, is logged and ignored: the instance keeps the record
+// it applied, and a later good record is applied. A pending key that is not a record reaches
+// no hook, and Pending reports it as an error rather than a failover.
+func TestTopologyBadValues(t *testing.T) {
+	c := startEtcd(t)
+	raw := rawClient(t, c)
+	ctx := context.Background()
+	var w follower
+	pendings := 0
+	f := joinWith(t, c, "a", 2*time.Second, func(f *Fleet) {
+		h := w.hooks()
+		h.Clusters = nil // nobody campaigns: the test writes the keys itself
+		h.Pending = func(string, string, time.Time, []byte) { w.mu.Lock(); pendings++; w.mu.Unlock() }
+		f.OnTopology(h)
+	})
+	key := "/sluice/test/clusters/main/topology"
+	put := func(v string) int64 {
+		t.Helper()
+		r, err := raw.Put(ctx, key, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	good := put(`{"master":"m1:3306","outcome":"initial","by":"x"}`)
+	waitFor(t, "the good record applied", 5*time.Second, func() bool { return f.TopologyRevision("main") == good })
+	put(`not json`)
+	put(`{"outcome":"promoted"}`)
+	if _, err := raw.Put(ctx, "/sluice/test/clusters/main/pending", `{{{`); err != nil {
+		t.Fatal(err)
+	}
+	next := put(`{"master":"m2:3306","outcome":"promoted","by":"x"}`)
+	waitFor(t, "the next good record applied", 5*time.Second, func() bool { return f.TopologyRevision("main") == next })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.applied) != 2 || w.applied[0].Master != "m1:3306" || w.applied[1].Master != "m2:3306" {
+		t.Fatalf("applied %+v; want only the two good records", w.applied)
+	}
+	if pendings != 0 {
+		t.Errorf("a malformed pending key reached the Pending hook %d times", pendings)
+	}
+	if _, err := f.Pending(ctx, "main"); err == nil {
+		t.Error("Pending of a malformed record: no error")
+	}
+}
