@@ -298,7 +298,8 @@ func BodyAccess(body string) *Access {
 	p := parserPool.Get().(*parser.Parser)
 	stmts, broken, err := parseSafe(p, text)
 	if !broken {
-		parserPool.Put(p)
+		// The parser reuses its nodes' memory: back to the pool only once the tree is read.
+		defer parserPool.Put(p)
 	}
 	if err != nil || len(stmts) != 1 {
 		return unknownAccess

@@ -412,8 +412,11 @@ func RewriteProcesslist(sql string, modes LexModes, schema, derived string) (out
 	p.SetSQLMode(sqlModeOf(modes))
 	stmts, broken, err := parseSafe(p, sql)
 	if !broken {
-		p.SetSQLMode(defaultSQLMode)
-		parserPool.Put(p)
+		// The parser reuses its nodes' memory: back to the pool only once the tree is read.
+		defer func() {
+			p.SetSQLMode(defaultSQLMode)
+			parserPool.Put(p)
+		}()
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("%w: %v", ErrParse, err)
