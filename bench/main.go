@@ -26,7 +26,7 @@
 //
 //	BENCH_TIME=10    seconds per sysbench run
 //	BENCH_QUICK=1    only oltp_point_select at 16 threads, both ps modes
-//	BENCH_SLUICE_THREADS=0  sluice's [proxy] threads (GOMAXPROCS); 0 = one per CPU
+//	BENCH_SLUICE_THREADS=0  sluice's [proxy] threads (GOMAXPROCS); 0 = sluice chooses
 //	BENCH_EVENT_LOOP=1      both sluices with [proxy] event_loop = true
 //	BENCH_ROUNDS=1   runs of each cell per target; the report takes the median
 //	BENCH_CONTROL=0  leave out the A/A control (a second HAProxy, "HAProxy-b")
@@ -89,8 +89,8 @@ type settings struct {
 	seconds int
 	quick   bool
 	save    bool
-	// threads is sluice's [proxy] threads; 0, sluice's default, is one
-	// per CPU, as HAProxy's default nbthread is.
+	// threads is sluice's [proxy] threads; 0, sluice's default, lets it
+	// choose: one processor until it needs one per CPU.
 	threads int
 	// cpuProfile, when set, is where the "sluice" target writes a CPU
 	// profile of the whole run (sluice run -cpuprofile): the input of
@@ -154,7 +154,7 @@ func readSettings() (settings, error) {
 	if v := strings.TrimSpace(os.Getenv("BENCH_SLUICE_THREADS")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 1024 {
-			return s, fmt.Errorf("BENCH_SLUICE_THREADS=%q: want 0 (one per CPU) to 1024", v)
+			return s, fmt.Errorf("BENCH_SLUICE_THREADS=%q: want 0 (sluice chooses) to 1024", v)
 		}
 		s.threads = n
 	}

@@ -96,7 +96,10 @@ func renderReport(st settings, f machineFacts, rep report) string {
 		f.nproc, f.cpuModel, f.kernel, pct(f.idleBefore), pct(f.idleAfter), f.loadBefore, f.loadAfter)
 	fmt.Fprintf(&b, "- MariaDB %s (master + %d GTID replicas + auth server, sandbox package); %s; %s\n",
 		f.mariadb, replicas, f.sysbench, f.haproxy)
-	threads := "one per CPU"
+	threads := "0, one processor until it needs one per CPU"
+	if st.eventLoop {
+		threads = "one per CPU"
+	}
 	if st.threads > 0 {
 		threads = strconv.Itoa(st.threads)
 	}

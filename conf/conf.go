@@ -105,7 +105,8 @@ type Proxy struct {
 	// LogLevel is one of debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 	// Threads is how many threads run Go code at once (GOMAXPROCS); 0
-	// keeps the runtime's default, one per CPU. On a host shared with
+	// lets the server choose, one while that is enough and one per CPU
+	// under load (server/procs.go). On a host shared with
 	// database servers fewer leave them CPU and cost the proxy less in
 	// scheduling, as HAProxy's nbthread or ProxySQL's mysql-threads do.
 	Threads int `toml:"threads"`

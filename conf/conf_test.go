@@ -311,7 +311,7 @@ func TestValidationErrors(t *testing.T) {
 		{"max_client_connections 0", base + "[proxy]\nmax_client_connections = 0\n",
 			`proxy.max_client_connections must be > 0 (got 0)`},
 		{"threads negative", base + "[proxy]\nthreads = -1\n",
-			`proxy.threads must be between 0 (one per CPU) and 1024 (got -1)`},
+			`proxy.threads must be between 0 (sluice chooses) and 1024 (got -1)`},
 		{"max_allowed_packet too small", base + "[proxy]\nmax_allowed_packet = 1023\n",
 			`proxy.max_allowed_packet must be between 1024 and 1073741824 bytes (got 1023)`},
 		{"max_allowed_packet too large", base + "[proxy]\nmax_allowed_packet = 1073741825\n",

@@ -24,9 +24,12 @@ func (c *Config) Describe() string {
 	line("proxy: listen %s, admin_listen %s, metrics_listen %s", x.Listen, offIfEmpty(x.AdminListen), offIfEmpty(x.MetricsListen))
 	line("  log_level %s, max_client_connections %d, max_allowed_packet %s, max_prepared_statements %d, backend_statement_cache %d, local_infile %v",
 		x.LogLevel, x.MaxClientConnections, formatBytes(x.MaxAllowedPacket), x.MaxPreparedStatements, x.BackendStatementCache, x.LocalInfile)
-	threads := "one per CPU"
-	if x.Threads > 0 {
+	threads := "1 to one per CPU, as the load needs"
+	switch {
+	case x.Threads > 0:
 		threads = fmt.Sprint(x.Threads)
+	case x.EventLoop:
+		threads = "one per CPU"
 	}
 	if x.EventLoop {
 		threads += " (event loops)"

@@ -87,7 +87,7 @@ func (c *Config) validateProxy(p *problems) {
 	}
 	c.validateMetricsAccess(p)
 	if x.Threads < 0 || x.Threads > MaxThreads {
-		p.add("proxy.threads must be between 0 (one per CPU) and %d (got %d)", MaxThreads, x.Threads)
+		p.add("proxy.threads must be between 0 (sluice chooses) and %d (got %d)", MaxThreads, x.Threads)
 	}
 	if x.BackendStatementCache <= 0 {
 		p.add("proxy.backend_statement_cache must be > 0 (got %d)", x.BackendStatementCache)

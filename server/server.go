@@ -304,6 +304,10 @@ func (srv *Server) Start() error {
 			return err
 		}
 	}
+	if srv.cfg.Proxy.Threads == 0 && !srv.cfg.Proxy.EventLoop {
+		srv.wg.Add(1)
+		go func() { defer srv.wg.Done(); governProcs(srv.ctx, srv.log) }()
+	}
 	srv.wg.Add(1)
 	go func() { defer srv.wg.Done(); _ = srv.Serve() }()
 	return nil

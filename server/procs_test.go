@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+func TestProcsPolicy(t *testing.T) {
+	p := newProcsPolicy(4)
+	if got := p.step(0.2); got != 1 {
+		t.Fatalf("light window at one processor: got %d, want 1", got)
+	}
+	if got := p.step(0.79); got != 1 {
+		t.Fatalf("window just under the bar: got %d, want 1", got)
+	}
+	if got := p.step(0.8); got != 4 {
+		t.Fatalf("window at 0.8 cores: got %d, want 4", got)
+	}
+	// At max, only downAfter light windows in a row bring it back.
+	for i := range p.downAfter - 1 {
+		if got := p.step(0.1); got != 4 {
+			t.Fatalf("light window %d of %d: got %d, want 4", i+1, p.downAfter, got)
+		}
+	}
+	if got := p.step(0.4); got != 4 {
+		t.Fatalf("window at 0.4 cores: got %d, want 4", got)
+	}
+	for range p.downAfter - 1 {
+		p.step(0.39)
+	}
+	if got := p.step(0.39); got != 1 {
+		t.Fatalf("after %d light windows in a row: got %d, want 1", p.downAfter, got)
+	}
+	if got := p.step(1.5); got != 4 {
+		t.Fatalf("busy window after coming down: got %d, want 4", got)
+	}
+}
+
+func TestProcsSamplerCountsCPU(t *testing.T) {
+	var s procsSampler
+	if first := s.read(); first != 0 {
+		t.Fatalf("first read: %.3f cores, want 0", first)
+	}
+	end := time.Now().Add(50 * time.Millisecond)
+	n := 0
+	for time.Now().Before(end) {
+		n++
+	}
+	if cores := s.read(); cores <= 0 {
+		t.Fatalf("after %d loops of busy work the sampler saw %.3f cores", n, cores)
+	}
+}
+
+func TestGovernProcsGivesBackProcessors(t *testing.T) {
+	max := runtime.GOMAXPROCS(0)
+	if max < 2 {
+		t.Skip("one processor: nothing to govern")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); governProcs(ctx, zap.NewNop()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for procsNow.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if procsNow.Load() == 0 {
+		t.Fatal("the governor did not start")
+	}
+	// A second governor in the same process returns at once.
+	second := make(chan struct{})
+	go func() { defer close(second); governProcs(ctx, zap.NewNop()) }()
+	select {
+	case <-second:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a second governor kept running")
+	}
+	cancel()
+	<-done
+	if got := runtime.GOMAXPROCS(0); got != max {
+		t.Fatalf("after the governor ended GOMAXPROCS is %d, want %d", got, max)
+	}
+	if procsNow.Load() != 0 {
+		t.Fatal("procsNow not cleared")
+	}
+}
