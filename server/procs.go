@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -12,7 +13,7 @@ import (
 
 // The processor governor sizes GOMAXPROCS while [proxy] threads = 0 and
 // sessions run on goroutines: one processor while the proxy's work fits in
-// one core, every CPU when it does not. With two processors Go wakes an
+// one core and its thread gets a CPU, every CPU otherwise. With two processors Go wakes an
 // idle thread for each goroutine the network poller readies and that
 // thread steals it, so statements keep moving between threads and CPUs
 // (on the bench machine 1.7 CPU migrations a statement against HAProxy's
@@ -23,52 +24,76 @@ import (
 const procsWindow = 100 * time.Millisecond
 
 // procsPolicy is the governor's decision, kept pure for its tests. A
-// sample is one window's process CPU, in cores.
+// sample is one window: the process's CPU in it, in cores, the goroutine
+// wake-ups in it and how many of those waited schedWaitLong or more to run.
 //
-// Only the proxy's own CPU raises the processors, not the time its
-// goroutines wait to run: on a host whose cores the database servers and
-// clients keep busy a second processor has no idle CPU to run on, and on
-// the bench machine it cost 10–15% more CPU per statement at 16 and 64
-// sysbench threads for a throughput within the run-to-run noise.
+// Two things raise one processor to max. The proxy used most of its core;
+// or its goroutines wait so long to run that its one thread is not getting
+// a CPU (on the bench machine with 2,000 sysbench clients and one
+// processor, half the wake-ups of a window waited over 4 ms and the proxy
+// served 0.67x HAProxy's point selects). Shorter waits do not: at 16 or 64
+// clients they are the sessions queueing for a busy core, and a second
+// processor there cost 10–15% more CPU per statement for the same
+// throughput.
 type procsPolicy struct {
 	// max is the process's processors when the governor started (one per
 	// CPU, or the container's limit).
 	max int
 	// upCores raises one processor to max: a window in which the proxy
-	// used that much of its one core.
-	upCores float64
-	// downAfter windows in a row under downCores bring max processors
-	// back to one.
-	downCores float64
-	downAfter int
-	// cur is the processors now; light counts the light windows in a row.
-	cur, light int
+	// used that much of its one core. upLong does too: a window with at
+	// least minWakeups wake-ups, that share of which waited long.
+	upCores, upLong float64
+	minWakeups      uint64
+	// A light window has under downCores of CPU and under downLong of its
+	// wake-ups waiting long; downAfter light windows in a row bring max
+	// processors back to one. Rising again within backoffWindows of that
+	// doubles downAfter, up to downAfterMax, so a load on the edge does not
+	// flap.
+	downCores, downLong     float64
+	downAfter, downAfterMax int
+	backoffWindows          int
+	// cur is the processors now; light counts the light windows in a row,
+	// sinceDown the windows since the last fall to one.
+	cur, light, sinceDown int
 }
 
 // newProcsPolicy starts at one processor.
 func newProcsPolicy(max int) procsPolicy {
-	return procsPolicy{max: max, upCores: 0.8, downCores: 0.4, downAfter: 20, cur: 1}
+	return procsPolicy{max: max, upCores: 0.8, upLong: 0.3, minWakeups: 50,
+		downCores: 0.4, downLong: 0.1, downAfter: 20, downAfterMax: 600, backoffWindows: 20,
+		cur: 1, sinceDown: 1 << 30}
 }
 
-// step takes one window's CPU, in cores, and returns the processors to
-// run with.
-func (p *procsPolicy) step(cores float64) int {
+// step takes one window's sample and returns the processors to run with.
+func (p *procsPolicy) step(cores float64, wakeups, long uint64) int {
+	share := 0.0
+	if wakeups >= p.minWakeups {
+		share = float64(long) / float64(wakeups)
+	}
 	if p.cur == 1 {
-		if cores >= p.upCores {
+		p.sinceDown++
+		if cores >= p.upCores || share >= p.upLong {
+			if p.sinceDown <= p.backoffWindows {
+				p.downAfter = min(2*p.downAfter, p.downAfterMax)
+			}
 			p.cur, p.light = p.max, 0
 		}
 		return p.cur
 	}
-	if cores < p.downCores {
+	if cores < p.downCores && share < p.downLong {
 		p.light++
 	} else {
 		p.light = 0
 	}
 	if p.light >= p.downAfter {
-		p.cur, p.light = 1, 0
+		p.cur, p.light, p.sinceDown = 1, 0, 0
 	}
 	return p.cur
 }
+
+// schedWaitLong is the wait between a goroutine becoming runnable and
+// running that counts as long: tens of statements' work.
+const schedWaitLong = 4e-3
 
 // procsHeld makes one governor per process: GOMAXPROCS is the process's,
 // and tests run many servers in one.
@@ -105,38 +130,67 @@ func governProcs(ctx context.Context, log *zap.Logger) {
 			return
 		case <-tick.C:
 		}
-		cores := smp.read()
+		cores, wakeups, long := smp.read()
 		was := pol.cur
-		if n := pol.step(cores); n != was {
+		if n := pol.step(cores, wakeups, long); n != was {
 			runtime.GOMAXPROCS(n)
 			procsNow.Store(int32(n))
 			log.Debug("processors changed", zap.Int("from", was), zap.Int("to", n),
-				zap.Float64("cores", cores))
+				zap.Float64("cores", cores), zap.Uint64("wakeups", wakeups), zap.Uint64("waited_4ms", long))
 		}
 	}
 }
 
-// procsSampler reads the process's CPU time and returns what it used
-// since its last read. Owned by the governor's goroutine.
+// procsSampler reads the process's CPU time and the scheduler's latency
+// histogram and returns what changed since its last read. Owned by the
+// governor's goroutine.
 type procsSampler struct {
-	at  time.Time
-	cpu time.Duration
+	at     time.Time
+	cpu    time.Duration
+	sample []metrics.Sample
+	counts []uint64
+	bounds []float64
 }
 
-// read returns the CPU used since the last read, in cores (0 the first
-// time).
-func (s *procsSampler) read() (cores float64) {
+// read returns the CPU used since the last read, in cores, and the
+// goroutine wake-ups since then: how many, and how many waited at least
+// schedWaitLong to run (0 the first time).
+func (s *procsSampler) read() (cores float64, wakeups, long uint64) {
 	now := time.Now()
 	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		if !s.at.IsZero() {
+			if d := now.Sub(s.at); d > 0 {
+				cores = float64(cpu-s.cpu) / float64(d)
+			}
+		}
+		s.at, s.cpu = now, cpu
 	}
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	if !s.at.IsZero() {
-		if d := now.Sub(s.at); d > 0 {
-			cores = float64(cpu-s.cpu) / float64(d)
+	if s.sample == nil {
+		s.sample = []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	}
+	metrics.Read(s.sample)
+	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return cores, 0, 0
+	}
+	h := s.sample[0].Value.Float64Histogram()
+	first := s.counts == nil
+	if first {
+		s.counts = make([]uint64, len(h.Counts))
+		s.bounds = append([]float64(nil), h.Buckets...)
+	}
+	for i, c := range h.Counts {
+		d := c - s.counts[i]
+		s.counts[i] = c
+		if first {
+			continue
+		}
+		wakeups += d
+		// Buckets[i] is bucket i's lower bound.
+		if s.bounds[i] >= schedWaitLong {
+			long += d
 		}
 	}
-	s.at, s.cpu = now, cpu
-	return cores
+	return cores, wakeups, long
 }
