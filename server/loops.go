@@ -19,8 +19,11 @@ func (srv *Server) startLoops() error {
 	if t := srv.cfg.Proxy.Threads; t > 0 {
 		n = t
 	}
+	procsMu.Lock()
+	procsFixed = true
 	runtime.GOMAXPROCS(n + 1)
 	loops, err := evloop.Start(n, srv.log)
+	procsMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -95,18 +96,49 @@ func (p *procsPolicy) step(cores float64, wakeups, long uint64) int {
 // running that counts as long: tens of statements' work.
 const schedWaitLong = 4e-3
 
+// procsMu serialises the process's GOMAXPROCS changes: the governor's, a
+// fixed threads setting's and the event loops' sizing. procsFixed is set
+// once a server fixed the count (threads > 0, or event loops, which sleep
+// holding processors and would starve the process if it shrank); the
+// governor then leaves GOMAXPROCS alone for the life of the process. In
+// production a process has one server; tests run many.
+var (
+	procsMu    sync.Mutex
+	procsFixed bool
+)
+
+// fixProcs sets GOMAXPROCS for good (threads > 0).
+func fixProcs(n int) {
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	procsFixed = true
+	runtime.GOMAXPROCS(n)
+}
+
+// setProcs is the governor's change of GOMAXPROCS; it reports false, and
+// changes nothing, once the count was fixed.
+func setProcs(n int) bool {
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	if procsFixed {
+		return false
+	}
+	runtime.GOMAXPROCS(n)
+	return true
+}
+
 // procsHeld makes one governor per process: GOMAXPROCS is the process's,
 // and tests run many servers in one.
 var procsHeld atomic.Bool
 
 // procsNow is the processors the governor runs with, 0 while none runs
-// (for metrics).
+// (its tests read it; go_sched_gomaxprocs_threads exports the count).
 var procsNow atomic.Int32
 
 // governProcs runs the governor until ctx ends, then gives the process back
-// all its processors. It returns at once when another governor runs, when
-// threads is set, with event loops (they size GOMAXPROCS themselves) or on
-// one CPU.
+// all its processors. Start runs it only with threads = 0 and without event
+// loops (they size GOMAXPROCS themselves); it returns at once on one CPU or
+// when another governor runs in the process.
 func governProcs(ctx context.Context, log *zap.Logger) {
 	max := runtime.GOMAXPROCS(0)
 	if max < 2 || !procsHeld.CompareAndSwap(false, true) {
@@ -114,12 +146,12 @@ func governProcs(ctx context.Context, log *zap.Logger) {
 	}
 	defer procsHeld.Store(false)
 	pol := newProcsPolicy(max)
-	runtime.GOMAXPROCS(pol.cur)
+	defer procsNow.Store(0)
+	if !setProcs(pol.cur) {
+		return
+	}
 	procsNow.Store(int32(pol.cur))
-	defer func() {
-		runtime.GOMAXPROCS(max)
-		procsNow.Store(0)
-	}()
+	defer setProcs(max)
 	var smp procsSampler
 	smp.read()
 	tick := time.NewTicker(procsWindow)
@@ -133,7 +165,9 @@ func governProcs(ctx context.Context, log *zap.Logger) {
 		cores, wakeups, long := smp.read()
 		was := pol.cur
 		if n := pol.step(cores, wakeups, long); n != was {
-			runtime.GOMAXPROCS(n)
+			if !setProcs(n) {
+				return
+			}
 			procsNow.Store(int32(n))
 			log.Debug("processors changed", zap.Int("from", was), zap.Int("to", n),
 				zap.Float64("cores", cores), zap.Uint64("wakeups", wakeups), zap.Uint64("waited_4ms", long))

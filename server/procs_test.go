@@ -94,6 +94,15 @@ func TestGovernProcsGivesBackProcessors(t *testing.T) {
 	if max < 2 {
 		t.Skip("one processor: nothing to govern")
 	}
+	procsMu.Lock()
+	fixed := procsFixed
+	procsFixed = false
+	procsMu.Unlock()
+	defer func() {
+		procsMu.Lock()
+		procsFixed = fixed
+		procsMu.Unlock()
+	}()
 	// A server another test left running would hold the governor.
 	deadline := time.Now().Add(5 * time.Second)
 	for procsHeld.Load() && time.Now().Before(deadline) {
@@ -127,5 +136,37 @@ func TestGovernProcsGivesBackProcessors(t *testing.T) {
 	}
 	if procsNow.Load() != 0 {
 		t.Fatal("procsNow not cleared")
+	}
+}
+
+// TestGovernProcsLeavesAFixedCount: once a server fixed GOMAXPROCS
+// (threads > 0, or event loops, which sleep holding processors) the
+// governor of another server in the process changes nothing.
+func TestGovernProcsLeavesAFixedCount(t *testing.T) {
+	max := runtime.GOMAXPROCS(0)
+	if max < 2 {
+		t.Skip("one processor: nothing to govern")
+	}
+	procsMu.Lock()
+	fixed := procsFixed
+	procsMu.Unlock()
+	defer func() {
+		procsMu.Lock()
+		procsFixed = fixed
+		procsMu.Unlock()
+		runtime.GOMAXPROCS(max)
+	}()
+	fixProcs(max)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); governProcs(ctx, zap.NewNop()) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the governor kept running after the count was fixed")
+	}
+	if got := runtime.GOMAXPROCS(0); got != max {
+		t.Fatalf("GOMAXPROCS %d after the governor met a fixed count, want %d", got, max)
 	}
 }

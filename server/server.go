@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -218,7 +217,7 @@ func (srv *Server) Start() error {
 	if n := srv.cfg.Proxy.Threads; n > 0 {
 		// The proxy owns its process: threads sets how many OS threads
 		// run Go code at once for all of it.
-		runtime.GOMAXPROCS(n)
+		fixProcs(n)
 	}
 	if err := srv.Listen(); err != nil {
 		return err
