@@ -29,22 +29,27 @@ const procsWindow = 100 * time.Millisecond
 // wake-ups in it and how many of those waited schedWaitLong or more to run.
 //
 // Two things raise one processor to max. The proxy used most of its core;
-// or its goroutines wait so long to run that its one thread is not getting
-// a CPU (on the bench machine with 2,000 sysbench clients and one
-// processor, half the wake-ups of a window waited over 4 ms and the proxy
-// served 0.67x HAProxy's point selects). Shorter waits do not: at 16 or 64
+// or its goroutines wait so long to run, window after window, that its one
+// thread is not getting a CPU (on the bench machine with 2,000 sysbench
+// clients and one processor, a median 39% of a window's wake-ups waited
+// 4 ms or more, in 190 of 193 windows 30% or more, and the proxy served
+// 0.67x HAProxy's point selects). Shorter waits do not: at 16 or 64
 // clients they are the sessions queueing for a busy core, and a second
-// processor there cost 10–15% more CPU per statement for the same
-// throughput.
+// processor there cost 10–35% more CPU per statement for the same or less
+// throughput. Nor does one window of long waits: at 64 clients a busy host
+// puts one window in a hundred or so over the bar (one of 155 in a quiet
+// trace, 0.32), which alone raised the count for the rest of a run.
 type procsPolicy struct {
 	// max is the process's processors when the governor started (one per
 	// CPU, or the container's limit).
 	max int
 	// upCores raises one processor to max: a window in which the proxy
-	// used that much of its one core. upLong does too: a window with at
-	// least minWakeups wake-ups, that share of which waited long.
+	// used that much of its one core. upLong does too: upLongWindows
+	// windows in a row, each with at least minWakeups wake-ups, that share
+	// of which waited long.
 	upCores, upLong float64
 	minWakeups      uint64
+	upLongWindows   int
 	// A light window has under downCores of CPU and under downLong of its
 	// wake-ups waiting long; downAfter light windows in a row bring max
 	// processors back to one. Rising again within backoffWindows of that
@@ -54,13 +59,14 @@ type procsPolicy struct {
 	downAfter, downAfterMax int
 	backoffWindows          int
 	// cur is the processors now; light counts the light windows in a row,
-	// sinceDown the windows since the last fall to one.
-	cur, light, sinceDown int
+	// long the windows with long waits in a row, sinceDown the windows
+	// since the last fall to one.
+	cur, light, long, sinceDown int
 }
 
 // newProcsPolicy starts at one processor.
 func newProcsPolicy(max int) procsPolicy {
-	return procsPolicy{max: max, upCores: 0.8, upLong: 0.3, minWakeups: 50,
+	return procsPolicy{max: max, upCores: 0.8, upLong: 0.3, minWakeups: 50, upLongWindows: 5,
 		downCores: 0.4, downLong: 0.1, downAfter: 20, downAfterMax: 600, backoffWindows: 20,
 		cur: 1, sinceDown: 1 << 30}
 }
@@ -73,11 +79,16 @@ func (p *procsPolicy) step(cores float64, wakeups, long uint64) int {
 	}
 	if p.cur == 1 {
 		p.sinceDown++
-		if cores >= p.upCores || share >= p.upLong {
+		if share >= p.upLong {
+			p.long++
+		} else {
+			p.long = 0
+		}
+		if cores >= p.upCores || p.long >= p.upLongWindows {
 			if p.sinceDown <= p.backoffWindows {
 				p.downAfter = min(2*p.downAfter, p.downAfterMax)
 			}
-			p.cur, p.light = p.max, 0
+			p.cur, p.light, p.long = p.max, 0, 0
 		}
 		return p.cur
 	}

@@ -47,9 +47,27 @@ func TestProcsPolicy(t *testing.T) {
 	for range p.backoffWindows + 1 {
 		p.step(0.1, 0, 0)
 	}
-	// Long waits alone raise it: the one thread is not getting a CPU.
+	// Long waits alone raise it, window after window: the one thread is
+	// not getting a CPU. A run of them cut short by one window under the
+	// bar, or by one with too few wake-ups to judge, starts over.
+	for i := range p.upLongWindows - 1 {
+		if got := p.step(0.3, 100, 30); got != 1 {
+			t.Fatalf("long-wait window %d of %d: got %d, want 1", i+1, p.upLongWindows, got)
+		}
+	}
+	p.step(0.3, 100, 29)
+	for range p.upLongWindows - 1 {
+		p.step(0.3, 100, 30)
+	}
+	p.step(0.3, 49, 49)
+	for range p.upLongWindows - 1 {
+		p.step(0.3, 100, 30)
+	}
+	if p.cur != 1 {
+		t.Fatalf("interrupted runs of long-wait windows raised it to %d", p.cur)
+	}
 	if got := p.step(0.3, 100, 30); got != 4 {
-		t.Fatalf("window with 30%% waits of 4 ms: got %d, want 4", got)
+		t.Fatalf("%d windows in a row with 30%% waits of 4 ms: got %d, want 4", p.upLongWindows, got)
 	}
 	if p.downAfter != 20 {
 		t.Fatalf("a rise long after the fall changed downAfter to %d", p.downAfter)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -268,5 +269,54 @@ func BenchmarkLoopbackRoundTrip(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSockConnReadAfterWriteYields checks that a Read following a Write lets
+// the other runnable goroutines go before it reads: here the goroutine that
+// answers is one of them, so on one processor the read finds the answer
+// instead of finding nothing, while a Read that follows a Read does not
+// yield and finds nothing. (The scheduler takes the yielding goroutine
+// first from its global queue once in 61 turns, for fairness, so a few
+// rounds may still find nothing; without the yield every round does.)
+func TestSockConnReadAfterWriteYields(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	c, peer := tcpPair(t)
+	sc := c.(*sockConn)
+	buf := make([]byte, 16)
+	const rounds = 40
+	for i := range rounds {
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		answered := make(chan error, 1)
+		go func() {
+			b := make([]byte, 4)
+			if _, err := io.ReadFull(peer, b); err != nil {
+				answered <- err
+				return
+			}
+			_, err := peer.Write([]byte("pong"))
+			answered <- err
+		}()
+		if _, err := io.ReadFull(c, buf[:4]); err != nil || string(buf[:4]) != "pong" {
+			t.Fatalf("round %d: Read = %q, %v; want pong", i, buf[:4], err)
+		}
+		if err := <-answered; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sc.emptyReads > rounds/10 {
+		t.Fatalf("%d of %d reads after a write found nothing; want at most %d (the read yields to the answering goroutine first)", sc.emptyReads, rounds, rounds/10)
+	}
+	sc.emptyReads = 0
+	// A read after a read does not yield: the peer's goroutine runs only
+	// once this one parks.
+	go func() { _, _ = peer.Write([]byte("more")) }()
+	if _, err := io.ReadFull(c, buf[:4]); err != nil || string(buf[:4]) != "more" {
+		t.Fatalf("Read = %q, %v; want more", buf[:4], err)
+	}
+	if sc.emptyReads != 1 {
+		t.Fatalf("a read after a read found nothing %d times; want 1", sc.emptyReads)
 	}
 }
