@@ -112,15 +112,10 @@ func TestGovernProcsGivesBackProcessors(t *testing.T) {
 	if max < 2 {
 		t.Skip("one processor: nothing to govern")
 	}
+	keepProcsFixed(t)
 	procsMu.Lock()
-	fixed := procsFixed
 	procsFixed = false
 	procsMu.Unlock()
-	defer func() {
-		procsMu.Lock()
-		procsFixed = fixed
-		procsMu.Unlock()
-	}()
 	// A server another test left running would hold the governor.
 	deadline := time.Now().Add(5 * time.Second)
 	for procsHeld.Load() && time.Now().Before(deadline) {
@@ -165,15 +160,8 @@ func TestGovernProcsLeavesAFixedCount(t *testing.T) {
 	if max < 2 {
 		t.Skip("one processor: nothing to govern")
 	}
-	procsMu.Lock()
-	fixed := procsFixed
-	procsMu.Unlock()
-	defer func() {
-		procsMu.Lock()
-		procsFixed = fixed
-		procsMu.Unlock()
-		runtime.GOMAXPROCS(max)
-	}()
+	keepProcsFixed(t)
+	t.Cleanup(func() { runtime.GOMAXPROCS(max) })
 	fixProcs(max)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -187,4 +175,17 @@ func TestGovernProcsLeavesAFixedCount(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != max {
 		t.Fatalf("GOMAXPROCS %d after the governor met a fixed count, want %d", got, max)
 	}
+}
+
+// keepProcsFixed puts procsFixed back as it was when the test ends: the
+// process's other tests' servers may have fixed the count.
+func keepProcsFixed(t *testing.T) {
+	procsMu.Lock()
+	fixed := procsFixed
+	procsMu.Unlock()
+	t.Cleanup(func() {
+		procsMu.Lock()
+		procsFixed = fixed
+		procsMu.Unlock()
+	})
 }
