@@ -89,9 +89,30 @@ func Interpolate(sql string, args []Value, types []ParamType, params []int, noBa
 			if k < len(types) {
 				tp = types[k]
 			}
+			// The parser folds a unary minus into the number literal it
+			// applies to (and - -7 into 7), where a bound parameter stays
+			// an operand of the negation, which the server types by the
+			// value (DECIMAL when it is negative); a CAST keeps the
+			// literal an operand as well.
+			v, minus := args[k], operandOfMinus(b)
+			cast := minus && (v.Kind == KindInt || v.Kind == KindUint)
+			if minus && (v.Kind == KindInt && v.I == math.MinInt64 || v.Kind == KindUint && v.U == 1<<63) {
+				// The server negates such a parameter into a BIGINT that
+				// overflows; no literal does the same.
+				return "", fmt.Errorf("%w: parameter %d, %s after a minus sign", ErrUnsupported, k+1, formatValue(v))
+			}
+			if cast {
+				b = append(b, "CAST("...)
+			}
 			var err error
-			if b, err = appendLiteral(b, args[k], tp, noBackslashEscapes); err != nil {
+			if b, err = appendLiteral(b, v, tp, noBackslashEscapes); err != nil {
 				return "", fmt.Errorf("parameter %d: %w", k+1, err)
+			}
+			switch {
+			case cast && v.Kind == KindUint:
+				b = append(b, " AS UNSIGNED)"...)
+			case cast:
+				b = append(b, " AS SIGNED)"...)
 			}
 			marker++
 		default:
@@ -99,6 +120,21 @@ func Interpolate(sql string, args []Value, types []ParamType, params []int, noBa
 		}
 	}
 	return string(b), nil
+}
+
+// operandOfMinus reports whether what follows b is the operand of a minus
+// sign: b ends with '-' but for spaces and opening parentheses.
+func operandOfMinus(b []byte) bool {
+	for i := len(b) - 1; i >= 0; i-- {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r', '(':
+		case '-':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // skipQuoted returns the index just past the quoted string or name that

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"math"
 	"testing"
 )
@@ -85,5 +86,39 @@ func TestInterpolateTypes(t *testing.T) {
 		if got, err := Interpolate("SELECT ?", []Value{c.v}, []ParamType{c.tp}, nil, false); err == nil {
 			t.Errorf("%v as %d: %q, want an error", c.v, c.tp, got)
 		}
+	}
+}
+
+// TestInterpolateAfterMinus: an integer that is the operand of a minus sign
+// is written inside a CAST, so the parser does not fold the sign into the
+// literal (- -7 is the INT 7, where - ? bound to -7 is the DECIMAL 7), and
+// the one value whose negation overflows as a parameter is refused.
+func TestInterpolateAfterMinus(t *testing.T) {
+	cases := []struct {
+		sql  string
+		v    Value
+		want string
+	}{
+		{"SELECT -?", intv(-7), "SELECT -CAST(-00000000000000000007 AS SIGNED)"},
+		{"SELECT IF(1e0, (- ( ?)), 0)", intv(3), "SELECT IF(1e0, (- ( CAST(000000000000000000003 AS SIGNED))), 0)"},
+		{"SELECT a-?", Value{Kind: KindUint, U: 18446744073709551615}, "SELECT a-CAST(018446744073709551615 AS UNSIGNED)"},
+		{"SELECT -?", Value{Kind: KindFloat, F: -0.5}, "SELECT --000000000000000005e-01"},
+		{"SELECT -?", Value{Kind: KindString, S: []byte("7")}, "SELECT -'7'"},
+		{"SELECT a - b, ?", intv(-7), "SELECT a - b, -00000000000000000007"},
+		{"SELECT '-'?", intv(-7), "SELECT '-'-00000000000000000007"},
+	}
+	for _, c := range cases {
+		got, err := Interpolate(c.sql, []Value{c.v}, []ParamType{ParamInt8}, nil, false)
+		if err != nil || got != c.want {
+			t.Errorf("Interpolate(%q, %v) = %q, %v; want %q", c.sql, c.v, got, err, c.want)
+		}
+	}
+	for _, v := range []Value{intv(math.MinInt64), {Kind: KindUint, U: 1 << 63}} {
+		if got, err := Interpolate("SELECT -(?)", []Value{v}, []ParamType{ParamInt8}, nil, false); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("-(?) with %v: %q, %v; want ErrUnsupported", v, got, err)
+		}
+	}
+	if got, err := Interpolate("SELECT ?", []Value{intv(math.MinInt64)}, []ParamType{ParamInt8}, nil, false); err != nil || got != "SELECT -9223372036854775808" {
+		t.Errorf("? with MinInt64: %q, %v", got, err)
 	}
 }

@@ -392,7 +392,7 @@ func TestKeyColumnsLearntOnReload(t *testing.T) {
 		for _, r := range rules {
 			b.WriteString(r.toml())
 		}
-		o := sandbox.SluiceOptions{Listen: "127.0.0.1:0", ProxyKeys: []string{`admin_listen = "127.0.0.1:0"`},
+		o := sandbox.SluiceOptions{Listen: "127.0.0.1:0", ProxyKeys: []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`},
 			ClusterKeys: []string{`consistency = "causal"`}}
 		return sandbox.ShardedSluiceConfig(o, env.ref.Auth, named(clusterNames, clusterTopos()), b.String()) +
 			"\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"

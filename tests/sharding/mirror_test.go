@@ -41,7 +41,7 @@ func tableColumns(t *testing.T, ctx context.Context, db *sql.DB, schema, table s
 // grants name). A table created through sluice arrives too.
 func TestMirrorShardedSchema(t *testing.T) {
 	o := sandbox.SluiceOptions{Listen: "127.0.0.1:0",
-		ProxyKeys:   []string{`metrics_listen = "127.0.0.1:0"`},
+		ProxyKeys:   []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`},
 		ClusterKeys: []string{`consistency = "causal"`},
 		AuthKeys:    []string{"mirror_schema = true"}}
 	cfg, err := conf.Parse([]byte(sandbox.ShardedSluiceConfig(o, env.ref.Auth, named(clusterNames, clusterTopos()), shardingTOML())))

@@ -222,7 +222,7 @@ func TestPreparedAfterReloadFollowsNewRules(t *testing.T) {
 		columns: "id INT NOT NULL PRIMARY KEY, n INT NOT NULL"}
 	p20bTables(t, rl)
 	text := func(r *rule) string {
-		o := sandbox.SluiceOptions{Listen: "127.0.0.1:0", ProxyKeys: []string{`admin_listen = "127.0.0.1:0"`},
+		o := sandbox.SluiceOptions{Listen: "127.0.0.1:0", ProxyKeys: []string{`metrics_listen = "127.0.0.1:0"`, `admin_listen = "127.0.0.1:0"`},
 			ClusterKeys: []string{`consistency = "causal"`}}
 		return sandbox.ShardedSluiceConfig(o, env.ref.Auth, named(clusterNames, clusterTopos()), p20bShardingTOML(r)) +
 			"\n[admin]\nuser = \"admin\"\npassword = \"" + adminPassword + "\"\n"
